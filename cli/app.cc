@@ -1,0 +1,45 @@
+// Global options and the single place where errors become exit codes.
+#include "app.h"
+
+#include <iostream>
+#include <stdexcept>
+
+#include <CLI/CLI.hpp>
+
+#include "headprune/util/log.h"
+#include "headprune/util/runtime.h"
+
+namespace hp::cli {
+
+void apply_globals(const Context& ctx) {
+  set_log_level(parse_log_level(ctx.log_level));
+  configure_threads(ctx.threads);
+  seed_everything(ctx.seed);
+}
+
+int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  Context ctx{out, err};
+  CLI::App app{"headprune: find which attention heads of a Transformer matter, remove the rest, measure the trade-off"};
+  app.set_version_flag("--version", "headprune 0.1.0");
+  app.add_option("--threads", ctx.threads, "CPU threads for tensor math (0 = all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", ctx.seed, "random seed");
+  app.add_option("--log-level", ctx.log_level, "error, warn, info or debug")
+      ->check(CLI::IsMember({"error", "warn", "info", "debug"}));
+  app.require_subcommand(1);
+  app.fallthrough();  // global options may also follow the subcommand
+  register_demo(app, ctx);
+  register_info(app, ctx);
+  try {
+    app.parse(argc, argv);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e, out, err);  // --help (of the subcommand), --version
+    err << "error: " << e.what() << "\nRun with --help for usage.\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace hp::cli

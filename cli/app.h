@@ -1,0 +1,34 @@
+// The headprune command line: global options, subcommand registration, error handling.
+// Each subcommand file binds its options to a struct and calls library functions.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace hp::cli {
+
+struct Context {
+  std::ostream& out;  // results (tables, JSON)
+  std::ostream& err;  // messages
+  int threads = 0;    // 0 = all cores
+  uint64_t seed = 1234;
+  std::string log_level = "info";
+};
+
+// Parses argv and runs the chosen subcommand; returns the process exit code. Never throws:
+// errors are printed as "error: ..." on ctx.err with exit code 1 (2 for usage errors).
+int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+// Called once per subcommand (defined in the subcommand's own file).
+void register_demo(CLI::App& app, Context& ctx);
+void register_info(CLI::App& app, Context& ctx);
+
+// Applies --threads/--seed/--log-level; subcommands call it first.
+void apply_globals(const Context& ctx);
+
+}  // namespace hp::cli

@@ -1,0 +1,101 @@
+// Model architecture: the typed description a model is built from and saved with.
+// It flows one way: config.json -> ModelConfig (validated once) -> module constructors.
+// Heads are kept per attention type and per layer as *original* head ids, so a pruned
+// (heterogeneous) model is described exactly and reports never need index shifting.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace hp {
+
+enum class Arch { EncoderClassifier, DecoderLM, EncoderDecoder };
+enum class AttnType { EncoderSelf, DecoderSelf, Cross };
+enum class Activation { Gelu, GeluTanh, Relu };
+enum class NormPosition { Pre, Post };
+enum class Positional { Learned, Sinusoidal };
+
+constexpr AttnType kAllAttnTypes[] = {AttnType::EncoderSelf, AttnType::DecoderSelf,
+                                      AttnType::Cross};
+
+std::string to_string(Arch a);
+std::string to_string(AttnType t);
+std::string to_string(Activation a);
+std::string to_string(NormPosition n);
+std::string to_string(Positional p);
+// Parse the names used in config.json and on the command line; throw std::invalid_argument
+// listing the accepted names otherwise.
+Arch parse_arch(const std::string& s);
+AttnType parse_attn_type(const std::string& s);
+Activation parse_activation(const std::string& s);
+NormPosition parse_norm_position(const std::string& s);
+Positional parse_positional(const std::string& s);
+
+// One head, named by its original id: stable across pruning.
+struct HeadId {
+  AttnType type = AttnType::EncoderSelf;
+  int64_t layer = 0;
+  int64_t head = 0;
+  bool operator==(const HeadId& o) const {
+    return type == o.type && layer == o.layer && head == o.head;
+  }
+  bool operator<(const HeadId& o) const;
+};
+std::string to_string(const HeadId& h);  // "encoder_self:2:5"
+// Parses "TYPE:LAYER:HEAD" (type names as in to_string, or enc/dec/cross).
+HeadId parse_head_id(const std::string& s);
+
+struct ModelConfig {
+  Arch arch = Arch::EncoderClassifier;
+  int64_t vocab_size = 0;      // source / only vocabulary
+  int64_t tgt_vocab_size = 0;  // encoder-decoder target vocabulary (0 = same as vocab_size)
+  int64_t d_model = 0;
+  int64_t d_ff = 0;
+  int64_t n_heads = 0;   // original heads per attention layer (ids are 0..n_heads-1)
+  int64_t head_dim = 0;  // 0 = d_model / n_heads
+  int64_t n_encoder_layers = 0;
+  int64_t n_decoder_layers = 0;
+  double dropout = 0.1;
+  double attention_dropout = 0.1;
+  int64_t max_positions = 512;
+  Positional positional = Positional::Learned;
+  Activation activation = Activation::Gelu;
+  NormPosition norm = NormPosition::Post;
+  bool embed_layer_norm = true;  // LayerNorm after the embeddings (BERT); false for GPT-2
+  bool tie_embeddings = true;    // output projection shares the (target) token embedding
+  int64_t n_segments = 0;        // segment (token type) embeddings; 0 = none
+  int64_t n_classes = 0;         // encoder classifier only
+  double layer_norm_eps = 1e-5;
+  int64_t pad_id = 0;
+
+  // Kept original head ids per layer; empty vectors mean "not built yet" and are filled
+  // with all heads by finalize(). Only the attention types of the arch may be non-empty.
+  std::vector<std::vector<int64_t>> encoder_self_heads;
+  std::vector<std::vector<int64_t>> decoder_self_heads;
+  std::vector<std::vector<int64_t>> cross_heads;
+
+  // Fill defaults (head_dim, all heads kept) and validate; throws std::invalid_argument
+  // naming the field and what was expected.
+  void finalize();
+
+  int64_t effective_tgt_vocab() const { return tgt_vocab_size > 0 ? tgt_vocab_size : vocab_size; }
+  bool has(AttnType t) const;
+  int64_t n_layers(AttnType t) const;
+  const std::vector<std::vector<int64_t>>& heads(AttnType t) const;
+  std::vector<std::vector<int64_t>>& heads(AttnType t);
+  std::vector<AttnType> attn_types() const;
+  int64_t n_heads_kept(AttnType t) const;  // summed over layers
+  int64_t n_heads_total(AttnType t) const { return n_layers(t) * n_heads; }
+
+  nlohmann::json to_json() const;
+  // Strict: unknown keys, wrong types and out-of-range values are errors naming the key.
+  static ModelConfig from_json(const nlohmann::json& j);
+};
+
+// Small ready-made configs for tests and the demo.
+ModelConfig tiny_config(Arch arch);
+
+}  // namespace hp

@@ -1,0 +1,18 @@
+// File helpers: whole-file reads with clear errors, and atomic writes (temp file in the
+// same directory, flushed, then renamed over the target) so no reader ever sees half a file.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+
+namespace hp {
+
+std::string read_file(const std::string& path);  // throws std::runtime_error naming the path
+void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write);
+void write_file_atomic(const std::string& path, const std::string& content);
+bool is_directory(const std::string& path);
+bool is_file(const std::string& path);
+void make_directories(const std::string& path);  // mkdir -p; throws on failure
+
+}  // namespace hp

@@ -1,0 +1,49 @@
+// Small building blocks whose registered names become checkpoint keys:
+// Dense ("weight" [out, in], "bias" [out]) and Norm ("weight", "bias").
+// Dense calls torch::linear directly: on 3-D input it is fused and faster than nn::Linear.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "headprune/config.h"
+
+namespace hp {
+
+class DenseImpl : public torch::nn::Module {
+ public:
+  DenseImpl(int64_t in, int64_t out, bool bias = true);
+  torch::Tensor forward(const torch::Tensor& x) const { return torch::linear(x, weight, bias); }
+  torch::Tensor weight;  // [out, in]
+  torch::Tensor bias;    // [out] or undefined
+};
+TORCH_MODULE(Dense);
+
+class NormImpl : public torch::nn::Module {
+ public:
+  NormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x) const {
+    return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps_);
+  }
+  torch::Tensor weight, bias;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(Norm);
+
+torch::Tensor activate(const torch::Tensor& x, Activation a);
+
+// Position-wise feed-forward block: fc2(act(fc1(x))).
+class FeedForwardImpl : public torch::nn::Module {
+ public:
+  FeedForwardImpl(int64_t d_model, int64_t d_ff, Activation act, double dropout);
+  torch::Tensor forward(const torch::Tensor& x);
+  Dense fc1{nullptr}, fc2{nullptr};
+
+ private:
+  Activation act_;
+  double dropout_;
+};
+TORCH_MODULE(FeedForward);
+
+}  // namespace hp

@@ -1,0 +1,148 @@
+// One Transformer implementation, three families:
+//   encoder_classifier  BERT-style: token + position (+ segment) embeddings, encoder, pooler
+//                       over the first token, classification head; sentence pairs through
+//                       segment ids.
+//   decoder_lm          GPT-2 style causal LM (decoder self-attention only).
+//   encoder_decoder     Transformer-base translation model (encoder self, decoder self,
+//                       decoder-encoder cross attention).
+// Module names are checkpoint keys: encoder.layers.3.self_attn.q_proj.weight, ...
+//
+// Dimension legend: B batch, T source/input length, U target length, C d_model,
+// V vocabulary, H heads kept in a layer.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "headprune/config.h"
+#include "headprune/model/attention.h"
+#include "headprune/model/layers.h"
+
+namespace hp {
+
+constexpr int64_t kIgnoreIndex = -100;  // label value skipped by the loss
+
+// Inputs of every family. Unused fields stay undefined.
+struct Batch {
+  torch::Tensor input_ids;               // [B, T] int64
+  torch::Tensor attention_mask;          // [B, T] 1 = token, 0 = padding (derived from pad_id if undefined)
+  torch::Tensor segment_ids;             // [B, T] encoder_classifier sentence pairs (0/1)
+  torch::Tensor decoder_input_ids;       // [B, U] encoder_decoder target prefix
+  torch::Tensor decoder_attention_mask;  // [B, U]
+  torch::Tensor labels;  // [B] class ids, or [B, T|U] next-token ids with kIgnoreIndex to skip
+
+  int64_t size() const { return input_ids.defined() ? input_ids.size(0) : 0; }
+  Batch to(const torch::Device& device) const;
+};
+
+struct ForwardOptions {
+  bool return_attention = false;  // fill ModelOutput::attention (no second forward pass)
+};
+
+struct ModelOutput {
+  torch::Tensor logits;  // [B, n_classes] or [B, T|U, V]
+  // attention[type][layer]: probabilities [B, H, T, S] of the kept heads, in kept order.
+  std::map<AttnType, std::vector<torch::Tensor>> attention;
+};
+
+// One encoder or decoder layer: self-attention, optional cross-attention, feed-forward,
+// each wrapped in a residual connection with pre- or post-LayerNorm.
+class TransformerLayerImpl : public torch::nn::Module {
+ public:
+  TransformerLayerImpl(const ModelConfig& cfg, const std::vector<int64_t>& self_heads,
+                       const std::vector<int64_t>* cross_heads);
+  // x [B, T, C]; memory [B, S, C] (cross-attention input) or undefined.
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& self_mask, const torch::Tensor& memory,
+                        const torch::Tensor& cross_mask, torch::Tensor* self_probs,
+                        torch::Tensor* cross_probs, KVCache* self_cache = nullptr,
+                        KVCache* cross_cache = nullptr);
+
+  MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
+  Norm self_attn_norm{nullptr}, cross_attn_norm{nullptr}, ffn_norm{nullptr};
+  FeedForward ffn{nullptr};
+
+ private:
+  bool pre_norm_;
+  double dropout_;
+};
+TORCH_MODULE(TransformerLayer);
+
+// Embeddings + a stack of layers (+ final norm for pre-LN).
+class StackImpl : public torch::nn::Module {
+ public:
+  StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, bool with_segments);
+  // ids [B, T] -> hidden [B, T, C]. position_offset shifts positions (incremental decoding).
+  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& segment_ids,
+                        const torch::Tensor& self_mask, const torch::Tensor& memory,
+                        const torch::Tensor& cross_mask, std::vector<torch::Tensor>* self_probs,
+                        std::vector<torch::Tensor>* cross_probs, int64_t position_offset = 0,
+                        std::vector<KVCache>* self_caches = nullptr,
+                        std::vector<KVCache>* cross_caches = nullptr);
+
+  torch::nn::Embedding embed_tokens{nullptr}, embed_positions{nullptr}, embed_segments{nullptr};
+  Norm embed_norm{nullptr}, final_norm{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+
+  TransformerLayerImpl& layer(int64_t i) { return *layers[i]->as<TransformerLayerImpl>(); }
+  int64_t n_layers() const { return static_cast<int64_t>(layers->size()); }
+
+ private:
+  torch::Tensor sinusoid_;  // [max_positions, C] (not a parameter)
+  double embed_scale_ = 1.0;
+  double dropout_;
+};
+TORCH_MODULE(Stack);
+
+// A view of one attention layer's gate, for masking and for reading gradients.
+struct GateView {
+  AttnType type;
+  int64_t layer;
+  std::vector<int64_t> heads;  // original ids, aligned with gate
+  torch::Tensor gate;          // [H] the live buffer (writes mask heads)
+};
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(ModelConfig cfg);
+
+  const ModelConfig& config() const { return cfg_; }
+  ModelOutput forward(const Batch& batch, const ForwardOptions& opts = {});
+  // Mean token (or example) cross-entropy of the family's task; label_smoothing in [0, 1).
+  torch::Tensor loss(const ModelOutput& out, const Batch& batch, double label_smoothing = 0.0) const;
+
+  // Encoder output [B, T, C] for encoder_decoder / encoder_classifier.
+  torch::Tensor encode(const Batch& batch, std::map<AttnType, std::vector<torch::Tensor>>* attn = nullptr);
+  torch::Tensor output_projection(const torch::Tensor& hidden) const;  // [.., C] -> [.., V]
+
+  MultiHeadAttentionImpl& attention(AttnType type, int64_t layer);
+  std::vector<GateView> gates();
+  // Masking: set one head's gate (original id); throws std::invalid_argument for a head the
+  // model does not have.
+  void set_gate(const HeadId& head, double value);
+  void mask_heads(const std::vector<HeadId>& heads) {
+    for (const auto& h : heads) set_gate(h, 0.0);
+  }
+  void reset_gates();                      // all gates back to 1
+  void set_gates_requires_grad(bool on);   // gates become leaves; .grad() after backward
+  std::vector<HeadId> masked_heads();      // heads whose gate is 0
+  int64_t n_parameters();
+
+  Stack encoder{nullptr}, decoder{nullptr};
+  Dense pooler{nullptr}, classifier{nullptr}, lm_head{nullptr};
+
+ private:
+  ModelConfig cfg_;
+};
+TORCH_MODULE(Transformer);
+
+// Additive attention masks (0 = attend, kMaskedScore = blocked).
+torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype);  // [B,S] -> [B,1,1,S]
+torch::Tensor causal_mask(int64_t T, const torch::Device& device, torch::ScalarType dtype);  // [1,1,T,T]
+
+// Reproducible random initialization of every parameter (and random biases), for tests
+// and benchmarks where exact zeros would hide mistakes.
+void randomize_parameters(TransformerImpl& model, uint64_t seed, double std = 0.2);
+
+}  // namespace hp

@@ -1,0 +1,18 @@
+// Levelled logging to stderr with a [tag] prefix; stdout is reserved for results.
+#pragma once
+
+#include <string>
+
+namespace hp {
+
+enum class LogLevel { Error = 0, Warn = 1, Info = 2, Debug = 3 };
+
+void set_log_level(LogLevel level);
+LogLevel log_level();
+LogLevel parse_log_level(const std::string& s);  // error|warn|info|debug
+void log(LogLevel level, const std::string& tag, const std::string& msg);
+inline void log_info(const std::string& tag, const std::string& msg) { log(LogLevel::Info, tag, msg); }
+inline void log_warn(const std::string& tag, const std::string& msg) { log(LogLevel::Warn, tag, msg); }
+inline void log_debug(const std::string& tag, const std::string& msg) { log(LogLevel::Debug, tag, msg); }
+
+}  // namespace hp

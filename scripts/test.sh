@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Fresh-machine tests: install dependencies, build, run the whole CTest suite (unit and
+# end-to-end; tests that read ../shared/data skip themselves when it is absent).
+# Extra arguments go to ctest, e.g. scripts/test.sh -L unit
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+cd build
+ctest --output-on-failure --parallel "$(nproc)" "$@"

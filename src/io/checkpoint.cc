@@ -1,0 +1,111 @@
+// Checkpoint directories (see header).
+#include "headprune/io/checkpoint.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/io/files.h"
+#include "headprune/io/safetensors.h"
+#include "headprune/model/state.h"
+
+namespace hp {
+namespace {
+
+std::string join_path(const std::string& dir, const std::string& file) {
+  return (!dir.empty() && dir.back() == '/') ? dir + file : dir + "/" + file;
+}
+
+void check_dir(const std::string& dir) {
+  if (!is_directory(dir)) throw std::runtime_error("checkpoint '" + dir + "': not a directory");
+  if (!is_file(join_path(dir, kConfigFile)))
+    throw std::runtime_error("checkpoint '" + dir + "': missing " + kConfigFile);
+}
+
+}  // namespace
+
+ModelConfig load_config(const std::string& dir) {
+  check_dir(dir);
+  const std::string path = join_path(dir, kConfigFile);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+  }
+  try {
+    return ModelConfig::from_json(j);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+Transformer load_checkpoint(const std::string& dir) {
+  ModelConfig cfg = load_config(dir);
+  const std::string path = join_path(dir, kWeightsFile);
+  if (!is_file(path)) {
+    std::string hint;
+    if (is_file(join_path(dir, "pytorch_model.bin")))
+      hint = " (found pytorch_model.bin: convert it to safetensors first, e.g. in Python: "
+             "safetensors.torch.save_file(torch.load(p), 'model.safetensors'))";
+    throw std::runtime_error("checkpoint '" + dir + "': missing " + kWeightsFile + hint);
+  }
+  auto file = read_safetensors(path);
+  Transformer model(cfg);
+  load_state_strict(*model, file.tensors, path);
+  model->eval();
+  return model;
+}
+
+void save_checkpoint(const std::string& dir, TransformerImpl& model) {
+  make_directories(dir);
+  nlohmann::json j = {{"format", "headprune"}, {"version", 1}};
+  j.update(model.config().to_json());
+  write_safetensors(join_path(dir, kWeightsFile), state_dict(model), {{"format", "headprune"}});
+  write_file_atomic(join_path(dir, kConfigFile), j.dump(2) + "\n");
+}
+
+std::string describe(const ModelConfig& c) {
+  auto label = [](std::string s) {
+    s.resize(std::max<size_t>(s.size() + 1, 20), ' ');
+    return s;
+  };
+  std::ostringstream o;
+  o << label("arch") << to_string(c.arch) << "\n"
+    << label("d_model") << c.d_model << " (head_dim " << c.head_dim << ", d_ff " << c.d_ff << ")\n"
+    << label("vocab") << c.vocab_size;
+  if (c.arch == Arch::EncoderDecoder) o << " -> " << c.effective_tgt_vocab();
+  o << "\n";
+  if (c.n_encoder_layers) o << label("encoder layers") << c.n_encoder_layers << "\n";
+  if (c.n_decoder_layers) o << label("decoder layers") << c.n_decoder_layers << "\n";
+  o << label("norm") << to_string(c.norm) << "-LN, " << to_string(c.activation) << ", "
+    << to_string(c.positional) << " positions (max " << c.max_positions << ")"
+    << (c.tie_embeddings ? ", tied embeddings" : "") << "\n";
+  if (c.arch == Arch::EncoderClassifier)
+    o << label("classes") << c.n_classes << " (segments " << c.n_segments << ")\n";
+  for (AttnType t : c.attn_types()) {
+    const auto& hs = c.heads(t);
+    bool uniform = true;
+    for (const auto& l : hs) uniform = uniform && l.size() == hs.front().size();
+    o << label(to_string(t) + " heads") << c.n_heads_kept(t) << "/" << c.n_heads_total(t) << " kept: ";
+    if (uniform) {
+      o << hs.front().size() << " x " << hs.size() << " layers";
+    } else {
+      o << "[";
+      for (size_t l = 0; l < hs.size(); ++l) o << (l ? ", " : "") << hs[l].size();
+      o << "] per layer";
+    }
+    o << "\n";
+    for (size_t l = 0; l < hs.size(); ++l) {
+      if (static_cast<int64_t>(hs[l].size()) == c.n_heads) continue;  // list only pruned layers
+      o << "  layer " << l << " keeps [";
+      for (size_t i = 0; i < hs[l].size(); ++i) o << (i ? ", " : "") << hs[l][i];
+      o << "]" << (hs[l].empty() ? " (attention skipped)" : "") << "\n";
+    }
+  }
+  return o.str();
+}
+
+}  // namespace hp

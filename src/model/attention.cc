@@ -1,0 +1,111 @@
+// Multi-head attention with per-head gates; see the header for the dimension legend.
+#include "headprune/model/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hp {
+
+DenseImpl::DenseImpl(int64_t in, int64_t out, bool with_bias) {
+  weight = register_parameter("weight", torch::empty({out, in}));
+  torch::nn::init::normal_(weight, 0.0, 0.02);
+  if (with_bias) bias = register_parameter("bias", torch::zeros({out}));
+}
+
+NormImpl::NormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({dim}));
+  bias = register_parameter("bias", torch::zeros({dim}));
+}
+
+torch::Tensor activate(const torch::Tensor& x, Activation a) {
+  switch (a) {
+    case Activation::Gelu: return torch::gelu(x);
+    case Activation::GeluTanh: return torch::gelu(x, "tanh");
+    case Activation::Relu: return torch::relu(x);
+  }
+  return x;
+}
+
+FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t d_ff, Activation act, double dropout)
+    : act_(act), dropout_(dropout) {
+  fc1 = register_module("fc1", Dense(d_model, d_ff));
+  fc2 = register_module("fc2", Dense(d_ff, d_model));
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  auto h = activate(fc1(x), act_);
+  h = torch::dropout(h, dropout_, is_training());
+  return fc2(h);
+}
+
+MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t head_dim,
+                                               std::vector<int64_t> kept_heads,
+                                               double attention_dropout)
+    : d_model_(d_model),
+      head_dim_(head_dim),
+      kept_heads_(std::move(kept_heads)),
+      attention_dropout_(attention_dropout) {
+  const int64_t HD = n_heads() * head_dim_;
+  q_proj = register_module("q_proj", Dense(d_model_, HD));
+  k_proj = register_module("k_proj", Dense(d_model_, HD));
+  v_proj = register_module("v_proj", Dense(d_model_, HD));
+  o_proj = register_module("o_proj", Dense(HD, d_model_));
+  head_gate = register_buffer("head_gate", torch::ones({n_heads()}));
+}
+
+int64_t MultiHeadAttentionImpl::position_of(int64_t original_head) const {
+  auto it = std::find(kept_heads_.begin(), kept_heads_.end(), original_head);
+  return it == kept_heads_.end() ? -1 : static_cast<int64_t>(it - kept_heads_.begin());
+}
+
+namespace {
+// [B, L, H*D] -> [B, H, L, D]
+torch::Tensor split_heads(const torch::Tensor& x, int64_t H, int64_t D) {
+  return x.view({x.size(0), x.size(1), H, D}).transpose(1, 2);
+}
+}  // namespace
+
+torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key_value,
+                                              const torch::Tensor& mask, torch::Tensor* probs_out,
+                                              KVCache* cache, bool static_kv) {
+  const int64_t B = query.size(0), T = query.size(1), H = n_heads(), D = head_dim_;
+  if (H == 0) {
+    // Every head removed: the block contributes only o_proj's bias; skip all attention work.
+    if (probs_out) {
+      const int64_t S = (cache && cache->k.defined() && static_kv) ? cache->k.size(2)
+                        : (cache && cache->k.defined())             ? cache->k.size(2) + key_value.size(1)
+                                                                    : key_value.size(1);
+      *probs_out = torch::zeros({B, 0, T, S}, query.options());
+    }
+    auto out = o_proj->bias.expand({B, T, d_model_});
+    return out.contiguous();
+  }
+  auto q = split_heads(q_proj(query), H, D);  // [B, H, T, D]
+  torch::Tensor k, v;
+  if (cache && static_kv && cache->k.defined()) {
+    k = cache->k;
+    v = cache->v;
+  } else {
+    k = split_heads(k_proj(key_value), H, D);  // [B, H, S, D]
+    v = split_heads(v_proj(key_value), H, D);
+    if (cache) {
+      if (!static_kv && cache->k.defined()) {
+        k = torch::cat({cache->k, k}, 2);
+        v = torch::cat({cache->v, v}, 2);
+      }
+      cache->k = k;
+      cache->v = v;
+    }
+  }
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  if (mask.defined()) scores = scores + mask;       // [B, H, T, S]
+  auto probs = torch::softmax(scores, -1);
+  if (probs_out) *probs_out = probs;
+  auto p = torch::dropout(probs, attention_dropout_, is_training());
+  auto ctx = torch::matmul(p, v);                    // [B, H, T, D]
+  ctx = ctx * head_gate.to(ctx.scalar_type()).view({1, H, 1, 1});
+  ctx = ctx.transpose(1, 2).reshape({B, T, H * D});  // [B, T, H*D]
+  return o_proj(ctx);
+}
+
+}  // namespace hp

@@ -1,0 +1,58 @@
+// State dicts and strict loading.
+#include "headprune/model/state.h"
+
+#include <set>
+#include <stdexcept>
+
+namespace hp {
+
+std::string attention_prefix(AttnType type, int64_t layer) {
+  switch (type) {
+    case AttnType::EncoderSelf: return "encoder.layers." + std::to_string(layer) + ".self_attn";
+    case AttnType::DecoderSelf: return "decoder.layers." + std::to_string(layer) + ".self_attn";
+    case AttnType::Cross: return "decoder.layers." + std::to_string(layer) + ".cross_attn";
+  }
+  return "";
+}
+
+std::string shape_str(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+TensorMap state_dict(TransformerImpl& model) {
+  TensorMap out;
+  for (const auto& p : model.named_parameters(true)) out[p.key()] = p.value().detach();
+  for (const auto& b : model.named_buffers(true)) out[b.key()] = b.value().detach();
+  return out;
+}
+
+void load_state_strict(TransformerImpl& model, const TensorMap& state, const std::string& source) {
+  auto expected = state_dict(model);
+  for (const auto& kv : expected) {
+    const auto& name = kv.first;
+    const auto& dst = kv.second;
+    auto it = state.find(name);
+    if (it == state.end())
+      throw std::runtime_error(source + ": missing tensor '" + name + "' (expected shape " +
+                               shape_str(dst.sizes()) + ")");
+    const auto& src = it->second;
+    if (src.sizes() != dst.sizes())
+      throw std::runtime_error(source + ": tensor '" + name + "' has the wrong shape: expected " +
+                               shape_str(dst.sizes()) + ", got " + shape_str(src.sizes()));
+    if (src.scalar_type() != dst.scalar_type() &&
+        !(at::isFloatingType(src.scalar_type()) && at::isFloatingType(dst.scalar_type())))
+      throw std::runtime_error(source + ": tensor '" + name + "' has the wrong dtype: expected " +
+                               std::string(c10::toString(dst.scalar_type())) + ", got " +
+                               std::string(c10::toString(src.scalar_type())));
+  }
+  for (const auto& kv : state)
+    if (!expected.count(kv.first))
+      throw std::runtime_error(source + ": unexpected tensor '" + kv.first + "' (shape " +
+                               shape_str(kv.second.sizes()) + ") that the model does not have");
+  torch::NoGradGuard no_grad;
+  for (auto& kv : expected) kv.second.copy_(state.at(kv.first));
+}
+
+}  // namespace hp

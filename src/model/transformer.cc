@@ -1,0 +1,318 @@
+// The three Transformer families on one set of modules; see the header.
+#include "headprune/model/transformer.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace hp {
+
+constexpr double kMaskedScore = -1e9;
+
+Batch Batch::to(const torch::Device& device) const {
+  auto mv = [&](const torch::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  Batch b;
+  b.input_ids = mv(input_ids);
+  b.attention_mask = mv(attention_mask);
+  b.segment_ids = mv(segment_ids);
+  b.decoder_input_ids = mv(decoder_input_ids);
+  b.decoder_attention_mask = mv(decoder_attention_mask);
+  b.labels = mv(labels);
+  return b;
+}
+
+torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype) {
+  auto blocked = keep.eq(0).unsqueeze(1).unsqueeze(2);  // [B, 1, 1, S]
+  return torch::zeros(blocked.sizes(), torch::TensorOptions().dtype(dtype).device(keep.device()))
+      .masked_fill(blocked, kMaskedScore);
+}
+
+torch::Tensor causal_mask(int64_t T, const torch::Device& device, torch::ScalarType dtype) {
+  auto opts = torch::TensorOptions().dtype(dtype).device(device);
+  return torch::full({T, T}, kMaskedScore, opts).triu(1).view({1, 1, T, T});
+}
+
+// ---------------------------------------------------------------------------------------
+TransformerLayerImpl::TransformerLayerImpl(const ModelConfig& cfg, const std::vector<int64_t>& self_heads,
+                                           const std::vector<int64_t>* cross_heads)
+    : pre_norm_(cfg.norm == NormPosition::Pre), dropout_(cfg.dropout) {
+  self_attn = register_module(
+      "self_attn", MultiHeadAttention(cfg.d_model, cfg.head_dim, self_heads, cfg.attention_dropout));
+  self_attn_norm = register_module("self_attn_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
+  if (cross_heads) {
+    cross_attn = register_module(
+        "cross_attn", MultiHeadAttention(cfg.d_model, cfg.head_dim, *cross_heads, cfg.attention_dropout));
+    cross_attn_norm = register_module("cross_attn_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
+  }
+  ffn = register_module("ffn", FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout));
+  ffn_norm = register_module("ffn_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
+}
+
+torch::Tensor TransformerLayerImpl::forward(torch::Tensor x, const torch::Tensor& self_mask,
+                                            const torch::Tensor& memory, const torch::Tensor& cross_mask,
+                                            torch::Tensor* self_probs, torch::Tensor* cross_probs,
+                                            KVCache* self_cache, KVCache* cross_cache) {
+  const bool train = is_training();
+  // Residual sub-layer: pre-LN x + f(norm(x)), post-LN norm(x + f(x)).
+  auto sublayer = [&](const torch::Tensor& in, Norm& norm, auto&& f) {
+    if (pre_norm_) return in + torch::dropout(f(norm(in)), dropout_, train);
+    return norm(in + torch::dropout(f(in), dropout_, train));
+  };
+  x = sublayer(x, self_attn_norm, [&](const torch::Tensor& h) {
+    return self_attn->forward(h, h, self_mask, self_probs, self_cache, false);
+  });
+  if (cross_attn) {
+    x = sublayer(x, cross_attn_norm, [&](const torch::Tensor& h) {
+      return cross_attn->forward(h, memory, cross_mask, cross_probs, cross_cache, true);
+    });
+  }
+  return sublayer(x, ffn_norm, [&](const torch::Tensor& h) { return ffn->forward(h); });
+}
+
+// ---------------------------------------------------------------------------------------
+StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, bool with_segments)
+    : dropout_(cfg.dropout) {
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(vocab, cfg.d_model));
+  torch::nn::init::normal_(embed_tokens->weight, 0.0, 0.02);
+  if (cfg.positional == Positional::Learned) {
+    embed_positions = register_module("embed_positions", torch::nn::Embedding(cfg.max_positions, cfg.d_model));
+    torch::nn::init::normal_(embed_positions->weight, 0.0, 0.02);
+  } else {
+    // sin on even channels, cos on odd ones, wavelengths 2*pi .. 10000*2*pi (Vaswani et al.).
+    auto pos = torch::arange(cfg.max_positions, torch::kDouble).unsqueeze(1);
+    auto i = torch::arange(0, cfg.d_model, 2, torch::kDouble);
+    auto angle = pos * torch::exp(i * (-std::log(10000.0) / static_cast<double>(cfg.d_model)));
+    sinusoid_ = torch::zeros({cfg.max_positions, cfg.d_model}, torch::kDouble);
+    sinusoid_.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)},
+                         torch::sin(angle));
+    sinusoid_.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
+                         torch::cos(angle).index({torch::indexing::Slice(), torch::indexing::Slice(0, cfg.d_model / 2)}));
+    sinusoid_ = sinusoid_.to(torch::kFloat);
+    embed_scale_ = std::sqrt(static_cast<double>(cfg.d_model));
+  }
+  if (with_segments && cfg.n_segments > 0) {
+    embed_segments = register_module("embed_segments", torch::nn::Embedding(cfg.n_segments, cfg.d_model));
+    torch::nn::init::normal_(embed_segments->weight, 0.0, 0.02);
+  }
+  if (cfg.embed_layer_norm) embed_norm = register_module("embed_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
+  layers = register_module("layers", torch::nn::ModuleList());
+  const int64_t L = cfg.n_layers(self_type);
+  const bool cross = self_type == AttnType::DecoderSelf && cfg.has(AttnType::Cross);
+  for (int64_t l = 0; l < L; ++l)
+    layers->push_back(TransformerLayer(cfg, cfg.heads(self_type)[l], cross ? &cfg.cross_heads[l] : nullptr));
+  if (cfg.norm == NormPosition::Pre) final_norm = register_module("final_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
+}
+
+torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& segment_ids,
+                                 const torch::Tensor& self_mask, const torch::Tensor& memory,
+                                 const torch::Tensor& cross_mask, std::vector<torch::Tensor>* self_probs,
+                                 std::vector<torch::Tensor>* cross_probs, int64_t position_offset,
+                                 std::vector<KVCache>* self_caches, std::vector<KVCache>* cross_caches) {
+  const int64_t T = ids.size(1);
+  const int64_t max_pos = embed_positions ? embed_positions->weight.size(0) : sinusoid_.size(0);
+  if (position_offset + T > max_pos)
+    throw std::invalid_argument("sequence of length " + std::to_string(position_offset + T) +
+                                " exceeds max_positions " + std::to_string(max_pos));
+  auto x = embed_tokens(ids);
+  if (embed_scale_ != 1.0) x = x * embed_scale_;
+  auto positions = torch::arange(position_offset, position_offset + T, ids.options());
+  if (embed_positions) {
+    x = x + embed_positions(positions).unsqueeze(0);
+  } else {
+    if (sinusoid_.device() != x.device() || sinusoid_.scalar_type() != x.scalar_type())
+      sinusoid_ = sinusoid_.to(x.device(), x.scalar_type());
+    x = x + sinusoid_.index_select(0, positions).unsqueeze(0);
+  }
+  if (embed_segments) {
+    x = x + embed_segments(segment_ids.defined() ? segment_ids : torch::zeros_like(ids));
+  }
+  if (embed_norm) x = embed_norm(x);
+  x = torch::dropout(x, dropout_, is_training());
+  const int64_t L = n_layers();
+  if (self_probs) self_probs->assign(L, {});
+  if (cross_probs) cross_probs->assign(L, {});
+  if (self_caches && self_caches->empty()) self_caches->resize(L);
+  if (cross_caches && cross_caches->empty()) cross_caches->resize(L);
+  for (int64_t l = 0; l < L; ++l) {
+    x = layer(l).forward(x, self_mask, memory, cross_mask, self_probs ? &(*self_probs)[l] : nullptr,
+                         cross_probs ? &(*cross_probs)[l] : nullptr,
+                         self_caches ? &(*self_caches)[l] : nullptr,
+                         cross_caches ? &(*cross_caches)[l] : nullptr);
+  }
+  if (final_norm) x = final_norm(x);
+  return x;
+}
+
+// ---------------------------------------------------------------------------------------
+TransformerImpl::TransformerImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {
+  cfg_.finalize();
+  switch (cfg_.arch) {
+    case Arch::EncoderClassifier:
+      encoder = register_module("encoder", Stack(cfg_, AttnType::EncoderSelf, cfg_.vocab_size, true));
+      pooler = register_module("pooler", Dense(cfg_.d_model, cfg_.d_model));
+      classifier = register_module("classifier", Dense(cfg_.d_model, cfg_.n_classes));
+      break;
+    case Arch::DecoderLM:
+      decoder = register_module("decoder", Stack(cfg_, AttnType::DecoderSelf, cfg_.vocab_size, false));
+      break;
+    case Arch::EncoderDecoder:
+      encoder = register_module("encoder", Stack(cfg_, AttnType::EncoderSelf, cfg_.vocab_size, false));
+      decoder = register_module("decoder", Stack(cfg_, AttnType::DecoderSelf, cfg_.effective_tgt_vocab(), false));
+      break;
+  }
+  if (decoder && !cfg_.tie_embeddings)
+    lm_head = register_module("lm_head", Dense(cfg_.d_model, decoder->embed_tokens->weight.size(0), false));
+}
+
+namespace {
+torch::Tensor keep_mask(const torch::Tensor& given, const torch::Tensor& ids, int64_t pad_id) {
+  return given.defined() ? given : ids.ne(pad_id);
+}
+void check_ids(const torch::Tensor& ids, const char* field) {
+  if (!ids.defined()) throw std::invalid_argument(std::string("batch: ") + field + " is required");
+  if (ids.dim() != 2)
+    throw std::invalid_argument(std::string("batch: ") + field + " must be [batch, length], got " +
+                                std::to_string(ids.dim()) + " dims");
+}
+}  // namespace
+
+torch::Tensor TransformerImpl::encode(const Batch& batch, std::map<AttnType, std::vector<torch::Tensor>>* attn) {
+  check_ids(batch.input_ids, "input_ids");
+  const auto dtype = encoder->embed_tokens->weight.scalar_type();
+  auto mask = padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id), dtype);
+  return encoder->forward(batch.input_ids, batch.segment_ids, mask, {}, {},
+                          attn ? &(*attn)[AttnType::EncoderSelf] : nullptr, nullptr);
+}
+
+torch::Tensor TransformerImpl::output_projection(const torch::Tensor& hidden) const {
+  if (lm_head) return lm_head->forward(hidden);
+  return torch::linear(hidden, decoder->embed_tokens->weight);
+}
+
+ModelOutput TransformerImpl::forward(const Batch& batch, const ForwardOptions& opts) {
+  ModelOutput out;
+  auto* attn = opts.return_attention ? &out.attention : nullptr;
+  switch (cfg_.arch) {
+    case Arch::EncoderClassifier: {
+      auto h = encode(batch, attn);                                     // [B, T, C]
+      auto pooled = torch::tanh(pooler(h.select(1, 0)));               // first token ([CLS])
+      pooled = torch::dropout(pooled, cfg_.dropout, is_training());
+      out.logits = classifier(pooled);                                  // [B, n_classes]
+      break;
+    }
+    case Arch::DecoderLM: {
+      check_ids(batch.input_ids, "input_ids");
+      const auto dtype = decoder->embed_tokens->weight.scalar_type();
+      const int64_t T = batch.input_ids.size(1);
+      auto mask = causal_mask(T, batch.input_ids.device(), dtype) +
+                  padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id), dtype);
+      auto h = decoder->forward(batch.input_ids, {}, mask, {}, {},
+                                attn ? &(*attn)[AttnType::DecoderSelf] : nullptr, nullptr);
+      out.logits = output_projection(h);                                // [B, T, V]
+      break;
+    }
+    case Arch::EncoderDecoder: {
+      auto memory = encode(batch, attn);                                // [B, T, C]
+      check_ids(batch.decoder_input_ids, "decoder_input_ids");
+      const auto dtype = decoder->embed_tokens->weight.scalar_type();
+      const int64_t U = batch.decoder_input_ids.size(1);
+      auto self_mask =
+          causal_mask(U, batch.decoder_input_ids.device(), dtype) +
+          padding_mask(keep_mask(batch.decoder_attention_mask, batch.decoder_input_ids, cfg_.pad_id), dtype);
+      auto cross_mask = padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id), dtype);
+      auto h = decoder->forward(batch.decoder_input_ids, {}, self_mask, memory, cross_mask,
+                                attn ? &(*attn)[AttnType::DecoderSelf] : nullptr,
+                                attn ? &(*attn)[AttnType::Cross] : nullptr);
+      out.logits = output_projection(h);                                // [B, U, V]
+      break;
+    }
+  }
+  return out;
+}
+
+torch::Tensor TransformerImpl::loss(const ModelOutput& out, const Batch& batch, double label_smoothing) const {
+  if (!batch.labels.defined()) throw std::invalid_argument("batch: labels are required for the loss");
+  namespace F = torch::nn::functional;
+  auto opts = F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).label_smoothing(label_smoothing);
+  // Reduced-precision logits are upcast; float32 and float64 stay as they are.
+  const auto logits = out.logits.scalar_type() == torch::kDouble ? out.logits : out.logits.to(torch::kFloat);
+  if (cfg_.arch == Arch::EncoderClassifier) return F::cross_entropy(logits, batch.labels, opts);
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), batch.labels.reshape({-1}), opts);
+}
+
+// ---------------------------------------------------------------------------------------
+MultiHeadAttentionImpl& TransformerImpl::attention(AttnType type, int64_t layer) {
+  if (!cfg_.has(type))
+    throw std::invalid_argument("model " + to_string(cfg_.arch) + " has no " + to_string(type) + " attention");
+  const int64_t L = cfg_.n_layers(type);
+  if (layer < 0 || layer >= L)
+    throw std::invalid_argument(to_string(type) + " layer " + std::to_string(layer) + " does not exist (model has " +
+                                std::to_string(L) + " layers)");
+  auto& stack = type == AttnType::EncoderSelf ? encoder : decoder;
+  auto& lay = stack->layer(layer);
+  return type == AttnType::Cross ? *lay.cross_attn : *lay.self_attn;
+}
+
+std::vector<GateView> TransformerImpl::gates() {
+  std::vector<GateView> out;
+  for (AttnType t : cfg_.attn_types())
+    for (int64_t l = 0; l < cfg_.n_layers(t); ++l) {
+      auto& a = attention(t, l);
+      out.push_back({t, l, a.kept_heads(), a.head_gate});
+    }
+  return out;
+}
+
+void TransformerImpl::set_gate(const HeadId& head, double value) {
+  auto& a = attention(head.type, head.layer);
+  const int64_t pos = a.position_of(head.head);
+  if (pos < 0) {
+    std::string kept;
+    for (int64_t h : a.kept_heads()) kept += (kept.empty() ? "" : ", ") + std::to_string(h);
+    throw std::invalid_argument("head " + to_string(head) + " is not in the model (" + to_string(head.type) +
+                                " layer " + std::to_string(head.layer) + " keeps heads [" + kept + "])");
+  }
+  torch::NoGradGuard no_grad;
+  a.head_gate.index_put_({pos}, value);
+}
+
+void TransformerImpl::reset_gates() {
+  torch::NoGradGuard no_grad;
+  for (auto& g : gates()) g.gate.fill_(1.0);
+}
+
+void TransformerImpl::set_gates_requires_grad(bool on) {
+  for (auto& g : gates()) {
+    g.gate.set_requires_grad(on);
+    if (!on && g.gate.grad().defined()) g.gate.mutable_grad() = torch::Tensor();
+  }
+}
+
+std::vector<HeadId> TransformerImpl::masked_heads() {
+  std::vector<HeadId> out;
+  for (auto& g : gates()) {
+    auto v = g.gate.detach().to(torch::kCPU, torch::kDouble).contiguous();
+    for (size_t i = 0; i < g.heads.size(); ++i)
+      if (v.data_ptr<double>()[i] == 0.0) out.push_back({g.type, g.layer, g.heads[i]});
+  }
+  return out;
+}
+
+int64_t TransformerImpl::n_parameters() {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+void randomize_parameters(TransformerImpl& model, uint64_t seed, double std) {
+  torch::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (auto& p : model.named_parameters()) {
+    auto r = torch::randn(p.value().sizes(), gen, torch::TensorOptions().dtype(torch::kDouble));
+    // LayerNorm weights stay near 1 so activations keep a sane scale.
+    if (p.key().find("norm.weight") != std::string::npos) r = 1.0 + 0.1 * r;
+    else r = std * r;
+    p.value().copy_(r);
+  }
+}
+
+}  // namespace hp

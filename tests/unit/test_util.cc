@@ -1,0 +1,44 @@
+#include "test_util.h"
+
+#include <atomic>
+#include <filesystem>
+
+#include <unistd.h>
+
+namespace hp::test {
+
+Transformer make_model(const ModelConfig& cfg, uint64_t seed, torch::ScalarType dtype) {
+  Transformer m(cfg);
+  randomize_parameters(*m, seed);
+  m->to(dtype);
+  m->eval();
+  return m;
+}
+
+Transformer make_model(Arch arch, uint64_t seed, torch::ScalarType dtype) {
+  return make_model(tiny_config(arch), seed, dtype);
+}
+
+Batch make_batch(const ModelConfig& cfg, uint64_t seed, int64_t batch_size) {
+  return synthetic_batch(cfg, batch_size, 3, 12, seed);
+}
+
+TempDir::TempDir() {
+  static std::atomic<int> n{0};
+  path = (std::filesystem::temp_directory_path() /
+          ("headprune-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++)))
+             .string();
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+}  // namespace hp::test
