@@ -29,6 +29,8 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   app.fallthrough();  // global options may also follow the subcommand
   register_demo(app, ctx);
   register_info(app, ctx);
+  register_train(app, ctx);
+  register_eval(app, ctx);
   try {
     app.parse(argc, argv);
     return 0;

@@ -27,6 +27,8 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
 // Called once per subcommand (defined in the subcommand's own file).
 void register_demo(CLI::App& app, Context& ctx);
 void register_info(CLI::App& app, Context& ctx);
+void register_train(CLI::App& app, Context& ctx);
+void register_eval(CLI::App& app, Context& ctx);
 
 // Applies --threads/--seed/--log-level; subcommands call it first.
 void apply_globals(const Context& ctx);

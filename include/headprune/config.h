@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct HeadId {
   bool operator<(const HeadId& o) const;
 };
 std::string to_string(const HeadId& h);  // "encoder_self:2:5"
+inline std::ostream& operator<<(std::ostream& o, const HeadId& h) { return o << to_string(h); }
 // Parses "TYPE:LAYER:HEAD" (type names as in to_string, or enc/dec/cross).
 HeadId parse_head_id(const std::string& s);
 

@@ -12,11 +12,11 @@
 #include "headprune/model/state.h"
 
 namespace hp {
-namespace {
-
 std::string join_path(const std::string& dir, const std::string& file) {
   return (!dir.empty() && dir.back() == '/') ? dir + file : dir + "/" + file;
 }
+
+namespace {
 
 void check_dir(const std::string& dir) {
   if (!is_directory(dir)) throw std::runtime_error("checkpoint '" + dir + "': not a directory");
@@ -59,8 +59,14 @@ Transformer load_checkpoint(const std::string& dir) {
   return model;
 }
 
-void save_checkpoint(const std::string& dir, TransformerImpl& model) {
+std::string read_checkpoint_file(const std::string& dir, const std::string& name) {
+  const std::string path = join_path(dir, name);
+  return is_file(path) ? read_file(path) : std::string();
+}
+
+void save_checkpoint(const std::string& dir, TransformerImpl& model, const std::map<std::string, std::string>& extra_files) {
   make_directories(dir);
+  for (const auto& kv : extra_files) write_file_atomic(join_path(dir, kv.first), kv.second);
   nlohmann::json j = {{"format", "headprune"}, {"version", 1}};
   j.update(model.config().to_json());
   write_safetensors(join_path(dir, kWeightsFile), state_dict(model), {{"format", "headprune"}});

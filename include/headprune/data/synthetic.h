@@ -10,12 +10,16 @@
 #include <cstdint>
 
 #include "headprune/config.h"
+#include "headprune/data/dataset.h"
 #include "headprune/model/transformer.h"
 
 namespace hp {
 
 constexpr int64_t kPadId = 0, kBosId = 1, kEosId = 2, kFirstContentId = 3;
 
+// n examples with lengths in [min_len, max_len] (content tokens).
+std::vector<Example> synthetic_examples(const ModelConfig& cfg, int64_t n, int64_t min_len, int64_t max_len,
+                                        uint64_t seed);
 // A padded batch for the family of `cfg` with lengths in [min_len, max_len].
 Batch synthetic_batch(const ModelConfig& cfg, int64_t batch_size, int64_t min_len, int64_t max_len, uint64_t seed);
 

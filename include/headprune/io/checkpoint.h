@@ -3,6 +3,7 @@
 // from the config and copies the weights strictly. Writes are atomic per file.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "headprune/config.h"
@@ -15,8 +16,15 @@ constexpr const char* kWeightsFile = "model.safetensors";
 
 ModelConfig load_config(const std::string& dir);  // dir/config.json, strictly validated
 Transformer load_checkpoint(const std::string& dir);
-// Creates dir if needed; overwrites config.json and model.safetensors atomically.
-void save_checkpoint(const std::string& dir, TransformerImpl& model);
+constexpr const char* kTokenizerFile = "tokenizer.model";
+
+// Creates dir if needed; overwrites config.json, model.safetensors and each extra file
+// (name -> bytes, e.g. the tokenizer) atomically.
+void save_checkpoint(const std::string& dir, TransformerImpl& model,
+                     const std::map<std::string, std::string>& extra_files = {});
+// Reads dir/name if present (e.g. the tokenizer), else returns an empty string.
+std::string read_checkpoint_file(const std::string& dir, const std::string& name);
+std::string join_path(const std::string& dir, const std::string& file);
 
 // A human-readable architecture summary; per-layer head counts collapse to one number
 // when uniform ("encoder_self heads: 4 x 2 layers" vs "[4, 2, 0]").

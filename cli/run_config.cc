@@ -1,0 +1,62 @@
+// Run configs (see header).
+#include "run_config.h"
+
+#include <stdexcept>
+
+#include "headprune/io/files.h"
+
+namespace hp::cli {
+
+nlohmann::json RunConfig::to_json(const TrainOptions& effective) const {
+  return {{"model", model.to_json()}, {"data", data}, {"train", effective.to_json()}};
+}
+
+RunConfig read_run_config(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path), nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+  }
+  try {
+    if (!j.is_object() || !j.contains("model") || !j.contains("data"))
+      throw std::invalid_argument("expected an object with \"model\", \"data\" and optional \"train\" sections");
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "model" && it.key() != "data" && it.key() != "train")
+        throw std::invalid_argument("unknown section '" + it.key() + "'");
+    RunConfig rc;
+    nlohmann::json m = j.at("model");
+    if (m.is_object() && !m.contains("vocab_size")) m["vocab_size"] = 8;  // replaced by the tokenizer's size
+    rc.model = ModelConfig::from_json(m);
+    rc.data = j.at("data");
+    if (j.contains("train")) rc.train = TrainOptions::from_json(j.at("train"));
+    return rc;
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+RunConfig synthetic_run_config(Arch arch) {
+  RunConfig rc;
+  ModelConfig& c = rc.model;
+  c = tiny_config(arch);
+  c.d_model = 64;
+  c.d_ff = 256;
+  c.n_heads = 4;
+  c.head_dim = 0;
+  c.vocab_size = 32;
+  if (arch == Arch::EncoderDecoder) c.tgt_vocab_size = 32;
+  if (arch == Arch::EncoderClassifier) c.n_classes = 2;
+  for (AttnType t : kAllAttnTypes) c.heads(t).clear();
+  c.finalize();
+  rc.data = {{"kind", "synthetic"}, {"n_train", 4000}, {"n_valid", 500}, {"n_test", 500}, {"min_len", 4}, {"max_len", 20}};
+  rc.train.max_steps = 600;
+  rc.train.batch_tokens = 2048;
+  rc.train.lr = 1e-3;
+  rc.train.warmup_steps = 50;
+  rc.train.eval_every = 200;
+  rc.train.log_every = 100;
+  return rc;
+}
+
+}  // namespace hp::cli

@@ -1,0 +1,24 @@
+// Run configs shared by `train` and `eval`: {"model": ModelConfig, "data": data spec,
+// "train": TrainOptions}. The model's vocab_size may be left out when a tokenizer is trained.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/config.h"
+#include "headprune/train/trainer.h"
+
+namespace hp::cli {
+
+struct RunConfig {
+  ModelConfig model;
+  nlohmann::json data;
+  TrainOptions train;
+  nlohmann::json to_json(const TrainOptions& effective) const;
+};
+
+RunConfig read_run_config(const std::string& path);  // errors name the file
+RunConfig synthetic_run_config(Arch arch);           // the built-in task
+
+}  // namespace hp::cli

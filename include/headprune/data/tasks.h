@@ -1,0 +1,50 @@
+// Tasks: turn a data spec (the "data" section of a training config) into tokenized examples
+// for a model family, training the subword vocabulary when there is none yet.
+//
+// Spec keys (paths are relative to data_root unless absolute):
+//   kind        "synthetic" | "tsv" | "parallel" | "text"
+//   synthetic:  n_train, n_valid, n_test, min_len, max_len
+//   tsv:        train, valid, test (files); text_a, text_b, label (column names)
+//   parallel:   train, valid, test: [source file, target file]
+//   text:       train (file), valid_fraction (tail of the file held out), test (file, optional)
+//   all text kinds: vocab_size, tokenizer ("bpe" | "unigram"), max_len (subword tokens per side;
+//               longer examples are truncated (tsv, text blocks) or dropped (parallel, train only)),
+//               max_train (0 = all examples)
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/config.h"
+#include "headprune/data/dataset.h"
+#include "headprune/data/tokenizer.h"
+
+namespace hp {
+
+struct TaskData {
+  std::vector<Example> train, valid, test;
+  std::optional<Tokenizer> tokenizer;  // absent for synthetic tasks
+  // Raw sentences of the splits, for decoding-based metrics (translation: source, reference).
+  std::vector<std::pair<std::string, std::string>> valid_text, test_text;
+};
+
+// `tokenizer`: use this vocabulary (e.g. a checkpoint's) instead of training one.
+// `splits`: which of "train", "valid", "test" to read.
+TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const std::string& data_root,
+                   const std::optional<Tokenizer>& tokenizer, const std::vector<std::string>& splits, uint64_t seed);
+
+// Examples from raw text with a given tokenizer, as load_task builds them.
+Example classification_example(const Tokenizer& tok, const std::string& a, const std::string& b, int64_t label,
+                               int64_t max_len);
+// Source side only: x [eos], truncated to max_len.
+Example translation_source(const Tokenizer& tok, const std::string& src, int64_t max_len);
+Example translation_example(const Tokenizer& tok, const std::string& src, const std::string& tgt, int64_t max_len);
+std::vector<Example> lm_blocks(const Tokenizer& tok, const std::vector<std::string>& lines, int64_t block_size);
+
+std::string resolve_data_path(const std::string& data_root, const std::string& path);
+
+}  // namespace hp

@@ -1,0 +1,56 @@
+// Loss-based evaluation over tokenized examples: mean loss, and per family accuracy/F1/MCC
+// (classification) or perplexity (LM, translation). BLEU needs decoding: see decode.h.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "headprune/data/dataset.h"
+#include "headprune/data/tokenizer.h"
+#include "headprune/decode/search.h"
+#include "headprune/eval/metrics.h"
+#include "headprune/model/transformer.h"
+
+namespace hp {
+
+struct EvalOptions {
+  int64_t batch_tokens = 8192;
+  int64_t max_batch = 256;
+};
+
+struct EvalResult {
+  double loss = 0;         // mean over examples (classification) or target tokens
+  int64_t n_examples = 0;
+  int64_t n_tokens = 0;    // target tokens that count in the loss
+  std::optional<ClassificationMetrics> classification;
+  double perplexity = 0;   // exp(loss) for LM and translation
+  std::vector<int64_t> predictions;  // classification: predicted label per example, in input order
+  nlohmann::json to_json() const;
+};
+
+// Runs the model in eval mode without gradients; restores its train/eval mode afterwards.
+EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples, const EvalOptions& opts = {});
+
+struct TranslationEval {
+  BleuResult bleu;
+  std::vector<std::string> hypotheses;  // detokenized, in input order
+  double seconds = 0;
+};
+
+// Decodes every source sentence (batched by length), detokenizes and scores corpus BLEU
+// against the raw references. progress(done, total) is called after each batch.
+TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& tokenizer,
+                                     const std::vector<std::pair<std::string, std::string>>& pairs,
+                                     const DecodeOptions& decode, int64_t batch_tokens = 4096,
+                                     const std::function<void(int64_t, int64_t)>& progress = nullptr);
+
+// Perplexity of a unigram model (add-one smoothed counts of `train` tokens) on `eval`
+// tokens: the baseline a language model must beat. Counts every token the LM predicts
+// (all but the first of each block).
+double unigram_perplexity(const std::vector<Example>& train, const std::vector<Example>& eval, int64_t vocab_size);
+
+}  // namespace hp

@@ -1,0 +1,73 @@
+// Training loop: AdamW, warm-up + decay, gradient clipping, token-count batching by length,
+// periodic evaluation, best and last checkpoints, and exact resume.
+//
+// Output directory:
+//   last/     checkpoint + trainer_state.json + optimizer.safetensors (resume point)
+//   best/     checkpoint with the best validation metric so far
+//   history.json  one record per evaluation (for plots)
+// Resuming from last/ restores weights, optimizer moments, the dropout RNG and the position
+// in the epoch, so an interrupted run ends exactly where an uninterrupted one would
+// (same seed and thread count).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/data/dataset.h"
+#include "headprune/eval/evaluate.h"
+#include "headprune/model/transformer.h"
+#include "headprune/train/optimizer.h"
+
+namespace hp {
+
+struct TrainOptions {
+  int64_t max_steps = 1000;
+  int64_t batch_tokens = 4096;  // padded tokens per batch
+  int64_t max_batch = 256;      // rows per batch
+  double lr = 5e-4;
+  int64_t warmup_steps = 100;
+  LrSchedule schedule = LrSchedule::Linear;
+  AdamWOptions adam;
+  double clip_norm = 1.0;        // 0 = no clipping
+  double label_smoothing = 0.0;  // translation usually 0.1
+  int64_t eval_every = 200;
+  int64_t log_every = 50;
+  int64_t save_every = 0;        // resume checkpoints between evaluations (0 = at evaluations only)
+  std::string best_metric = "auto";  // auto (accuracy for classification, else loss) | loss | accuracy
+  uint64_t seed = 1;
+  bool resume = false;           // continue from out_dir/last if it exists
+  int64_t stop_after = -1;       // stop (without saving) after this step, as if killed: for tests
+
+  nlohmann::json to_json() const;
+  static TrainOptions from_json(const nlohmann::json& j);  // strict: unknown keys are errors
+};
+
+struct TrainData {
+  std::vector<Example> train, valid;
+};
+
+struct TrainProgress {
+  int64_t step, max_steps;
+  double loss, lr, tokens_per_s, elapsed_s;
+};
+using TrainProgressFn = std::function<void(const TrainProgress&)>;
+
+struct TrainResult {
+  int64_t steps = 0;
+  double last_loss = 0;       // training loss of the final step
+  double best_metric = 0;
+  nlohmann::json history;     // evaluation records
+  bool interrupted = false;   // stopped by stop_after
+};
+
+// Trains `model` in place (on resume it is replaced by the saved one). `extra_files` (e.g.
+// the tokenizer) are written into every checkpoint.
+TrainResult train_model(Transformer& model, const TrainData& data, const TrainOptions& opts, const std::string& out_dir,
+                        const std::map<std::string, std::string>& extra_files = {},
+                        const TrainProgressFn& progress = nullptr);
+
+}  // namespace hp

@@ -1,0 +1,159 @@
+// Line, TSV and parallel-corpus readers (see header). Gzipped files go through zlib's gz*
+// functions; everything else is read whole with read_file.
+#include "headprune/data/readers.h"
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include <zlib.h>
+
+#include "headprune/io/files.h"
+
+namespace hp {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// "PATH:LINE" with a 1-based line number.
+std::string where(const std::string& path, size_t line_index) {
+  return path + ":" + std::to_string(line_index + 1);
+}
+
+std::string read_gzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) throw std::runtime_error(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  std::string out;
+  std::string error;
+  if (gzdirect(f) == 1) {
+    error = path + ": not gzip data (expected a gzip stream for a .gz name)";
+  } else {
+    char buf[1 << 16];
+    for (;;) {
+      const int n = gzread(f, buf, sizeof(buf));
+      if (n <= 0) break;  // end of data, or an error that gzerror reports below
+      out.append(buf, static_cast<size_t>(n));
+    }
+    int code = Z_OK;
+    const char* msg = gzerror(f, &code);
+    if (code != Z_OK)
+      error = path + ": corrupt or truncated gzip data (" + (code == Z_ERRNO ? std::strerror(errno) : msg) + ")";
+  }
+  const int closed = gzclose(f);
+  if (error.empty() && closed != Z_OK) error = path + ": corrupt or truncated gzip data (gzclose failed)";
+  if (!error.empty()) throw std::runtime_error(error);
+  return out;
+}
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1)
+    out.push_back(line.substr(start, tab - start));
+  out.push_back(line.substr(start));
+  return out;
+}
+
+bool is_blank(const std::string& s) {
+  return s.find_first_not_of(" \t\v\f\r") == std::string::npos;
+}
+
+// A non-negative decimal integer, optionally surrounded by spaces; false otherwise.
+bool parse_label(const std::string& field, int64_t* out) {
+  const size_t b = field.find_first_not_of(' ');
+  if (b == std::string::npos) return false;
+  const size_t e = field.find_last_not_of(' ') + 1;
+  int64_t v = 0;
+  for (size_t i = b; i < e; ++i) {
+    const char c = field[i];
+    if (c < '0' || c > '9') return false;
+    if (v > (std::numeric_limits<int64_t>::max() - (c - '0')) / 10) return false;
+    v = v * 10 + (c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> read_lines(const std::string& path) {
+  if (is_directory(path)) throw std::runtime_error(path + ": is a directory, expected a text file");
+  std::string text = ends_with(path, ".gz") ? read_gzip(path) : read_file(path);
+  size_t start = 0;
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) start = 3;
+  std::vector<std::string> lines;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    size_t stop = end;
+    if (stop > start && text[stop - 1] == '\r') --stop;
+    lines.emplace_back(text, start, stop - start);
+    start = end + 1;
+  }
+  return lines;
+}
+
+std::vector<TextExample> read_tsv_classification(const std::string& path, const TsvColumns& columns) {
+  if (columns.text_a.empty())
+    throw std::invalid_argument("read_tsv_classification: columns.text_a must name a header column");
+  const auto lines = read_lines(path);
+  if (lines.empty()) throw std::runtime_error(path + ": empty file, expected a header row");
+  const auto header = split_tabs(lines[0]);
+  auto column = [&](const std::string& name) -> int64_t {
+    if (name.empty()) return -1;
+    int64_t found = -1;
+    for (size_t i = 0; i < header.size(); ++i) {
+      if (header[i] != name) continue;
+      if (found >= 0)
+        throw std::runtime_error(path + ":1: column '" + name + "' appears more than once in the header");
+      found = static_cast<int64_t>(i);
+    }
+    if (found < 0) {
+      std::string names;
+      for (const auto& h : header) names += (names.empty() ? "'" : ", '") + h + "'";
+      throw std::runtime_error(path + ":1: expected a column '" + name + "' in the header, got " + names);
+    }
+    return found;
+  };
+  const int64_t col_a = column(columns.text_a), col_b = column(columns.text_b), col_label = column(columns.label);
+
+  std::vector<TextExample> out;
+  out.reserve(lines.size() - 1);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto fields = split_tabs(lines[i]);
+    if (fields.size() != header.size())
+      throw std::runtime_error(where(path, i) + ": expected " + std::to_string(header.size()) +
+                               " tab-separated fields, got " + std::to_string(fields.size()));
+    TextExample e;
+    e.text_a = fields[col_a];
+    if (col_b >= 0) e.text_b = fields[col_b];
+    if (col_label >= 0 && !parse_label(fields[col_label], &e.label))
+      throw std::runtime_error(where(path, i) + ": expected a non-negative integer label in column '" +
+                               columns.label + "', got '" + fields[col_label] + "'");
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> read_parallel(const std::string& src_path,
+                                                               const std::string& tgt_path) {
+  auto src = read_lines(src_path);
+  auto tgt = read_lines(tgt_path);
+  if (src.size() != tgt.size())
+    throw std::runtime_error("parallel corpus: expected the same number of lines, got " +
+                             std::to_string(src.size()) + " in " + src_path + " and " + std::to_string(tgt.size()) +
+                             " in " + tgt_path);
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(src.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (is_blank(src[i])) throw std::runtime_error(where(src_path, i) + ": empty sentence");
+    if (is_blank(tgt[i])) throw std::runtime_error(where(tgt_path, i) + ": empty sentence");
+    out.emplace_back(std::move(src[i]), std::move(tgt[i]));
+  }
+  return out;
+}
+
+}  // namespace hp

@@ -1,0 +1,149 @@
+// Beam search with KV caches (see header). Dimension legend: B sentences, K beams,
+// N = B*K hypotheses, V vocabulary, S source length.
+#include "headprune/decode/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+
+namespace hp {
+namespace {
+
+struct Finished {
+  std::vector<int64_t> tokens;
+  double score;
+};
+
+// Generic beam search. first_logp: [N, V] log-probabilities for the first generated token
+// (N = B*K rows, beams of one sentence adjacent). step(last [N,1], t) -> logp [N, V] for
+// generated position t (t >= 1); reorder(idx [N]) reorders cached state by origin row.
+std::vector<std::vector<int64_t>> beam_search(
+    int64_t B, const DecodeOptions& o, int64_t max_len, torch::Tensor logp,
+    const std::function<torch::Tensor(const torch::Tensor&, int64_t)>& step,
+    const std::function<void(const torch::Tensor&)>& reorder) {
+  const int64_t K = o.beam_size;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  std::vector<std::vector<std::vector<int64_t>>> beams(B, std::vector<std::vector<int64_t>>(K));
+  std::vector<double> scores(B * K, 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t k = 1; k < K; ++k) scores[b * K + k] = neg_inf;  // all beams start identical
+  std::vector<std::vector<Finished>> done(B);
+  std::vector<bool> closed(B, false);
+  auto norm = [&](double s, size_t len) { return s / std::pow(static_cast<double>(std::max<size_t>(len, 1)), o.length_penalty); };
+
+  for (int64_t t = 0;; ++t) {
+    const int64_t V = logp.size(1);
+    auto lp = logp.to(torch::kCPU, torch::kDouble);
+    auto cand = lp + torch::tensor(scores, torch::kDouble).unsqueeze(1);  // [N, V]
+    auto top = std::get<1>(cand.view({B, K * V}).topk(2 * K, 1));          // [B, 2K] flat (beam * V + token)
+    auto top_a = top.accessor<int64_t, 2>();
+    auto cand_a = cand.accessor<double, 2>();
+    std::vector<int64_t> origin(B * K, 0), next_tok(B * K, o.eos_id);
+    std::vector<double> next_score(B * K, neg_inf);
+    std::vector<std::vector<std::vector<int64_t>>> next_beams(B, std::vector<std::vector<int64_t>>(K));
+    const bool last_step = t + 1 >= max_len;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t filled = 0;
+      if (!closed[b]) {
+        for (int64_t c = 0; c < 2 * K && filled < K; ++c) {
+          const int64_t flat = top_a[b][c], k = flat / V, tok = flat % V;
+          const double s = cand_a[b * K + k][tok];
+          if (s == neg_inf) break;
+          auto seq = beams[b][k];
+          if (tok == o.eos_id || last_step) {
+            if (tok != o.eos_id) seq.push_back(tok);
+            if (static_cast<int64_t>(done[b].size()) < K) done[b].push_back({seq, norm(s, seq.size() + 1)});
+            continue;
+          }
+          seq.push_back(tok);
+          origin[b * K + filled] = b * K + k;
+          next_tok[b * K + filled] = tok;
+          next_score[b * K + filled] = s;
+          next_beams[b][filled] = std::move(seq);
+          ++filled;
+        }
+        if (static_cast<int64_t>(done[b].size()) >= K || last_step) closed[b] = true;
+      }
+      for (int64_t k = filled; k < K; ++k) origin[b * K + k] = b * K;  // padding rows, never selected
+      if (closed[b]) std::fill(next_score.begin() + b * K, next_score.begin() + (b + 1) * K, neg_inf);
+    }
+    if (std::all_of(closed.begin(), closed.end(), [](bool c) { return c; })) break;
+    beams = std::move(next_beams);
+    scores = next_score;
+    reorder(torch::tensor(origin, torch::kLong));
+    logp = step(torch::tensor(next_tok, torch::kLong).unsqueeze(1), t + 1);
+  }
+  std::vector<std::vector<int64_t>> out(B);
+  for (int64_t b = 0; b < B; ++b) {
+    if (done[b].empty()) continue;
+    auto best = std::max_element(done[b].begin(), done[b].end(),
+                                 [](const Finished& x, const Finished& y) { return x.score < y.score; });
+    out[b] = best->tokens;
+  }
+  return out;
+}
+
+void reorder_caches(std::vector<KVCache>& caches, const torch::Tensor& idx) {
+  for (auto& c : caches) {
+    if (!c.k.defined()) continue;
+    c.k = c.k.index_select(0, idx.to(c.k.device()));
+    c.v = c.v.index_select(0, idx.to(c.v.device()));
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch& src, const DecodeOptions& o) {
+  const auto& cfg = model.config();
+  if (cfg.arch != Arch::EncoderDecoder) throw std::invalid_argument("translate: needs an encoder_decoder model");
+  if (o.beam_size < 1) throw std::invalid_argument("translate: beam_size must be >= 1");
+  const bool was_training = model.is_training();
+  model.eval();
+  torch::NoGradGuard no_grad;
+  const int64_t B = src.size(), K = o.beam_size;
+  int64_t max_len = o.max_len > 0 ? o.max_len : src.input_ids.size(1) * 3 / 2 + 10;
+  max_len = std::min(max_len, cfg.max_positions - 1);
+  auto memory = model.encode(src).repeat_interleave(K, 0);  // [N, S, C]
+  auto keep = src.attention_mask.defined() ? src.attention_mask : src.input_ids.ne(cfg.pad_id);
+  auto cross_mask = padding_mask(keep, memory.scalar_type()).repeat_interleave(K, 0);  // [N, 1, 1, S]
+  std::vector<KVCache> self_c, cross_c;
+  auto step = [&](const torch::Tensor& last, int64_t t) {
+    auto h = model.decoder->forward(last.to(memory.device()), {}, {}, memory, cross_mask, nullptr, nullptr, t,
+                                    &self_c, &cross_c);
+    return torch::log_softmax(model.output_projection(h.select(1, -1)).to(torch::kFloat), -1);
+  };
+  auto first = step(torch::full({B * K, 1}, o.bos_id, torch::kLong), 0);
+  auto out = beam_search(B, o, max_len, first, step, [&](const torch::Tensor& idx) { reorder_caches(self_c, idx); });
+  model.train(was_training);
+  return out;
+}
+
+std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>& prompt, const DecodeOptions& o) {
+  const auto& cfg = model.config();
+  if (cfg.arch != Arch::DecoderLM) throw std::invalid_argument("generate: needs a decoder_lm model");
+  if (prompt.empty()) throw std::invalid_argument("generate: empty prompt");
+  if (o.max_len <= 0) throw std::invalid_argument("generate: max_len must be > 0");
+  const bool was_training = model.is_training();
+  model.eval();
+  torch::NoGradGuard no_grad;
+  const int64_t K = o.beam_size, P = static_cast<int64_t>(prompt.size());
+  const int64_t max_len = std::min(o.max_len, cfg.max_positions - P);
+  if (max_len <= 0) throw std::invalid_argument("generate: prompt fills max_positions");
+  std::vector<KVCache> self_c;
+  const auto dtype = model.decoder->embed_tokens->weight.scalar_type();
+  auto ids = torch::tensor(prompt, torch::kLong).unsqueeze(0).repeat({K, 1});
+  auto h = model.decoder->forward(ids, {}, causal_mask(P, ids.device(), dtype), {}, {}, nullptr, nullptr, 0, &self_c,
+                                  nullptr);
+  auto first = torch::log_softmax(model.output_projection(h.select(1, -1)).to(torch::kFloat), -1);
+  auto step = [&](const torch::Tensor& last, int64_t t) {
+    auto hh = model.decoder->forward(last, {}, {}, {}, {}, nullptr, nullptr, P + t - 1, &self_c, nullptr);
+    return torch::log_softmax(model.output_projection(hh.select(1, -1)).to(torch::kFloat), -1);
+  };
+  auto out = beam_search(1, o, max_len, first, step, [&](const torch::Tensor& idx) { reorder_caches(self_c, idx); });
+  model.train(was_training);
+  return out[0];
+}
+
+}  // namespace hp

@@ -1,0 +1,117 @@
+// Loss-based evaluation (see header).
+#include "headprune/eval/evaluate.h"
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/data/tasks.h"
+
+namespace hp {
+
+nlohmann::json EvalResult::to_json() const {
+  nlohmann::json j = {{"loss", loss}, {"n_examples", n_examples}, {"n_tokens", n_tokens}};
+  if (classification) {
+    j["accuracy"] = classification->accuracy;
+    j["f1"] = classification->f1;
+    j["mcc"] = classification->mcc;
+  } else {
+    j["perplexity"] = perplexity;
+  }
+  return j;
+}
+
+EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples, const EvalOptions& opts) {
+  if (examples.empty()) throw std::invalid_argument("evaluate: no examples");
+  const bool was_training = model.is_training();
+  model.eval();
+  torch::NoGradGuard no_grad;
+  const auto& cfg = model.config();
+  const bool cls = cfg.arch == Arch::EncoderClassifier;
+  EvalResult r;
+  r.n_examples = static_cast<int64_t>(examples.size());
+  std::vector<int64_t> preds(examples.size(), -1), gold(examples.size(), -1);
+  double total = 0;
+  auto batches = make_token_batches(examples, opts.batch_tokens, opts.max_batch, false, 0);
+  const auto device = model.parameters().front().device();
+  for (const auto& idx : batches) {
+    std::vector<const Example*> ex;
+    for (size_t i : idx) ex.push_back(&examples[i]);
+    Batch b = collate(ex, cfg.arch, cfg.pad_id).to(device);
+    auto out = model.forward(b);
+    const int64_t n = cls ? b.size() : count_target_tokens(b);
+    total += model.loss(out, b).item<double>() * static_cast<double>(n);
+    r.n_tokens += n;
+    if (cls) {
+      auto p = out.logits.argmax(-1).to(torch::kCPU);
+      for (size_t k = 0; k < idx.size(); ++k) {
+        preds[idx[k]] = p[k].item<int64_t>();
+        gold[idx[k]] = examples[idx[k]].label;
+      }
+    }
+  }
+  r.loss = total / static_cast<double>(std::max<int64_t>(1, r.n_tokens));
+  if (cls) {
+    r.classification = classification_metrics(gold, preds, cfg.n_classes);
+    r.predictions = preds;
+  } else {
+    r.perplexity = std::exp(r.loss);
+  }
+  model.train(was_training);
+  return r;
+}
+
+TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& tokenizer,
+                                     const std::vector<std::pair<std::string, std::string>>& pairs,
+                                     const DecodeOptions& decode, int64_t batch_tokens,
+                                     const std::function<void(int64_t, int64_t)>& progress) {
+  if (pairs.empty()) throw std::invalid_argument("evaluate_translation: no sentences");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Example> src;
+  for (const auto& p : pairs) src.push_back(translation_source(tokenizer, p.first, model.config().max_positions));
+  TranslationEval r;
+  r.hypotheses.resize(pairs.size());
+  auto batches = make_token_batches(src, batch_tokens, 128, false, 0);
+  int64_t done = 0;
+  const auto device = model.parameters().front().device();
+  for (const auto& idx : batches) {
+    std::vector<const Example*> ex;
+    for (size_t i : idx) ex.push_back(&src[i]);
+    Batch b = collate(ex, Arch::EncoderClassifier, model.config().pad_id).to(device);  // source side only
+    Batch s;
+    s.input_ids = b.input_ids;
+    s.attention_mask = b.attention_mask;
+    auto hyps = translate(model, s, decode);
+    for (size_t k = 0; k < idx.size(); ++k) r.hypotheses[idx[k]] = tokenizer.decode(hyps[k]);
+    done += static_cast<int64_t>(idx.size());
+    if (progress) progress(done, static_cast<int64_t>(pairs.size()));
+  }
+  std::vector<std::string> refs;
+  for (const auto& p : pairs) refs.push_back(p.second);
+  r.bleu = corpus_bleu(r.hypotheses, refs);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+double unigram_perplexity(const std::vector<Example>& train, const std::vector<Example>& eval, int64_t vocab_size) {
+  std::vector<double> counts(static_cast<size_t>(vocab_size), 1.0);  // add-one
+  double total = static_cast<double>(vocab_size);
+  for (const auto& e : train)
+    for (size_t j = 1; j < e.src.size(); ++j) {
+      counts.at(static_cast<size_t>(e.src[j])) += 1;
+      total += 1;
+    }
+  double nll = 0;
+  int64_t n = 0;
+  for (const auto& e : eval)
+    for (size_t j = 1; j < e.src.size(); ++j) {
+      nll -= std::log(counts.at(static_cast<size_t>(e.src[j])) / total);
+      ++n;
+    }
+  if (n == 0) throw std::invalid_argument("unigram_perplexity: no evaluation tokens");
+  return std::exp(nll / static_cast<double>(n));
+}
+
+}  // namespace hp

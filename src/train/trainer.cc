@@ -1,0 +1,263 @@
+// The training loop (see header).
+#include "headprune/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+#include "headprune/io/safetensors.h"
+#include "headprune/util/log.h"
+
+namespace hp {
+namespace fs = std::filesystem;
+
+nlohmann::json TrainOptions::to_json() const {
+  return {{"max_steps", max_steps},       {"batch_tokens", batch_tokens}, {"max_batch", max_batch},
+          {"lr", lr},                     {"warmup_steps", warmup_steps}, {"schedule", to_string(schedule)},
+          {"beta1", adam.beta1},          {"beta2", adam.beta2},          {"adam_eps", adam.eps},
+          {"weight_decay", adam.weight_decay}, {"clip_norm", clip_norm}, {"label_smoothing", label_smoothing},
+          {"eval_every", eval_every},     {"log_every", log_every},       {"save_every", save_every},
+          {"best_metric", best_metric},   {"seed", seed}};
+}
+
+TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw std::invalid_argument("train options: expected a JSON object");
+  TrainOptions o;
+  const std::set<std::string> known = {"max_steps", "batch_tokens", "max_batch", "lr", "warmup_steps", "schedule",
+                                       "beta1", "beta2", "adam_eps", "weight_decay", "clip_norm", "label_smoothing",
+                                       "eval_every", "log_every", "save_every", "best_metric", "seed"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!known.count(it.key())) throw std::invalid_argument("train options: '" + it.key() + "' is not a known key");
+  auto num = [&](const char* k, auto& dst) {
+    if (!j.contains(k)) return;
+    if (!j.at(k).is_number()) throw std::invalid_argument(std::string("train options: '") + k + "' must be a number");
+    dst = j.at(k).get<std::decay_t<decltype(dst)>>();
+  };
+  num("max_steps", o.max_steps);
+  num("batch_tokens", o.batch_tokens);
+  num("max_batch", o.max_batch);
+  num("lr", o.lr);
+  num("warmup_steps", o.warmup_steps);
+  if (j.contains("schedule")) o.schedule = parse_lr_schedule(j.at("schedule").get<std::string>());
+  num("beta1", o.adam.beta1);
+  num("beta2", o.adam.beta2);
+  num("adam_eps", o.adam.eps);
+  num("weight_decay", o.adam.weight_decay);
+  num("clip_norm", o.clip_norm);
+  num("label_smoothing", o.label_smoothing);
+  num("eval_every", o.eval_every);
+  num("log_every", o.log_every);
+  num("save_every", o.save_every);
+  if (j.contains("best_metric")) o.best_metric = j.at("best_metric").get<std::string>();
+  num("seed", o.seed);
+  return o;
+}
+
+namespace {
+
+struct LoopState {
+  int64_t step = 0, epoch = 0, batch_in_epoch = 0;
+  bool has_best = false;
+  double best = 0;
+  double log_loss_sum = 0;  // token-weighted loss since the last log line
+  int64_t log_tokens = 0;
+  nlohmann::json history = nlohmann::json::array();
+};
+
+void validate(const TrainOptions& o, const TrainData& d) {
+  auto bad = [](const std::string& m) { throw std::invalid_argument("train: " + m); };
+  if (o.max_steps <= 0) bad("max_steps must be > 0");
+  if (o.batch_tokens <= 0 || o.max_batch <= 0) bad("batch_tokens and max_batch must be > 0");
+  if (o.lr <= 0) bad("lr must be > 0");
+  if (o.warmup_steps < 0) bad("warmup_steps must be >= 0");
+  if (o.label_smoothing < 0 || o.label_smoothing >= 1) bad("label_smoothing must be in [0, 1)");
+  if (o.eval_every <= 0 || o.log_every <= 0 || o.save_every < 0) bad("eval_every and log_every must be > 0");
+  if (o.best_metric != "auto" && o.best_metric != "loss" && o.best_metric != "accuracy")
+    bad("best_metric must be auto, loss or accuracy");
+  if (d.train.empty()) bad("no training examples");
+  if (d.valid.empty()) bad("no validation examples");
+}
+
+// Atomically replaces directory `dst` by a directory filled by `fill` (via dst.tmp and dst.old).
+void replace_dir(const std::string& dst, const std::function<void(const std::string&)>& fill) {
+  const std::string tmp = dst + ".tmp", old = dst + ".old";
+  fs::remove_all(tmp);
+  fill(tmp);
+  fs::remove_all(old);
+  if (fs::exists(dst)) fs::rename(dst, old);
+  fs::rename(tmp, dst);
+  fs::remove_all(old);
+}
+
+std::string resume_dir(const std::string& out_dir) {
+  for (const char* d : {"/last", "/last.old"})
+    if (is_file(out_dir + d + "/trainer_state.json")) return out_dir + d;
+  return "";
+}
+
+double metric_of(const EvalResult& r, bool accuracy) {
+  return accuracy ? r.classification->accuracy : r.loss;
+}
+
+}  // namespace
+
+TrainResult train_model(Transformer& model, const TrainData& data, const TrainOptions& opts, const std::string& out_dir,
+                        const std::map<std::string, std::string>& extra_files, const TrainProgressFn& progress) {
+  validate(opts, data);
+  make_directories(out_dir);
+  const bool cls = model->config().arch == Arch::EncoderClassifier;
+  const bool use_accuracy = opts.best_metric == "accuracy" || (opts.best_metric == "auto" && cls);
+  if (use_accuracy && !cls) throw std::invalid_argument("train: best_metric accuracy needs an encoder_classifier");
+  auto better = [&](double a, double b) { return use_accuracy ? a > b : a < b; };
+
+  LoopState st;
+  auto gen = at::detail::getDefaultCPUGenerator();
+  torch::manual_seed(opts.seed);
+  const std::string from = opts.resume ? resume_dir(out_dir) : "";
+  std::unique_ptr<AdamW> opt;
+  auto make_opt = [&] {
+    std::vector<std::pair<std::string, torch::Tensor>> params;
+    for (auto& p : model->named_parameters()) params.emplace_back(p.key(), p.value());
+    opt = std::make_unique<AdamW>(params, opts.adam);
+  };
+  if (!from.empty()) {
+    model = load_checkpoint(from);
+    make_opt();
+    auto js = nlohmann::json::parse(read_file(from + "/trainer_state.json"));
+    st.step = js.at("step");
+    st.epoch = js.at("epoch");
+    st.batch_in_epoch = js.at("batch_in_epoch");
+    st.has_best = js.at("has_best");
+    st.best = js.at("best");
+    st.log_loss_sum = js.at("log_loss_sum");
+    st.log_tokens = js.at("log_tokens");
+    st.history = js.at("history");
+    if (js.at("options") != opts.to_json())
+      log_warn("train", "resuming with options that differ from the interrupted run's; results will differ");
+    auto f = read_safetensors(from + "/optimizer.safetensors");
+    TensorMap optim;
+    for (auto& kv : f.tensors)
+      if (kv.first.rfind("optim.", 0) == 0) optim[kv.first.substr(6)] = kv.second;
+    opt->load_state(optim, from + "/optimizer.safetensors");
+    gen.set_state(f.tensors.at("rng.cpu"));
+    log_info("train", "resumed from " + from + " at step " + std::to_string(st.step));
+  } else {
+    make_opt();
+  }
+  model->train();
+
+  auto save_last = [&] {
+    replace_dir(out_dir + "/last", [&](const std::string& dir) {
+      save_checkpoint(dir, *model, extra_files);
+      TensorMap t;
+      for (auto& kv : opt->state()) t["optim." + kv.first] = kv.second;
+      t["rng.cpu"] = gen.get_state();
+      write_safetensors(dir + "/optimizer.safetensors", t);
+      nlohmann::json js = {{"step", st.step},         {"epoch", st.epoch},       {"batch_in_epoch", st.batch_in_epoch},
+                           {"has_best", st.has_best}, {"best", st.best},         {"log_loss_sum", st.log_loss_sum},
+                           {"log_tokens", st.log_tokens}, {"history", st.history}, {"options", opts.to_json()}};
+      write_file_atomic(dir + "/trainer_state.json", js.dump(1) + "\n");
+    });
+  };
+
+  TrainResult res;
+  auto t_start = std::chrono::steady_clock::now();
+  auto t_log = t_start;
+  int64_t tokens_since_log = 0, steps_since_log = 0;
+  double last_loss = 0;
+  while (st.step < opts.max_steps) {
+    auto batches = make_token_batches(data.train, opts.batch_tokens, opts.max_batch, true,
+                                      opts.seed * 1000003ull + static_cast<uint64_t>(st.epoch));
+    while (st.batch_in_epoch < static_cast<int64_t>(batches.size()) && st.step < opts.max_steps) {
+      const auto& idx = batches[st.batch_in_epoch];
+      std::vector<const Example*> ex;
+      for (size_t i : idx) ex.push_back(&data.train[i]);
+      Batch b = collate(ex, model->config().arch, model->config().pad_id);
+      const double lr = lr_at(st.step + 1, opts.lr, opts.warmup_steps, opts.max_steps, opts.schedule);
+      auto out = model->forward(b);
+      auto loss = model->loss(out, b, cls ? 0.0 : opts.label_smoothing);
+      if (!std::isfinite(loss.item<double>()))
+        throw std::runtime_error("train: loss became " + std::to_string(loss.item<double>()) + " at step " +
+                                 std::to_string(st.step + 1) + " (try a lower lr or more warm-up)");
+      loss.backward();
+      if (opts.clip_norm > 0) torch::nn::utils::clip_grad_norm_(opt->parameters(), opts.clip_norm);
+      opt->step(lr);
+      opt->zero_grad();
+      ++st.step;
+      ++st.batch_in_epoch;
+      last_loss = loss.item<double>();
+      const int64_t n_tgt = count_target_tokens(b);
+      st.log_loss_sum += last_loss * static_cast<double>(n_tgt);
+      st.log_tokens += n_tgt;
+      tokens_since_log += b.attention_mask.sum().item<int64_t>() +
+                          (b.decoder_attention_mask.defined() ? b.decoder_attention_mask.sum().item<int64_t>() : 0);
+      ++steps_since_log;
+      const auto now = std::chrono::steady_clock::now();
+      const double since = std::chrono::duration<double>(now - t_log).count();
+      if (progress)
+        progress({st.step, opts.max_steps, last_loss, lr, tokens_since_log / std::max(since, 1e-9),
+                  std::chrono::duration<double>(now - t_start).count()});
+      if (st.step % opts.log_every == 0) {
+        char line[256];
+        std::snprintf(line, sizeof line, "step %lld | loss %.4f | lr %.1e | %.0f tok/s | %.0f ms/step",
+                      static_cast<long long>(st.step), st.log_loss_sum / std::max<int64_t>(1, st.log_tokens), lr,
+                      tokens_since_log / std::max(since, 1e-9), 1000.0 * since / std::max<int64_t>(1, steps_since_log));
+        log_info("train", line);
+        st.log_loss_sum = 0;
+        st.log_tokens = 0;
+        tokens_since_log = 0;
+        steps_since_log = 0;
+        t_log = now;
+      }
+      if (st.step == opts.stop_after) {
+        res.interrupted = true;
+        res.steps = st.step;
+        res.last_loss = last_loss;
+        return res;
+      }
+      const bool eval_now = st.step % opts.eval_every == 0 || st.step == opts.max_steps;
+      if (eval_now) {
+        auto r = evaluate(*model, data.valid);
+        const double m = metric_of(r, use_accuracy);
+        const bool improved = !st.has_best || better(m, st.best);
+        if (improved) {
+          st.has_best = true;
+          st.best = m;
+          replace_dir(out_dir + "/best", [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
+        }
+        nlohmann::json rec = r.to_json();
+        rec["step"] = st.step;
+        rec["train_loss"] = last_loss;
+        rec["lr"] = lr;
+        rec["elapsed_s"] = std::chrono::duration<double>(now - t_start).count();
+        st.history.push_back(rec);
+        write_file_atomic(out_dir + "/history.json", st.history.dump(1) + "\n");
+        char line[256];
+        std::snprintf(line, sizeof line, "step %lld | valid loss %.4f | %s %.4f | best %.4f%s",
+                      static_cast<long long>(st.step), r.loss, use_accuracy ? "accuracy" : "loss", m, st.best,
+                      improved ? " (saved best)" : "");
+        log_info("eval", line);
+        model->train();
+      }
+      if (eval_now || (opts.save_every > 0 && st.step % opts.save_every == 0)) save_last();
+    }
+    if (st.step < opts.max_steps) {
+      ++st.epoch;
+      st.batch_in_epoch = 0;
+    }
+  }
+  res.steps = st.step;
+  res.last_loss = last_loss;
+  res.best_metric = st.best;
+  res.history = st.history;
+  return res;
+}
+
+}  // namespace hp

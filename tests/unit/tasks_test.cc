@@ -1,0 +1,133 @@
+// Data specs -> examples: synthetic, TSV, parallel and plain-text tasks, on small temporary
+// files; the TasksData suite reads slices of the real data in ../shared/data.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "headprune/data/tasks.h"
+#include "headprune/eval/evaluate.h"
+#include "test_util.h"
+
+namespace hp {
+namespace {
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+ModelConfig model_for(Arch a) {
+  ModelConfig c = tiny_config(a);
+  if (a == Arch::EncoderClassifier) c.n_classes = 2;
+  c.finalize();
+  return c;
+}
+
+std::string sentences_tsv() {
+  std::string s = "sentence\tlabel\n";
+  const char* words[] = {"good", "bad", "movie", "plot", "great", "awful", "\"quoted\"", "the", "a", "film"};
+  for (int i = 0; i < 200; ++i)
+    s += std::string(words[i % 10]) + " " + words[(i * 7) % 10] + " " + words[(i * 3) % 10] + " \t" +
+         std::to_string(i % 2) + "\n";
+  return s;
+}
+
+TEST(Tasks, SyntheticSplitsAreSizedAndDistinct) {
+  auto cfg = model_for(Arch::DecoderLM);
+  auto d = load_task({{"kind", "synthetic"}, {"n_train", 30}, {"n_valid", 7}}, cfg, "", std::nullopt,
+                     {"train", "valid"}, 1);
+  EXPECT_EQ(d.train.size(), 30u);
+  EXPECT_EQ(d.valid.size(), 7u);
+  EXPECT_TRUE(d.test.empty());
+  EXPECT_FALSE(d.tokenizer.has_value());
+  EXPECT_THROW(load_task({{"kind", "synthetic"}, {"n_trian", 3}}, cfg, "", std::nullopt, {"train"}, 1),
+               std::invalid_argument);
+  EXPECT_THROW(load_task({{"kind", "csv"}}, cfg, "", std::nullopt, {"train"}, 1), std::invalid_argument);
+}
+
+TEST(Tasks, TsvClassificationTrainsAVocabularyAndFramesSentences) {
+  test::TempDir dir;
+  write(dir / "train.tsv", sentences_tsv());
+  write(dir / "dev.tsv", "sentence\tlabel\ngood movie \t1\nawful plot \t0\n");
+  auto cfg = model_for(Arch::EncoderClassifier);
+  nlohmann::json spec = {{"kind", "tsv"}, {"train", "train.tsv"}, {"valid", "dev.tsv"}, {"vocab_size", 40},
+                         {"max_len", 6}};
+  auto d = load_task(spec, cfg, dir.path, std::nullopt, {"train", "valid"}, 1);
+  ASSERT_TRUE(d.tokenizer.has_value());
+  EXPECT_EQ(d.tokenizer->vocab_size(), 40);
+  ASSERT_EQ(d.valid.size(), 2u);
+  EXPECT_EQ(d.valid[0].label, 1);
+  EXPECT_EQ(d.valid[0].src.front(), Tokenizer::kBos);
+  EXPECT_EQ(d.valid[0].src.back(), Tokenizer::kEos);
+  for (const auto& e : d.train) EXPECT_LE(e.src.size(), 6u);
+  // Reusing the vocabulary gives identical examples.
+  auto again = load_task(spec, cfg, dir.path, d.tokenizer, {"valid"}, 99);
+  EXPECT_EQ(again.valid[1].src, d.valid[1].src);
+  // A label outside the model's classes is an error.
+  write(dir / "dev.tsv", "sentence\tlabel\ngood \t5\n");
+  EXPECT_THROW(load_task(spec, cfg, dir.path, d.tokenizer, {"valid"}, 1), std::invalid_argument);
+  EXPECT_THROW(load_task(spec, model_for(Arch::DecoderLM), dir.path, d.tokenizer, {"valid"}, 1), std::invalid_argument);
+}
+
+TEST(Tasks, ParallelAndTextTasks) {
+  test::TempDir dir;
+  std::string en, de;
+  for (int i = 0; i < 120; ++i) {
+    en += "a dog runs " + std::to_string(i % 13) + "\n";
+    de += "ein hund laeuft " + std::to_string(i % 13) + "\n";
+  }
+  write(dir / "t.en", en);
+  write(dir / "t.de", de);
+  auto cfg = model_for(Arch::EncoderDecoder);
+  nlohmann::json spec = {{"kind", "parallel"}, {"train", {"t.en", "t.de"}}, {"test", {"t.en", "t.de"}},
+                         {"vocab_size", 40}};
+  auto d = load_task(spec, cfg, dir.path, std::nullopt, {"train", "test"}, 1);
+  ASSERT_EQ(d.train.size(), 120u);
+  EXPECT_EQ(d.test_text.size(), 120u);
+  EXPECT_EQ(d.test_text[3].second, "ein hund laeuft 3");
+  EXPECT_EQ(d.train[0].tgt.front(), Tokenizer::kBos);
+  EXPECT_EQ(d.train[0].tgt.back(), Tokenizer::kEos);
+  EXPECT_EQ(d.train[0].src.back(), Tokenizer::kEos);
+
+  auto lm = model_for(Arch::DecoderLM);
+  write(dir / "text.txt", en + de);
+  auto t = load_task({{"kind", "text"}, {"train", "text.txt"}, {"vocab_size", 40}, {"max_len", 16}}, lm, dir.path,
+                     std::nullopt, {"train", "valid"}, 1);
+  ASSERT_FALSE(t.train.empty());
+  ASSERT_FALSE(t.valid.empty());
+  for (size_t i = 0; i + 1 < t.train.size(); ++i) {
+    EXPECT_EQ(t.train[i].src.size(), 16u);
+    EXPECT_EQ(t.train[i].src.back(), t.train[i + 1].src.front());  // blocks overlap by one token
+  }
+  const double uni = unigram_perplexity(t.train, t.valid, t.tokenizer->vocab_size());
+  EXPECT_GT(uni, 1.0);
+  EXPECT_LT(uni, 40.0);
+}
+
+// ---- real data (label: data) ----
+std::string shared_data() {
+  const char* env = std::getenv("HP_SHARED_DATA");
+  return env ? env : "../shared/data";
+}
+
+TEST(TasksData, RealFilesSlices) {
+  const std::string root = shared_data();
+  if (!std::filesystem::is_directory(root)) GTEST_SKIP() << root << " not found";
+  auto cls = model_for(Arch::EncoderClassifier);
+  cls.max_positions = 64;
+  auto sst = load_task({{"kind", "tsv"}, {"train", "glue/SST-2/dev.tsv.gz"}, {"valid", "glue/SST-2/dev.tsv.gz"},
+                        {"vocab_size", 500}, {"max_len", 64}},
+                       cls, root, std::nullopt, {"train", "valid"}, 1);
+  EXPECT_EQ(sst.valid.size(), 872u);
+  auto mt = model_for(Arch::EncoderDecoder);
+  mt.max_positions = 64;
+  auto m30 = load_task({{"kind", "parallel"}, {"train", {"multi30k/val.en.gz", "multi30k/val.de.gz"}},
+                        {"test", {"multi30k/test_2016_flickr.en.gz", "multi30k/test_2016_flickr.de.gz"}},
+                        {"vocab_size", 1000}, {"max_len", 64}},
+                       mt, root, std::nullopt, {"train", "test"}, 1);
+  EXPECT_EQ(m30.test.size(), 1000u);
+  EXPECT_GT(m30.train.size(), 1000u);
+  EXPECT_EQ(m30.test_text.front().first.substr(0, 10), "A man in a");
+}
+
+}  // namespace
+}  // namespace hp
