@@ -13,8 +13,8 @@
 #include "headprune/eval/evaluate.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
+#include "headprune/train/run_config.h"
 #include "headprune/util/progress.h"
-#include "run_config.h"
 
 namespace hp::cli {
 namespace {
@@ -26,12 +26,6 @@ struct EvalCliOptions {
   int64_t synthetic_n = 500, max_sentences = 0;
   bool unigram_baseline = false;
 };
-
-std::string ids_to_text(const std::vector<int64_t>& ids) {
-  std::string s;
-  for (int64_t t : ids) s += (s.empty() ? "" : " ") + std::to_string(t);
-  return s;
-}
 
 void run_eval(const EvalCliOptions& o, Context& ctx) {
   Transformer model = load_checkpoint(o.checkpoint);
@@ -79,33 +73,17 @@ void run_eval(const EvalCliOptions& o, Context& ctx) {
     line += " | unigram perplexity " + std::to_string(out["unigram_perplexity"].get<double>());
   }
   if (cfg.arch == Arch::EncoderDecoder) {
-    if (texts.empty()) {  // synthetic: token ids stand in for words
-      for (const auto& e : examples) {
-        std::vector<int64_t> src(e.src.begin(), e.src.end() - 1), tgt(e.tgt.begin() + 1, e.tgt.end() - 1);
-        texts.push_back({ids_to_text(src), ids_to_text(tgt)});
-      }
-    }
     nlohmann::json bleu = nlohmann::json::object();
     for (int64_t beam : o.beams) {
       DecodeOptions d;
       d.beam_size = beam;
       d.length_penalty = o.length_penalty;
       TranslationEval te;
-      if (tok) {
+      if (tok && !texts.empty()) {
         ProgressBar bar("decode beam " + std::to_string(beam), static_cast<int64_t>(texts.size()), "sent");
         te = evaluate_translation(*model, *tok, texts, d, 4096, [&](int64_t done, int64_t) { bar.update(done); });
       } else {
-        // Synthetic: decode the example ids directly.
-        std::vector<std::string> hyps, refs;
-        for (size_t i = 0; i < examples.size(); i += 64) {
-          std::vector<const Example*> chunk;
-          for (size_t k = i; k < std::min(examples.size(), i + 64); ++k) chunk.push_back(&examples[k]);
-          Batch b = collate(chunk, Arch::EncoderDecoder, cfg.pad_id);
-          for (auto& h : translate(*model, b, d)) hyps.push_back(ids_to_text(h));
-        }
-        for (const auto& t : texts) refs.push_back(t.second);
-        te.bleu = corpus_bleu(hyps, refs);
-        te.hypotheses = hyps;
+        te = evaluate_synthetic_translation(*model, examples, d);
       }
       bleu["beam" + std::to_string(beam)] = {{"score", te.bleu.score}, {"signature", te.bleu.signature},
                                              {"brevity_penalty", te.bleu.brevity_penalty},

@@ -13,8 +13,8 @@
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/train/trainer.h"
+#include "headprune/train/run_config.h"
 #include "headprune/util/progress.h"
-#include "run_config.h"
 
 namespace hp::cli {
 namespace {

@@ -11,7 +11,6 @@ packages=(
   libbenchmark-dev
   nlohmann-json3-dev
   libcli11-dev
-  libsentencepiece-dev
   zlib1g-dev
 )
 

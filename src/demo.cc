@@ -4,40 +4,44 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <iomanip>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "headprune/data/synthetic.h"
+#include "headprune/data/tasks.h"
+#include "headprune/eval/evaluate.h"
 #include "headprune/io/checkpoint.h"
-#include "headprune/model/transformer.h"
 #include "headprune/prune/remove_heads.h"
+#include "headprune/train/run_config.h"
+#include "headprune/train/trainer.h"
 #include "headprune/util/log.h"
 
 namespace hp {
 namespace {
 
-ModelConfig demo_config(Arch arch) {
-  ModelConfig c = tiny_config(arch);
-  c.d_model = 64;
-  c.d_ff = 128;
-  c.n_heads = 8;
-  c.head_dim = 0;
-  c.vocab_size = 64;
-  if (arch == Arch::EncoderDecoder) c.tgt_vocab_size = 64;
-  c.max_positions = 64;
-  if (c.n_encoder_layers) c.n_encoder_layers = 4;
-  if (c.n_decoder_layers) c.n_decoder_layers = 4;
-  for (AttnType t : kAllAttnTypes) c.heads(t).clear();
-  c.finalize();
-  return c;
+struct Stage {
+  std::string name;
+  int64_t heads = 0, params = 0;
+  double metric = 0, loss = 0, forward_ms = 0;
+};
+
+// The family's headline metric on the validation set: accuracy, perplexity or greedy BLEU.
+std::pair<std::string, double> task_metric(TransformerImpl& m, const std::vector<Example>& valid, EvalResult* r_out) {
+  EvalResult r = evaluate(m, valid);
+  if (r_out) *r_out = r;
+  switch (m.config().arch) {
+    case Arch::EncoderClassifier: return {"accuracy", r.classification->accuracy};
+    case Arch::DecoderLM: return {"perplexity", r.perplexity};
+    case Arch::EncoderDecoder: return {"BLEU", evaluate_synthetic_translation(m, valid, DecodeOptions{}).bleu.score};
+  }
+  return {"", 0};
 }
 
 double median_forward_ms(TransformerImpl& model, const Batch& batch, int reps) {
   c10::InferenceMode guard;
+  model.eval();
   model.forward(batch);  // warm-up
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
@@ -49,7 +53,13 @@ double median_forward_ms(TransformerImpl& model, const Batch& batch, int reps) {
   return ms[ms.size() / 2];
 }
 
-std::string fmt(double v, int prec = 4) {
+int64_t count_heads(const ModelConfig& c) {
+  int64_t n = 0;
+  for (AttnType t : c.attn_types()) n += c.n_heads_kept(t);
+  return n;
+}
+
+std::string fmt(double v, int prec) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(prec) << v;
   return o.str();
@@ -61,110 +71,140 @@ std::string per_layer_counts(const ModelConfig& c, AttnType t) {
   return s + "]";
 }
 
+// E_x |d loss / d gate| over the validation batches, L2-normalized within each layer.
+std::vector<std::pair<HeadId, double>> gate_importance(TransformerImpl& model, const std::vector<Example>& valid) {
+  model.eval();
+  model.set_gates_requires_grad(true);
+  for (const auto& idx : make_token_batches(valid, 2048, 128, false, 0)) {
+    std::vector<const Example*> ex;
+    for (size_t i : idx) ex.push_back(&valid[i]);
+    Batch b = collate(ex, model.config().arch, model.config().pad_id);
+    std::vector<torch::Tensor> before;
+    for (auto& g : model.gates()) before.push_back(g.gate.grad().defined() ? g.gate.grad().clone() : torch::zeros_like(g.gate));
+    model.loss(model.forward(b), b).backward();
+    size_t k = 0;
+    for (auto& g : model.gates()) {  // accumulate |per-batch gradient|, not the signed sum
+      auto step = g.gate.grad() - before[k];
+      g.gate.mutable_grad() = before[k++] + step.abs();
+    }
+  }
+  std::vector<std::pair<HeadId, double>> scores;
+  for (auto& g : model.gates()) {
+    auto s = g.gate.grad().to(torch::kDouble);
+    s = s / s.norm().clamp_min(1e-20);
+    for (size_t i = 0; i < g.heads.size(); ++i) scores.push_back({{g.type, g.layer, g.heads[i]}, s[i].item<double>()});
+  }
+  model.set_gates_requires_grad(false);
+  return scores;
+}
+
 }  // namespace
 
 nlohmann::json run_demo(const DemoOptions& opts, std::ostream& out) {
   nlohmann::json report = nlohmann::json::array();
   for (Arch arch : opts.families) {
-    torch::manual_seed(opts.seed);
-    ModelConfig cfg = demo_config(arch);
-    Transformer model(cfg);
-    model->eval();
-    Batch batch = synthetic_batch(cfg, opts.batch_size, 6, 24, opts.seed + 1);
+    RunConfig rc = synthetic_run_config(arch);
+    const ModelConfig& cfg = rc.model;
+    const std::string dir = opts.out_dir + "/" + to_string(arch);
+    TaskData data = load_task(rc.data, cfg, "", std::nullopt, {"train", "valid"}, opts.seed);
     out << "== " << to_string(arch) << " ==\n";
-    out << "model: " << model->n_parameters() << " parameters, " << cfg.n_heads << " heads per attention layer";
-    for (AttnType t : cfg.attn_types()) out << ", " << to_string(t) << " " << cfg.n_layers(t) << " layers";
-    out << " (random init: training comes with `headprune train`)\n";
 
-    // Michel et al.'s head importance signal: |d loss / d gate| from one backward pass.
-    model->set_gates_requires_grad(true);
-    auto base_out = model->forward(batch);
-    auto base_loss = model->loss(base_out, batch);
-    base_loss.backward();
-    struct Scored { HeadId id; double score; };
-    std::vector<Scored> scored;
-    // Per-layer L2 normalization (Michel et al.'s default) makes layers and attention types
-    // comparable; raw encoder gradients are orders of magnitude below decoder ones.
-    out << "|dL/dgate| per head (one backward pass), L2-normalized per layer:\n";
-    for (auto& g : model->gates()) {
-      auto grad = g.gate.grad().abs().to(torch::kDouble);
-      grad = grad / grad.norm().clamp_min(1e-20);
-      out << "  " << std::left << std::setw(13) << to_string(g.type) << " L" << g.layer << ":";
-      for (size_t i = 0; i < g.heads.size(); ++i) {
-        scored.push_back({{g.type, g.layer, g.heads[i]}, grad[i].item<double>()});
-        out << " " << fmt(scored.back().score, 2);
+    // 1. Train on the synthetic task.
+    torch::manual_seed(opts.seed);
+    Transformer model(cfg);
+    TrainOptions to = rc.train;
+    to.max_steps = opts.train_steps;
+    to.eval_every = opts.train_steps;
+    to.seed = opts.seed;
+    auto t0 = std::chrono::steady_clock::now();
+    train_model(model, {data.train, data.valid}, to, dir + "/train");
+    const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    model->eval();
+    Batch bench = collate(std::vector<Example>(data.valid.begin(), data.valid.begin() + 64), arch, cfg.pad_id);
+    std::vector<Stage> stages;
+    auto record = [&](const std::string& name, TransformerImpl& m) {
+      EvalResult r;
+      auto mt = task_metric(m, data.valid, &r);
+      stages.push_back({name, count_heads(m.config()), m.n_parameters(), mt.second, r.loss,
+                        median_forward_ms(m, bench, 7)});
+      return mt.first;
+    };
+    const std::string metric_name = record("trained", *model);
+    out << "trained " << opts.train_steps << " steps in " << fmt(train_s, 1) << " s on " << data.train.size()
+        << " synthetic examples\n";
+
+    // 2. Head importance from gate gradients.
+    auto scores = gate_importance(*model, data.valid);
+    out << "head importance E|dL/dgate| over the validation set, L2-normalized per layer:\n";
+    for (AttnType t : cfg.attn_types())
+      for (int64_t l = 0; l < cfg.n_layers(t); ++l) {
+        out << "  " << std::left << std::setw(13) << to_string(t) << std::right << " L" << l << ":";
+        for (const auto& s : scores)
+          if (s.first.type == t && s.first.layer == l) out << " " << fmt(s.second, 2);
+        out << "\n";
       }
-      out << "\n";
-    }
-    model->set_gates_requires_grad(false);
 
-    // Mask the weakest heads, plus every head of the last layer of the first attention type
-    // (that layer then skips attention after physical removal).
-    std::sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) { return a.score < b.score; });
+    // 3. Choose heads: one whole layer (it will skip attention) plus the weakest others.
+    std::sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
     const AttnType first = cfg.attn_types().front();
     const int64_t empty_layer = cfg.n_layers(first) - 1;
+    const auto n_drop = static_cast<size_t>(std::lround(opts.prune_fraction * static_cast<double>(scores.size())));
     std::vector<HeadId> drop;
     for (int64_t h : cfg.heads(first)[empty_layer]) drop.push_back({first, empty_layer, h});
-    const size_t n_weak = static_cast<size_t>(std::lround(opts.prune_fraction * scored.size()));
-    for (size_t i = 0; i < scored.size() && drop.size() < n_weak + cfg.n_heads; ++i) {
-      const auto& id = scored[i].id;
-      if (!(id.type == first && id.layer == empty_layer)) drop.push_back(id);
-    }
-    torch::NoGradGuard no_grad;
+    for (const auto& s : scores)
+      if (drop.size() < n_drop && !(s.first.type == first && s.first.layer == empty_layer)) drop.push_back(s.first);
+    std::sort(drop.begin(), drop.end());
+
+    // 4. Mask, remove physically, fine-tune.
     model->mask_heads(drop);
-    auto masked_out = model->forward(batch);
-    const double masked_loss = model->loss(masked_out, batch).item<double>();
-
+    record("masked", *model);
     Transformer pruned = remove_heads(*model, drop);
-    auto pruned_out = pruned->forward(batch);
-    const double pruned_loss = pruned->loss(pruned_out, batch).item<double>();
-    const double max_diff = (masked_out.logits - pruned_out.logits).abs().max().item<double>();
-    const int64_t params_before = model->n_parameters(), params_after = pruned->n_parameters();
+    record("pruned", *pruned);
+    double max_diff = 0;
+    {
+      torch::NoGradGuard g;
+      max_diff = (model->forward(bench).logits - pruned->forward(bench).logits).abs().max().item<double>();
+    }
     model->reset_gates();
-    const double ms_before = median_forward_ms(*model, batch, 5);
-    const double ms_after = median_forward_ms(*pruned, batch, 5);
+    TrainOptions ft = to;
+    ft.max_steps = opts.finetune_steps;
+    ft.eval_every = opts.finetune_steps;
+    ft.warmup_steps = std::min<int64_t>(ft.warmup_steps, opts.finetune_steps / 5);
+    train_model(pruned, {data.train, data.valid}, ft, dir + "/finetune");
+    record("pruned + fine-tuned", *pruned);
+    save_checkpoint(dir + "/pruned", *pruned);
+    Transformer reloaded = load_checkpoint(dir + "/pruned");
+    double reload_diff = 0;
+    {
+      torch::NoGradGuard g;
+      reload_diff = (reloaded->forward(bench).logits - pruned->forward(bench).logits).abs().max().item<double>();
+    }
 
-    const std::string dir = opts.out_dir + "/" + to_string(arch);
-    save_checkpoint(dir, *pruned);
-    Transformer reloaded = load_checkpoint(dir);
-    const double reload_diff = (reloaded->forward(batch).logits - pruned_out.logits).abs().max().item<double>();
-
-    const int64_t total_heads = static_cast<int64_t>(scored.size());
-    out << "removed " << drop.size() << " of " << total_heads << " heads: the " << drop.size() - cfg.n_heads
-        << " with the smallest |dL/dgate| and all " << cfg.n_heads << " of " << to_string(first) << " layer "
-        << empty_layer << "\n";
-    out << "  loss          " << fmt(base_loss.item<double>()) << " -> " << fmt(masked_loss) << " masked, "
-        << fmt(pruned_loss) << " physically pruned\n";
-    out << "  max |masked - pruned| logits " << std::scientific << std::setprecision(2) << max_diff
-        << std::defaultfloat << "\n";
-    out << "  parameters    " << params_before << " -> " << params_after << " ("
-        << fmt(100.0 * (params_after - params_before) / params_before, 1) << "%)\n";
+    out << "removed " << drop.size() << " of " << scores.size() << " heads: all " << cfg.n_heads << " of "
+        << to_string(first) << " layer " << empty_layer << " and the " << drop.size() - cfg.n_heads
+        << " least important others\n";
     for (AttnType t : cfg.attn_types())
-      out << "  " << std::left << std::setw(13) << to_string(t) << " heads per layer " << per_layer_counts(cfg, t)
-          << " -> " << per_layer_counts(pruned->config(), t) << "\n";
-    out << "  forward (batch " << opts.batch_size << ") " << fmt(ms_before, 2) << " ms -> " << fmt(ms_after, 2)
-        << " ms (median of 5, noisy at this size)\n";
-    out << "  saved " << dir << "; reloaded outputs differ by " << std::scientific << std::setprecision(1)
-        << reload_diff << std::defaultfloat << "\n\n";
+      out << "  " << std::left << std::setw(13) << to_string(t) << std::right << " heads per layer "
+          << per_layer_counts(cfg, t) << " -> " << per_layer_counts(pruned->config(), t) << "\n";
+    out << "  " << std::left << std::setw(22) << "stage" << std::right << std::setw(8) << "heads" << std::setw(10)
+        << "params" << std::setw(12) << metric_name << std::setw(10) << "loss" << std::setw(12) << "forward ms" << "\n";
+    for (const auto& s : stages)
+      out << "  " << std::left << std::setw(22) << s.name << std::right << std::setw(8) << s.heads << std::setw(10)
+          << s.params << std::setw(12) << fmt(s.metric, arch == Arch::EncoderClassifier ? 4 : 2) << std::setw(10)
+          << fmt(s.loss, 4) << std::setw(12) << fmt(s.forward_ms, 2) << "\n";
+    out << "  masked vs physically pruned outputs: max |diff| " << std::scientific << std::setprecision(1) << max_diff
+        << "; reloaded checkpoint: max |diff| " << reload_diff << std::defaultfloat << "\n";
+    out << "  saved " << dir << "/pruned (forward ms: batch of 64, median of 7; noisy at this size)\n\n";
 
-    nlohmann::json heads_removed = nlohmann::json::array();
-    for (const auto& h : drop) heads_removed.push_back(to_string(h));
-    nlohmann::json kept = nlohmann::json::object();
-    for (AttnType t : cfg.attn_types()) kept[to_string(t)] = pruned->config().heads(t);
-    report.push_back({{"family", to_string(arch)},
-                      {"heads_total", total_heads},
-                      {"heads_removed", heads_removed},
-                      {"kept_heads", kept},
-                      {"loss_full", base_loss.item<double>()},
-                      {"loss_masked", masked_loss},
-                      {"loss_pruned", pruned_loss},
-                      {"max_abs_diff_masked_vs_pruned", max_diff},
-                      {"max_abs_diff_reloaded", reload_diff},
-                      {"parameters_before", params_before},
-                      {"parameters_after", params_after},
-                      {"forward_ms_before", ms_before},
-                      {"forward_ms_after", ms_after},
-                      {"checkpoint", dir}});
+    nlohmann::json st = nlohmann::json::array();
+    for (const auto& s : stages)
+      st.push_back({{"stage", s.name}, {"heads", s.heads}, {"parameters", s.params}, {metric_name, s.metric},
+                    {"loss", s.loss}, {"forward_ms", s.forward_ms}});
+    nlohmann::json removed = nlohmann::json::array();
+    for (const auto& h : drop) removed.push_back(to_string(h));
+    report.push_back({{"family", to_string(arch)}, {"metric", metric_name}, {"train_seconds", train_s},
+                      {"stages", st}, {"heads_removed", removed}, {"max_abs_diff_masked_vs_pruned", max_diff},
+                      {"max_abs_diff_reloaded", reload_diff}, {"checkpoint", dir + "/pruned"}});
   }
   return report;
 }

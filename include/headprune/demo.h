@@ -1,7 +1,8 @@
-// The end-to-end demo on the built-in synthetic tasks: for each model family, build a
-// model, score heads by |d loss / d gate| in one backward pass, mask the weakest heads and
-// one whole layer, remove the same heads physically, and show what changed (loss, outputs,
-// parameters, heads per layer, forward time), then save, reload and describe the result.
+// The end-to-end demo on the built-in synthetic tasks. For each model family: train a small
+// model, score every head by |d loss / d gate| over the validation set (Michel et al.),
+// mask the weakest heads plus one whole layer, remove the same heads physically, fine-tune
+// the smaller model with the trainer, and report heads, parameters, the task metric and
+// forward time at each stage; save, reload and describe the pruned checkpoint.
 #pragma once
 
 #include <ostream>
@@ -16,9 +17,10 @@ namespace hp {
 
 struct DemoOptions {
   std::vector<Arch> families = {Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder};
-  std::string out_dir = "runs/demo";  // pruned checkpoints go to out_dir/<family>
-  double prune_fraction = 0.25;      // of the heads, by smallest gate gradient
-  int64_t batch_size = 32;
+  std::string out_dir = "runs/demo";  // per family: <out_dir>/<family>/{train,finetune,pruned}
+  double prune_fraction = 0.5;        // of all heads, including one emptied layer
+  int64_t train_steps = 400;
+  int64_t finetune_steps = 150;
   uint64_t seed = 1234;
 };
 

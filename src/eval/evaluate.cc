@@ -2,6 +2,7 @@
 #include "headprune/eval/evaluate.h"
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -90,6 +91,34 @@ TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& to
   }
   std::vector<std::string> refs;
   for (const auto& p : pairs) refs.push_back(p.second);
+  r.bleu = corpus_bleu(r.hypotheses, refs);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+namespace {
+std::string ids_to_text(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (int64_t t : ids) s += (s.empty() ? "" : " ") + std::to_string(t);
+  return s;
+}
+}  // namespace
+
+TranslationEval evaluate_synthetic_translation(TransformerImpl& model, const std::vector<Example>& examples,
+                                               const DecodeOptions& decode) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TranslationEval r;
+  std::vector<std::string> refs;
+  for (size_t i = 0; i < examples.size(); i += 64) {
+    std::vector<const Example*> chunk;
+    for (size_t k = i; k < std::min(examples.size(), i + 64); ++k) {
+      chunk.push_back(&examples[k]);
+      const auto& t = examples[k].tgt;
+      refs.push_back(ids_to_text(std::vector<int64_t>(t.begin() + 1, t.end() - 1)));
+    }
+    Batch b = collate(chunk, Arch::EncoderDecoder, model.config().pad_id);
+    for (auto& h : translate(model, b, decode)) r.hypotheses.push_back(ids_to_text(h));
+  }
   r.bleu = corpus_bleu(r.hypotheses, refs);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

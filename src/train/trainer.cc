@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
@@ -24,7 +25,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"beta1", adam.beta1},          {"beta2", adam.beta2},          {"adam_eps", adam.eps},
           {"weight_decay", adam.weight_decay}, {"clip_norm", clip_norm}, {"label_smoothing", label_smoothing},
           {"eval_every", eval_every},     {"log_every", log_every},       {"save_every", save_every},
-          {"best_metric", best_metric},   {"seed", seed}};
+          {"best_metric", best_metric},   {"bf16", bf16},                 {"seed", seed}};
 }
 
 TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
@@ -32,7 +33,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   TrainOptions o;
   const std::set<std::string> known = {"max_steps", "batch_tokens", "max_batch", "lr", "warmup_steps", "schedule",
                                        "beta1", "beta2", "adam_eps", "weight_decay", "clip_norm", "label_smoothing",
-                                       "eval_every", "log_every", "save_every", "best_metric", "seed"};
+                                       "eval_every", "log_every", "save_every", "best_metric", "bf16", "seed"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key())) throw std::invalid_argument("train options: '" + it.key() + "' is not a known key");
   auto num = [&](const char* k, auto& dst) {
@@ -56,11 +57,33 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   num("log_every", o.log_every);
   num("save_every", o.save_every);
   if (j.contains("best_metric")) o.best_metric = j.at("best_metric").get<std::string>();
+  if (j.contains("bf16")) {
+    if (!j.at("bf16").is_boolean()) throw std::invalid_argument("train options: 'bf16' must be true or false");
+    o.bf16 = j.at("bf16").get<bool>();
+  }
   num("seed", o.seed);
   return o;
 }
 
 namespace {
+
+// Enables CPU autocast to bf16 for its scope (matmuls in bf16, reductions and norms in fp32).
+class AutocastBf16 {
+ public:
+  explicit AutocastBf16(bool on) : on_(on) {
+    if (!on_) return;
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  }
+  ~AutocastBf16() {
+    if (!on_) return;
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool on_;
+};
 
 struct LoopState {
   int64_t step = 0, epoch = 0, batch_in_epoch = 0;
@@ -181,8 +204,12 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       for (size_t i : idx) ex.push_back(&data.train[i]);
       Batch b = collate(ex, model->config().arch, model->config().pad_id);
       const double lr = lr_at(st.step + 1, opts.lr, opts.warmup_steps, opts.max_steps, opts.schedule);
-      auto out = model->forward(b);
-      auto loss = model->loss(out, b, cls ? 0.0 : opts.label_smoothing);
+      torch::Tensor loss;
+      {
+        AutocastBf16 autocast(opts.bf16);
+        auto out = model->forward(b);
+        loss = model->loss(out, b, cls ? 0.0 : opts.label_smoothing);
+      }
       if (!std::isfinite(loss.item<double>()))
         throw std::runtime_error("train: loss became " + std::to_string(loss.item<double>()) + " at step " +
                                  std::to_string(st.step + 1) + " (try a lower lr or more warm-up)");

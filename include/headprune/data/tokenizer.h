@@ -1,5 +1,6 @@
-// Subword tokenizer: a thin, copyable wrapper over SentencePiece (BPE or unigram) with fixed
-// special ids, trained in memory and deterministically, saved as a standard .model file.
+// Subword tokenizer: our own deterministic byte-pair encoding in the style of SentencePiece (words
+// split on whitespace, each prefixed with "▁" U+2581), with fixed special ids, trained in memory and
+// saved as a small JSON file. Copies share the immutable model and a thread-safe word cache.
 #pragma once
 
 #include <cstdint>
@@ -7,17 +8,15 @@
 #include <string>
 #include <vector>
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
-
 namespace hp {
 
 struct TokenizerTrainOptions {
   int64_t vocab_size = 8000;       // including the 4 special pieces
-  std::string model_type = "bpe";  // or "unigram"
+  std::string model_type = "bpe";  // only "bpe" is supported; anything else is std::invalid_argument
+  // Keep the most frequent characters covering this fraction of all character occurrences (ties broken
+  // by code point); rarer characters become <unk>. "▁" is always kept.
   double character_coverage = 1.0;
-  uint64_t seed = 0;          // seeds the sentence sample (max_sentences) and SentencePiece's generator
+  uint64_t seed = 0;          // seeds the sentence sample (max_sentences); training itself has no randomness
   int64_t max_sentences = 0;  // 0 = all; else a seeded random sample of this many (kept in order)
 };
 
@@ -26,25 +25,37 @@ class Tokenizer {
   // Fixed special ids so models agree: 0 <pad>, 1 <s> (bos / [CLS]), 2 </s> (eos / [SEP]), 3 <unk>.
   static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
 
-  // Trains in memory (no files) on one thread with a fixed seed: the same sentences and options
-  // give the same model bytes. Bad options are std::invalid_argument; a SentencePiece failure
-  // (e.g. a vocab_size larger than the data allows) is std::runtime_error with its message.
+  // Vocabulary: the 4 specials, the kept characters sorted by code point, then one piece per merge in
+  // merge order. Training merges the most frequent adjacent pair (ties: smallest (left, right) bytes)
+  // until vocab_size pieces exist or no pair occurs twice, so the result may be smaller than asked.
+  // The same sentences and options give the same bytes. Bad options, no sentences or a vocab_size
+  // below 4 + the number of kept characters are std::invalid_argument.
   static Tokenizer train(const std::vector<std::string>& sentences, const TokenizerTrainOptions& opts);
-  // A SentencePiece .model file; std::runtime_error naming the path if it is missing or not a model.
-  static Tokenizer load(const std::string& model_path);
-  // The same from the model bytes (as serialized() returns them); `what` names the source in errors.
-  static Tokenizer from_serialized(const std::string& bytes, const std::string& what = "serialized model");
-  void save(const std::string& model_path) const;  // atomic: temp file, then rename
+  // A tokenizer.json file; std::runtime_error naming the path if it is missing or not a valid model.
+  static Tokenizer load(const std::string& path);
+  // The same from the JSON text (as serialized() returns it); `what` names the source in errors.
+  static Tokenizer from_serialized(const std::string& bytes,
+                                   const std::string& what = "serialized tokenizer");
+  void save(const std::string& path) const;  // atomic: temp file, then rename
 
-  std::vector<int64_t> encode(const std::string& text) const;  // no bos/eos added
-  // Skips the four special ids; an id outside [0, vocab_size) is std::invalid_argument.
+  // Words (split on Unicode whitespace) become "▁word" and are segmented by applying the learned
+  // merges lowest rank first; each character outside the vocabulary is one <unk>. No bos/eos added.
+  std::vector<int64_t> encode(const std::string& text) const;
+  // Concatenates the pieces, "▁" -> space, drops the leading space: text whose words are separated
+  // by single spaces round-trips. Skips the four special ids; an id outside [0, vocab_size) is
+  // std::invalid_argument.
   std::string decode(const std::vector<int64_t>& ids) const;
   int64_t vocab_size() const;
-  std::string serialized() const;  // the model proto bytes
+  std::string serialized() const;              // the JSON text
+  const std::string& piece(int64_t id) const;  // the vocabulary entry; out of range is std::invalid_argument
+
+  struct Model;  // vocabulary, merges and lookup tables (tokenizer.cc)
+  struct Cache;  // word -> ids, guarded by a mutex
 
  private:
-  explicit Tokenizer(std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp);
-  std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp_;  // immutable once loaded: safe to share
+  explicit Tokenizer(std::shared_ptr<const Model> model);
+  std::shared_ptr<const Model> model_;  // immutable once built: safe to share between copies and threads
+  std::shared_ptr<Cache> cache_;
 };
 
 }  // namespace hp

@@ -48,6 +48,10 @@ TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& to
                                      const DecodeOptions& decode, int64_t batch_tokens = 4096,
                                      const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
+// BLEU of greedy/beam translations of synthetic examples (token ids stand in for words).
+TranslationEval evaluate_synthetic_translation(TransformerImpl& model, const std::vector<Example>& examples,
+                                               const DecodeOptions& decode);
+
 // Perplexity of a unigram model (add-one smoothed counts of `train` tokens) on `eval`
 // tokens: the baseline a language model must beat. Counts every token the LM predicts
 // (all but the first of each block).

@@ -16,7 +16,7 @@ constexpr const char* kWeightsFile = "model.safetensors";
 
 ModelConfig load_config(const std::string& dir);  // dir/config.json, strictly validated
 Transformer load_checkpoint(const std::string& dir);
-constexpr const char* kTokenizerFile = "tokenizer.model";
+constexpr const char* kTokenizerFile = "tokenizer.json";
 
 // Creates dir if needed; overwrites config.json, model.safetensors and each extra file
 // (name -> bytes, e.g. the tokenizer) atomically.

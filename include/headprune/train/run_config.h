@@ -9,7 +9,7 @@
 #include "headprune/config.h"
 #include "headprune/train/trainer.h"
 
-namespace hp::cli {
+namespace hp {
 
 struct RunConfig {
   ModelConfig model;
@@ -21,4 +21,4 @@ struct RunConfig {
 RunConfig read_run_config(const std::string& path);  // errors name the file
 RunConfig synthetic_run_config(Arch arch);           // the built-in task
 
-}  // namespace hp::cli
+}  // namespace hp

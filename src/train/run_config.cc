@@ -1,11 +1,11 @@
 // Run configs (see header).
-#include "run_config.h"
+#include "headprune/train/run_config.h"
 
 #include <stdexcept>
 
 #include "headprune/io/files.h"
 
-namespace hp::cli {
+namespace hp {
 
 nlohmann::json RunConfig::to_json(const TrainOptions& effective) const {
   return {{"model", model.to_json()}, {"data", data}, {"train", effective.to_json()}};
@@ -59,4 +59,4 @@ RunConfig synthetic_run_config(Arch arch) {
   return rc;
 }
 
-}  // namespace hp::cli
+}  // namespace hp
