@@ -11,24 +11,13 @@
 #include <zlib.h>
 
 #include "headprune/data/readers.h"
+#include "test_util.h"
 
 namespace hp {
 namespace {
 namespace fs = std::filesystem;
 
-struct Scratch {
-  Scratch() {
-    std::random_device rd;
-    path = (fs::temp_directory_path() / ("hp_readers_" + std::to_string(rd()))).string();
-    fs::create_directories(path);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-  std::string path;
-};
+using Scratch = test::TempDir;  // a fresh temporary directory, removed afterwards
 
 std::string write_plain(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary);

@@ -11,24 +11,13 @@
 #include <gtest/gtest.h>
 
 #include "headprune/data/tokenizer.h"
+#include "test_util.h"
 
 namespace hp {
 namespace {
 namespace fs = std::filesystem;
 
-struct Scratch {
-  Scratch() {
-    std::random_device rd;
-    path = (fs::temp_directory_path() / ("hp_tokenizer_" + std::to_string(rd()))).string();
-    fs::create_directories(path);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-  std::string path;
-};
+using Scratch = test::TempDir;  // a fresh temporary directory, removed afterwards
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
