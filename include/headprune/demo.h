@@ -19,8 +19,8 @@ struct DemoOptions {
   std::vector<Arch> families = {Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder};
   std::string out_dir = "runs/demo";  // per family: <out_dir>/<family>/{train,finetune,pruned}
   double prune_fraction = 0.5;        // of all heads, including one emptied layer
-  int64_t train_steps = 400;
-  int64_t finetune_steps = 150;
+  int64_t train_steps = 300;
+  int64_t finetune_steps = 100;
   uint64_t seed = 1234;
 };
 
