@@ -178,30 +178,41 @@ std::string tokenize_13a(const std::string& line) {
   return out;
 }
 
-BleuResult corpus_bleu(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references) {
-  if (hypotheses.size() != references.size())
-    throw std::invalid_argument("corpus_bleu: " + std::to_string(hypotheses.size()) + " hypotheses but " +
-                                std::to_string(references.size()) + " references, expected one reference each");
-  BleuResult r;
-  r.signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:headprune";
-  for (size_t i = 0; i < hypotheses.size(); ++i) {
-    if (references[i].empty())
-      throw std::invalid_argument("corpus_bleu: reference " + std::to_string(i) + " is empty");
-    const auto hyp = tokens_13a(hypotheses[i]);
-    const auto ref = tokens_13a(references[i]);
-    r.sys_len += static_cast<int64_t>(hyp.size());
-    r.ref_len += static_cast<int64_t>(ref.size());
-    const NgramCounts hyp_counts = count_ngrams(hyp);
-    const NgramCounts ref_counts = count_ngrams(ref);
-    for (int n = 0; n < kMaxOrder; ++n) {
-      for (const auto& kv : hyp_counts[n]) {
-        r.totals[n] += kv.second;
-        auto it = ref_counts[n].find(kv.first);
-        if (it != ref_counts[n].end()) r.matches[n] += std::min(kv.second, it->second);
-      }
+BleuStats sentence_bleu_stats(const std::string& hypothesis, const std::string& reference) {
+  const auto hyp = tokens_13a(hypothesis);
+  const auto ref = tokens_13a(reference);
+  BleuStats st;
+  st.sys_len = static_cast<int64_t>(hyp.size());
+  st.ref_len = static_cast<int64_t>(ref.size());
+  const NgramCounts hyp_counts = count_ngrams(hyp);
+  const NgramCounts ref_counts = count_ngrams(ref);
+  for (int n = 0; n < kMaxOrder; ++n) {
+    for (const auto& kv : hyp_counts[n]) {
+      st.totals[n] += kv.second;
+      auto it = ref_counts[n].find(kv.first);
+      if (it != ref_counts[n].end()) st.matches[n] += std::min(kv.second, it->second);
     }
   }
+  return st;
+}
 
+BleuStats& BleuStats::operator+=(const BleuStats& o) {
+  for (int n = 0; n < kMaxOrder; ++n) {
+    matches[n] += o.matches[n];
+    totals[n] += o.totals[n];
+  }
+  sys_len += o.sys_len;
+  ref_len += o.ref_len;
+  return *this;
+}
+
+BleuResult bleu_from_stats(const BleuStats& st) {
+  BleuResult r;
+  r.signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:headprune";
+  r.matches = st.matches;
+  r.totals = st.totals;
+  r.sys_len = st.sys_len;
+  r.ref_len = st.ref_len;
   const auto sys = static_cast<double>(r.sys_len), ref = static_cast<double>(r.ref_len);
   if (r.sys_len < r.ref_len)
     r.brevity_penalty = r.sys_len > 0 ? std::exp(1 - ref / sys) : 0.0;
@@ -226,6 +237,19 @@ BleuResult corpus_bleu(const std::vector<std::string>& hypotheses, const std::ve
   for (double p : r.precisions) log_sum += floored_log(p);
   r.score = r.brevity_penalty * std::exp(log_sum / kMaxOrder);
   return r;
+}
+
+BleuResult corpus_bleu(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references) {
+  if (hypotheses.size() != references.size())
+    throw std::invalid_argument("corpus_bleu: " + std::to_string(hypotheses.size()) + " hypotheses but " +
+                                std::to_string(references.size()) + " references, expected one reference each");
+  BleuStats total;
+  for (size_t i = 0; i < hypotheses.size(); ++i) {
+    if (references[i].empty())
+      throw std::invalid_argument("corpus_bleu: reference " + std::to_string(i) + " is empty");
+    total += sentence_bleu_stats(hypotheses[i], references[i]);
+  }
+  return bleu_from_stats(total);
 }
 
 }  // namespace hp

@@ -24,35 +24,60 @@ nlohmann::json EvalResult::to_json() const {
   return j;
 }
 
-EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples, const EvalOptions& opts) {
-  if (examples.empty()) throw std::invalid_argument("evaluate: no examples");
+void forward_batches(TransformerImpl& model, const std::vector<Example>& examples, int64_t batch_tokens,
+                     int64_t max_batch, const BatchFn& fn) {
   const bool was_training = model.is_training();
   model.eval();
   torch::NoGradGuard no_grad;
+  const auto& cfg = model.config();
+  const auto device = model.parameters().front().device();
+  try {
+    for (const auto& idx : make_token_batches(examples, batch_tokens, max_batch, false, 0)) {
+      std::vector<const Example*> ex;
+      for (size_t i : idx) ex.push_back(&examples[i]);
+      Batch b = collate(ex, cfg.arch, cfg.pad_id).to(device);
+      fn(idx, b, model.forward(b));
+    }
+  } catch (...) {
+    model.train(was_training);
+    throw;
+  }
+  model.train(was_training);
+}
+
+std::pair<torch::Tensor, torch::Tensor> per_example_nll(const TransformerImpl& model, const ModelOutput& out,
+                                                        const Batch& batch) {
+  namespace F = torch::nn::functional;
+  const auto logits = out.logits.scalar_type() == torch::kDouble ? out.logits : out.logits.to(torch::kFloat);
+  auto opts = F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).reduction(torch::kNone);
+  if (model.config().arch == Arch::EncoderClassifier)
+    return {F::cross_entropy(logits, batch.labels, opts), torch::ones({batch.size()}, logits.options())};
+  const int64_t B = logits.size(0), U = logits.size(1);
+  auto nll = F::cross_entropy(logits.reshape({B * U, -1}), batch.labels.reshape({-1}), opts).view({B, U});
+  return {nll.sum(1), batch.labels.ne(kIgnoreIndex).sum(1).to(logits.scalar_type())};
+}
+
+EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples, const EvalOptions& opts) {
+  if (examples.empty()) throw std::invalid_argument("evaluate: no examples");
   const auto& cfg = model.config();
   const bool cls = cfg.arch == Arch::EncoderClassifier;
   EvalResult r;
   r.n_examples = static_cast<int64_t>(examples.size());
   std::vector<int64_t> preds(examples.size(), -1), gold(examples.size(), -1);
   double total = 0;
-  auto batches = make_token_batches(examples, opts.batch_tokens, opts.max_batch, false, 0);
-  const auto device = model.parameters().front().device();
-  for (const auto& idx : batches) {
-    std::vector<const Example*> ex;
-    for (size_t i : idx) ex.push_back(&examples[i]);
-    Batch b = collate(ex, cfg.arch, cfg.pad_id).to(device);
-    auto out = model.forward(b);
-    const int64_t n = cls ? b.size() : count_target_tokens(b);
-    total += model.loss(out, b).item<double>() * static_cast<double>(n);
-    r.n_tokens += n;
-    if (cls) {
-      auto p = out.logits.argmax(-1).to(torch::kCPU);
-      for (size_t k = 0; k < idx.size(); ++k) {
-        preds[idx[k]] = p[k].item<int64_t>();
-        gold[idx[k]] = examples[idx[k]].label;
-      }
-    }
-  }
+  forward_batches(model, examples, opts.batch_tokens, opts.max_batch,
+                  [&](const std::vector<size_t>& idx, const Batch& b, const ModelOutput& out) {
+                    const int64_t n = cls ? b.size() : count_target_tokens(b);
+                    total += model.loss(out, b).item<double>() * static_cast<double>(n);
+                    r.n_tokens += n;
+                    if (cls) {
+                      auto p = out.logits.argmax(-1).to(torch::kCPU);
+                      for (size_t k = 0; k < idx.size(); ++k) {
+                        preds[idx[k]] = p[static_cast<int64_t>(k)].item<int64_t>();
+                        gold[idx[k]] = examples[idx[k]].label;
+                      }
+                    }
+                  });
   r.loss = total / static_cast<double>(std::max<int64_t>(1, r.n_tokens));
   if (cls) {
     r.classification = classification_metrics(gold, preds, cfg.n_classes);
@@ -60,7 +85,6 @@ EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples
   } else {
     r.perplexity = std::exp(r.loss);
   }
-  model.train(was_training);
   return r;
 }
 

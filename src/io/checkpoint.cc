@@ -114,4 +114,13 @@ std::string describe(const ModelConfig& c) {
   return o.str();
 }
 
+LoadedModel open_model(const std::string& dir) {
+  LoadedModel m;
+  m.dir = dir;
+  m.model = load_checkpoint(dir);
+  const std::string tok = join_path(dir, kTokenizerFile);
+  if (is_file(tok)) m.tokenizer = Tokenizer::load(tok);
+  return m;
+}
+
 }  // namespace hp

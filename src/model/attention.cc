@@ -19,9 +19,9 @@ NormImpl::NormImpl(int64_t dim, double eps) : eps_(eps) {
 
 torch::Tensor activate(const torch::Tensor& x, Activation a) {
   switch (a) {
-    case Activation::Gelu: return torch::gelu(x);
-    case Activation::GeluTanh: return torch::gelu(x, "tanh");
-    case Activation::Relu: return torch::relu(x);
+    case Activation::Gelu: return lrp::elementwise(torch::gelu(x), x);
+    case Activation::GeluTanh: return lrp::elementwise(torch::gelu(x, "tanh"), x);
+    case Activation::Relu: return lrp::elementwise(torch::relu(x), x);
   }
   return x;
 }
@@ -102,8 +102,10 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
   auto probs = torch::softmax(scores, -1);
   if (probs_out) *probs_out = probs;
   auto p = torch::dropout(probs, attention_dropout_, is_training());
-  auto ctx = torch::matmul(p, v);                    // [B, H, T, D]
+  auto ctx = lrp::mix(p, v);                         // [B, H, T, D]
   ctx = ctx * head_gate.to(ctx.scalar_type()).view({1, H, 1, 1});
+  if (gate_probe.defined()) ctx = lrp::probe(ctx, gate_probe);
+  if (on_context) on_context(ctx);
   ctx = ctx.transpose(1, 2).reshape({B, T, H * D});  // [B, T, H*D]
   return o_proj(ctx);
 }

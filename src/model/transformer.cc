@@ -54,8 +54,8 @@ torch::Tensor TransformerLayerImpl::forward(torch::Tensor x, const torch::Tensor
   const bool train = is_training();
   // Residual sub-layer: pre-LN x + f(norm(x)), post-LN norm(x + f(x)).
   auto sublayer = [&](const torch::Tensor& in, Norm& norm, auto&& f) {
-    if (pre_norm_) return in + torch::dropout(f(norm(in)), dropout_, train);
-    return norm(in + torch::dropout(f(in), dropout_, train));
+    if (pre_norm_) return lrp::add(in, torch::dropout(f(norm(in)), dropout_, train));
+    return norm(lrp::add(in, torch::dropout(f(in), dropout_, train)));
   };
   x = sublayer(x, self_attn_norm, [&](const torch::Tensor& h) {
     return self_attn->forward(h, h, self_mask, self_probs, self_cache, false);
@@ -113,17 +113,17 @@ torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& 
     throw std::invalid_argument("sequence of length " + std::to_string(position_offset + T) +
                                 " exceeds max_positions " + std::to_string(max_pos));
   auto x = embed_tokens(ids);
-  if (embed_scale_ != 1.0) x = x * embed_scale_;
+  if (embed_scale_ != 1.0) x = lrp::elementwise(x * embed_scale_, x);
   auto positions = torch::arange(position_offset, position_offset + T, ids.options());
   if (embed_positions) {
-    x = x + embed_positions(positions).unsqueeze(0);
+    x = lrp::add(x, embed_positions(positions).unsqueeze(0));
   } else {
     if (sinusoid_.device() != x.device() || sinusoid_.scalar_type() != x.scalar_type())
       sinusoid_ = sinusoid_.to(x.device(), x.scalar_type());
-    x = x + sinusoid_.index_select(0, positions).unsqueeze(0);
+    x = lrp::add(x, sinusoid_.index_select(0, positions).unsqueeze(0));
   }
   if (embed_segments) {
-    x = x + embed_segments(segment_ids.defined() ? segment_ids : torch::zeros_like(ids));
+    x = lrp::add(x, embed_segments(segment_ids.defined() ? segment_ids : torch::zeros_like(ids)));
   }
   if (embed_norm) x = embed_norm(x);
   x = torch::dropout(x, dropout_, is_training());
@@ -185,7 +185,7 @@ torch::Tensor TransformerImpl::encode(const Batch& batch, std::map<AttnType, std
 
 torch::Tensor TransformerImpl::output_projection(const torch::Tensor& hidden) const {
   if (lm_head) return lm_head->forward(hidden);
-  return torch::linear(hidden, decoder->embed_tokens->weight);
+  return lrp::linear(hidden, decoder->embed_tokens->weight, {});
 }
 
 ModelOutput TransformerImpl::forward(const Batch& batch, const ForwardOptions& opts) {
@@ -194,7 +194,8 @@ ModelOutput TransformerImpl::forward(const Batch& batch, const ForwardOptions& o
   switch (cfg_.arch) {
     case Arch::EncoderClassifier: {
       auto h = encode(batch, attn);                                     // [B, T, C]
-      auto pooled = torch::tanh(pooler(h.select(1, 0)));               // first token ([CLS])
+      auto first = pooler(h.select(1, 0));                             // first token ([CLS])
+      auto pooled = lrp::elementwise(torch::tanh(first), first);
       pooled = torch::dropout(pooled, cfg_.dropout, is_training());
       out.logits = classifier(pooled);                                  // [B, n_classes]
       break;

@@ -32,6 +32,17 @@ struct EvalResult {
   nlohmann::json to_json() const;
 };
 
+// Calls fn(indices into examples, batch, output) for each length-sorted token batch, with the
+// model in eval mode and no gradients (its train/eval mode is restored afterwards).
+using BatchFn = std::function<void(const std::vector<size_t>&, const Batch&, const ModelOutput&)>;
+void forward_batches(TransformerImpl& model, const std::vector<Example>& examples, int64_t batch_tokens,
+                     int64_t max_batch, const BatchFn& fn);
+
+// Per example of a batch: the summed negative log-likelihood of its targets [B] and the number
+// of targets that count [B] (1 for classification; label smoothing off).
+std::pair<torch::Tensor, torch::Tensor> per_example_nll(const TransformerImpl& model, const ModelOutput& out,
+                                                        const Batch& batch);
+
 // Runs the model in eval mode without gradients; restores its train/eval mode afterwards.
 EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples, const EvalOptions& opts = {});
 

@@ -38,6 +38,18 @@ struct BleuResult {
   std::string signature;  // "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:headprune"
 };
 
+// Sufficient statistics of BLEU for one segment (or, summed, a corpus): clipped n-gram matches and
+// n-gram totals per order, hypothesis and reference lengths in 13a tokens. Summing the statistics
+// of any subset of segments and calling bleu_from_stats gives that subset's corpus BLEU, which is
+// what paired bootstrap resampling needs.
+struct BleuStats {
+  std::array<int64_t, 4> matches{}, totals{};
+  int64_t sys_len = 0, ref_len = 0;
+  BleuStats& operator+=(const BleuStats& o);
+};
+BleuStats sentence_bleu_stats(const std::string& hypothesis, const std::string& reference);
+BleuResult bleu_from_stats(const BleuStats& stats);
+
 // Corpus BLEU with one reference per segment, matching sacreBLEU's defaults exactly:
 // 13a tokenization, case-sensitive, max order 4, 'exp' smoothing, brevity penalty.
 // Throws std::invalid_argument when the lists differ in size or a reference is "" (as sacreBLEU).

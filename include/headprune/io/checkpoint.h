@@ -4,9 +4,11 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "headprune/config.h"
+#include "headprune/data/tokenizer.h"
 #include "headprune/model/transformer.h"
 
 namespace hp {
@@ -17,6 +19,14 @@ constexpr const char* kWeightsFile = "model.safetensors";
 ModelConfig load_config(const std::string& dir);  // dir/config.json, strictly validated
 Transformer load_checkpoint(const std::string& dir);
 constexpr const char* kTokenizerFile = "tokenizer.json";
+
+// A checkpoint as the commands use it: the model and, when the directory has one, its tokenizer.
+struct LoadedModel {
+  std::string dir;
+  Transformer model{nullptr};
+  std::optional<Tokenizer> tokenizer;
+};
+LoadedModel open_model(const std::string& dir);
 
 // Creates dir if needed; overwrites config.json, model.safetensors and each extra file
 // (name -> bytes, e.g. the tokenizer) atomically.

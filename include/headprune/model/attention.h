@@ -8,6 +8,7 @@
 // its contribution and d loss / d head_gate is Michel et al.'s head importance signal.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -45,6 +46,14 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
 
   Dense q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   torch::Tensor head_gate;  // [H]
+
+  // Analysis hooks, unset in normal use (importance scoring sets and clears them):
+  // gate_probe, broadcastable to [B, H, T, 1] (e.g. ones [B, H, 1, 1] with requires_grad), multiplies
+  // the context after head_gate, so its gradient is the per-example (or per-token) d loss / d gate;
+  // under lrp::Scope its gradient is the relevance of each head's output.
+  torch::Tensor gate_probe;
+  // Called with the gated context [B, H, T, D] of every forward pass.
+  std::function<void(const torch::Tensor&)> on_context;
 
  private:
   int64_t d_model_, head_dim_;

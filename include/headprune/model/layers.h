@@ -1,18 +1,20 @@
 // Small building blocks whose registered names become checkpoint keys:
 // Dense ("weight" [out, in], "bias" [out]) and Norm ("weight", "bias").
 // Dense calls torch::linear directly: on 3-D input it is fused and faster than nn::Linear.
+// Both go through lrp:: so that relevance propagation (lrp.h) runs the same forward code.
 #pragma once
 
 #include <torch/torch.h>
 
 #include "headprune/config.h"
+#include "headprune/model/lrp.h"
 
 namespace hp {
 
 class DenseImpl : public torch::nn::Module {
  public:
   DenseImpl(int64_t in, int64_t out, bool bias = true);
-  torch::Tensor forward(const torch::Tensor& x) const { return torch::linear(x, weight, bias); }
+  torch::Tensor forward(const torch::Tensor& x) const { return lrp::linear(x, weight, bias); }
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out] or undefined
 };
@@ -22,7 +24,7 @@ class NormImpl : public torch::nn::Module {
  public:
   NormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x) const {
-    return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps_);
+    return lrp::elementwise(torch::layer_norm(x, {weight.size(0)}, weight, bias, eps_), x);
   }
   torch::Tensor weight, bias;
 
