@@ -31,6 +31,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   register_info(app, ctx);
   register_train(app, ctx);
   register_eval(app, ctx);
+  register_importance(app, ctx);
   try {
     app.parse(argc, argv);
     return 0;

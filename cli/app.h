@@ -29,6 +29,7 @@ void register_demo(CLI::App& app, Context& ctx);
 void register_info(CLI::App& app, Context& ctx);
 void register_train(CLI::App& app, Context& ctx);
 void register_eval(CLI::App& app, Context& ctx);
+void register_importance(CLI::App& app, Context& ctx);  // importance, agreement
 
 // Applies --threads/--seed/--log-level; subcommands call it first.
 void apply_globals(const Context& ctx);

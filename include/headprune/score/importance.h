@@ -1,0 +1,75 @@
+// Head importance: every scorer from the literature behind one call.
+//
+//   gradient     Michel et al.: I_h = E |d L / d xi_h|, one backward pass per batch through a
+//                per-example (or per-token) gate probe, weights frozen. L is an example's summed
+//                token loss. Granularity "example" is the paper's formula; "token" takes |.| per
+//                query token and averages over tokens, as Michel's code does.
+//   ablation     mask each head alone; the change in loss and in the task metric, with a paired
+//                bootstrap p-value per head (Michel §3.2); score = how much the metric worsens.
+//   all_but_one  keep one head of a layer, mask the rest of that layer (Michel §3.3);
+//                score = the metric with only that head kept.
+//   confidence   Voita et al.: mean over query tokens of the head's largest attention weight,
+//                keys that are special tokens (end of sentence / separator) excluded.
+//   entropy      mean over query tokens of the entropy of the head's attention (nats); lower =
+//                more focused, so lower ranks as more important.
+//   magnitude    L2 norm of the head's weight slices (Q/K/V rows and output-projection columns);
+//                the four norms are columns. Needs no data.
+//   output_norm  mean over query tokens of the L2 norm of the head's contribution to the block
+//                output (its context through its slice of the output projection).
+//   lrp          Voita et al.: relevance of each head's output to the top-1 logit of every
+//                prediction (alpha-beta LRP, see model/lrp.h), averaged over predictions.
+//   random       seeded uniform scores, the control.
+// Scores are keyed by original head id; heads already removed are absent, heads masked in the
+// model keep their gate (they usually score 0). Deterministic for a given seed and thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headprune/eval/task_eval.h"
+#include "headprune/model/lrp.h"
+#include "headprune/score/head_scores.h"
+
+namespace hp {
+
+enum class ScoreMethod { Gradient, Ablation, AllButOne, Confidence, Entropy, Magnitude, OutputNorm, Lrp, Random };
+std::string to_string(ScoreMethod m);
+ScoreMethod parse_score_method(const std::string& s);  // names as above; "all-but-one", "output-norm" too
+std::vector<ScoreMethod> all_score_methods();
+bool uses_data(ScoreMethod m);            // false for magnitude and random
+Normalization default_normalization(ScoreMethod m);  // layer for gradient and lrp, else none
+
+enum class Granularity { Example, Token };
+
+struct ScoreOptions {
+  std::optional<Normalization> normalize;  // unset: default_normalization(method)
+  int64_t batch_tokens = 4096;
+  int64_t max_batch = 128;
+  Granularity granularity = Granularity::Example;  // gradient
+  std::optional<Metric> metric;                    // ablation, all_but_one: unset = default_metric(arch)
+  DecodeOptions decode;                            // BLEU: greedy unless beam_size is set
+  int64_t bootstrap_samples = 1000;                // ablation significance test
+  double significance = 0.01;
+  std::vector<int64_t> special_ids = {2};          // confidence: keys excluded (eos / [SEP])
+  lrp::Rules lrp;
+  uint64_t seed = 1;                               // random scores, bootstrap resamples
+  // Called as work progresses: (what, done, total).
+  std::function<void(const std::string&, int64_t, int64_t)> progress;
+};
+
+// Scores every head the model keeps. info records: examples, seconds, forward_passes and
+// backward_passes over the data; ablation adds the base loss/metric and the number of heads
+// whose removal changes the metric significantly; all_but_one adds a per-layer summary.
+HeadScores score_heads(TransformerImpl& model, const EvalSet& data, ScoreMethod method, const ScoreOptions& opts = {});
+
+// Reference costs for the benchmarks: seconds of one forward pass and of one forward + backward
+// pass (every parameter's gradient) over the same data, batched as the scorers batch.
+struct PassCost {
+  double forward_s = 0, forward_backward_s = 0;
+};
+PassCost measure_pass_cost(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts = {});
+
+}  // namespace hp

@@ -1,0 +1,271 @@
+// Head-importance maps: normalization, files, heat maps, correlation (see header).
+#include "headprune/score/head_scores.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "headprune/io/files.h"
+
+namespace hp {
+
+std::string to_string(Normalization n) {
+  switch (n) {
+    case Normalization::None: return "none";
+    case Normalization::Layer: return "layer";
+    case Normalization::Global: return "global";
+  }
+  return "?";
+}
+
+Normalization parse_normalization(const std::string& s) {
+  if (s == "none") return Normalization::None;
+  if (s == "layer") return Normalization::Layer;
+  if (s == "global") return Normalization::Global;
+  throw std::invalid_argument("unknown normalization '" + s + "' (expected none, layer or global)");
+}
+
+double HeadScores::at(const HeadId& h) const {
+  auto it = scores.find(h);
+  if (it == scores.end()) throw std::invalid_argument("score map '" + method + "' has no head " + to_string(h));
+  return it->second;
+}
+
+std::vector<HeadId> HeadScores::ascending_importance() const {
+  std::vector<std::pair<double, HeadId>> v;
+  for (const auto& [h, s] : scores) v.push_back({higher_is_important ? s : -s, h});
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return a.second < b.second;
+  });
+  std::vector<HeadId> out;
+  for (const auto& p : v) out.push_back(p.second);
+  return out;
+}
+
+std::vector<AttnType> HeadScores::attn_types() const {
+  std::set<AttnType> seen;
+  for (const auto& kv : scores) seen.insert(kv.first.type);
+  std::vector<AttnType> out;
+  for (AttnType t : kAllAttnTypes)
+    if (seen.count(t)) out.push_back(t);
+  return out;
+}
+
+nlohmann::json HeadScores::to_json() const {
+  nlohmann::json heads = nlohmann::json::array();
+  for (const auto& [h, s] : scores) {
+    nlohmann::json row = {{"attn_type", to_string(h.type)}, {"layer", h.layer}, {"head", h.head}, {"score", s}};
+    for (const auto& [name, col] : columns) {
+      auto it = col.find(h);
+      if (it != col.end()) row[name] = it->second;
+    }
+    heads.push_back(row);
+  }
+  return {{"method", method},
+          {"higher_is_important", higher_is_important},
+          {"normalization", to_string(normalization)},
+          {"info", info},
+          {"heads", heads}};
+}
+
+HeadScores HeadScores::from_json(const nlohmann::json& j) {
+  auto need = [&](const nlohmann::json& o, const char* key) -> const nlohmann::json& {
+    if (!o.is_object() || !o.contains(key))
+      throw std::invalid_argument(std::string("score map: missing field '") + key + "'");
+    return o.at(key);
+  };
+  HeadScores s;
+  try {
+    s.method = need(j, "method").get<std::string>();
+    s.higher_is_important = j.value("higher_is_important", true);
+    s.normalization = parse_normalization(j.value("normalization", "none"));
+    if (j.contains("info")) s.info = j.at("info");
+    const auto& heads = need(j, "heads");
+    if (!heads.is_array()) throw std::invalid_argument("score map: 'heads' must be an array");
+    for (const auto& row : heads) {
+      HeadId h{parse_attn_type(need(row, "attn_type").get<std::string>()), need(row, "layer").get<int64_t>(),
+               need(row, "head").get<int64_t>()};
+      if (s.scores.count(h)) throw std::invalid_argument("score map: head " + to_string(h) + " appears twice");
+      s.scores[h] = need(row, "score").get<double>();
+      for (auto it = row.begin(); it != row.end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "attn_type" || k == "layer" || k == "head" || k == "score") continue;
+        if (!it.value().is_number())
+          throw std::invalid_argument("score map: column '" + k + "' of head " + to_string(h) + " is not a number");
+        s.columns[k][h] = it.value().get<double>();
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("score map: wrong type: ") + e.what());
+  }
+  return s;
+}
+
+void normalize(HeadScores& s, Normalization n) {
+  if (n == Normalization::Layer) {
+    std::map<std::pair<AttnType, int64_t>, double> sq;
+    for (const auto& [h, v] : s.scores) sq[{h.type, h.layer}] += v * v;
+    for (auto& [h, v] : s.scores) {
+      const double norm = std::sqrt(sq[{h.type, h.layer}]);
+      if (norm > 0) v /= norm;
+    }
+  } else if (n == Normalization::Global && !s.scores.empty()) {
+    double lo = s.scores.begin()->second, hi = lo;
+    for (const auto& kv : s.scores) {
+      lo = std::min(lo, kv.second);
+      hi = std::max(hi, kv.second);
+    }
+    for (auto& kv : s.scores) kv.second = hi > lo ? (kv.second - lo) / (hi - lo) : 0.0;
+  }
+  if (n != Normalization::None) s.normalization = n;
+}
+
+nlohmann::json maps_to_json(const std::vector<HeadScores>& maps) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& m : maps) arr.push_back(m.to_json());
+  return {{"maps", arr}};
+}
+
+std::vector<HeadScores> maps_from_json(const nlohmann::json& j, const std::string& what) {
+  try {
+    std::vector<HeadScores> out;
+    if (j.is_object() && j.contains("maps")) {
+      if (!j.at("maps").is_array()) throw std::invalid_argument("'maps' must be an array");
+      for (const auto& m : j.at("maps")) out.push_back(HeadScores::from_json(m));
+    } else {
+      out.push_back(HeadScores::from_json(j));  // a single map
+    }
+    return out;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(what + ": " + e.what());
+  }
+}
+
+std::vector<HeadScores> read_maps(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+  }
+  return maps_from_json(j, path);
+}
+
+std::string maps_to_csv(const std::vector<HeadScores>& maps) {
+  std::set<std::string> names;
+  for (const auto& m : maps)
+    for (const auto& c : m.columns) names.insert(c.first);
+  std::ostringstream o;
+  o << std::setprecision(10);
+  o << "method,attn_type,layer,head,score";
+  for (const auto& n : names) o << "," << n;
+  o << "\n";
+  for (const auto& m : maps) {
+    for (const auto& [h, s] : m.scores) {
+      o << m.method << "," << to_string(h.type) << "," << h.layer << "," << h.head << "," << s;
+      for (const auto& n : names) {
+        o << ",";
+        auto c = m.columns.find(n);
+        if (c != m.columns.end()) {
+          auto it = c->second.find(h);
+          if (it != c->second.end()) o << it->second;
+        }
+      }
+      o << "\n";
+    }
+  }
+  return o.str();
+}
+
+void print_heat_map(std::ostream& out, const HeadScores& s, const ModelConfig& cfg) {
+  static const char* kShades[] = {"  ", "░░", "▒▒", "▓▓", "██"};
+  if (s.scores.empty()) {
+    out << s.method << ": no heads\n";
+    return;
+  }
+  double lo = s.scores.begin()->second, hi = lo;
+  for (const auto& kv : s.scores) {
+    lo = std::min(lo, kv.second);
+    hi = std::max(hi, kv.second);
+  }
+  out << s.method << " (" << (s.normalization == Normalization::None ? "raw" : to_string(s.normalization) + "-normalized")
+      << ", darker = " << (s.higher_is_important ? "higher" : "lower") << " = more important; range "
+      << std::setprecision(3) << lo << " .. " << hi << ")\n";
+  for (AttnType t : s.attn_types()) {
+    out << "  " << to_string(t) << "\n";
+    for (int64_t l = 0; l < cfg.n_layers(t); ++l) {
+      std::ostringstream cells, nums;
+      nums << std::fixed << std::setprecision(2);
+      for (int64_t h = 0; h < cfg.n_heads; ++h) {
+        auto it = s.scores.find({t, l, h});
+        if (it == s.scores.end()) {
+          cells << " .";
+          nums << "     .";
+          continue;
+        }
+        double f = hi > lo ? (it->second - lo) / (hi - lo) : 1.0;
+        if (!s.higher_is_important) f = 1.0 - f;
+        cells << kShades[std::clamp(static_cast<int>(f * 4.999), 0, 4)];
+        nums << std::setw(6) << it->second;
+      }
+      out << "    L" << std::left << std::setw(3) << l << std::right << "|" << cells.str() << "|" << nums.str() << "\n";
+    }
+  }
+}
+
+std::vector<double> average_ranks(const std::vector<double>& x) {
+  std::vector<size_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
+  std::vector<double> r(x.size());
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
+    const double avg = (static_cast<double>(i) + static_cast<double>(j)) / 2.0 + 1.0;
+    for (size_t k = i; k <= j; ++k) r[order[k]] = avg;
+    i = j + 1;
+  }
+  return r;
+}
+
+double pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size()) throw std::invalid_argument("pearson: sizes differ");
+  const size_t n = x.size();
+  if (n < 2) return 0.0;
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(n);
+  const double my = std::accumulate(y.begin(), y.end(), 0.0) / static_cast<double>(n);
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0.0;
+}
+
+double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  return pearson(average_ranks(x), average_ranks(y));
+}
+
+Agreement agreement(const HeadScores& a, const HeadScores& b, const AttnType* only) {
+  std::vector<double> x, y;
+  for (const auto& [h, v] : a.scores) {
+    if (only && h.type != *only) continue;
+    auto it = b.scores.find(h);
+    if (it == b.scores.end()) continue;
+    x.push_back(v);
+    y.push_back(it->second);
+  }
+  Agreement r;
+  r.n = static_cast<int64_t>(x.size());
+  r.pearson = pearson(x, y);
+  r.spearman = spearman(x, y);
+  return r;
+}
+
+}  // namespace hp

@@ -1,0 +1,398 @@
+// Head-importance scorers that need one pass over the data (or none): gradient, confidence,
+// entropy, magnitude, output norm, LRP, random; and the dispatch. Ablations: ablation.cc.
+//
+// Dimension legend: B batch, T query length, S key length, C d_model, H heads kept in a layer,
+// D head dim.
+#include "headprune/score/importance.h"
+
+#include <chrono>
+#include <random>
+#include <stdexcept>
+
+#include "headprune/data/dataset.h"
+#include "headprune/eval/evaluate.h"
+#include "scoring_detail.h"
+
+namespace hp {
+
+std::string to_string(ScoreMethod m) {
+  switch (m) {
+    case ScoreMethod::Gradient: return "gradient";
+    case ScoreMethod::Ablation: return "ablation";
+    case ScoreMethod::AllButOne: return "all_but_one";
+    case ScoreMethod::Confidence: return "confidence";
+    case ScoreMethod::Entropy: return "entropy";
+    case ScoreMethod::Magnitude: return "magnitude";
+    case ScoreMethod::OutputNorm: return "output_norm";
+    case ScoreMethod::Lrp: return "lrp";
+    case ScoreMethod::Random: return "random";
+  }
+  return "?";
+}
+
+std::vector<ScoreMethod> all_score_methods() {
+  return {ScoreMethod::Gradient,  ScoreMethod::Ablation,   ScoreMethod::AllButOne,
+          ScoreMethod::Confidence, ScoreMethod::Entropy,   ScoreMethod::Magnitude,
+          ScoreMethod::OutputNorm, ScoreMethod::Lrp,       ScoreMethod::Random};
+}
+
+ScoreMethod parse_score_method(const std::string& s) {
+  std::string k = s;
+  for (auto& c : k)
+    if (c == '-') c = '_';
+  for (ScoreMethod m : all_score_methods())
+    if (to_string(m) == k) return m;
+  std::string all;
+  for (ScoreMethod m : all_score_methods()) all += (all.empty() ? "" : ", ") + to_string(m);
+  throw std::invalid_argument("unknown scoring method '" + s + "' (expected one of: " + all + ")");
+}
+
+bool uses_data(ScoreMethod m) { return m != ScoreMethod::Magnitude && m != ScoreMethod::Random; }
+
+Normalization default_normalization(ScoreMethod m) {
+  return m == ScoreMethod::Gradient || m == ScoreMethod::Lrp ? Normalization::Layer : Normalization::None;
+}
+
+namespace detail {
+
+std::vector<AttnLayer> attention_layers(TransformerImpl& model) {
+  std::vector<AttnLayer> out;
+  for (const auto& g : model.gates()) out.push_back({g.type, g.layer, &model.attention(g.type, g.layer), g.heads});
+  return out;
+}
+
+torch::Tensor query_mask(const Batch& b, AttnType t, Arch arch) {
+  const bool on_decoder = t != AttnType::EncoderSelf && arch == Arch::EncoderDecoder;
+  return (on_decoder ? b.decoder_attention_mask : b.attention_mask).ne(0);
+}
+
+torch::Tensor key_ids(const Batch& b, AttnType t, Arch arch) {
+  return t == AttnType::DecoderSelf && arch == Arch::EncoderDecoder ? b.decoder_input_ids : b.input_ids;
+}
+
+torch::Tensor key_mask(const Batch& b, AttnType t, Arch arch) {
+  return t == AttnType::DecoderSelf && arch == Arch::EncoderDecoder ? b.decoder_attention_mask.ne(0)
+                                                                     : b.attention_mask.ne(0);
+}
+
+void for_each_batch(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts, const std::string& what,
+                    const std::function<void(const Batch&)>& fn) {
+  const auto& cfg = model.config();
+  const auto device = model.parameters().front().device();
+  const auto batches = make_token_batches(data.examples, opts.batch_tokens, opts.max_batch, false, 0);
+  int64_t done = 0;
+  for (const auto& idx : batches) {
+    std::vector<const Example*> ex;
+    for (size_t i : idx) ex.push_back(&data.examples[i]);
+    fn(collate(ex, cfg.arch, cfg.pad_id).to(device));
+    if (opts.progress) opts.progress(what, ++done, static_cast<int64_t>(batches.size()));
+  }
+}
+
+ModelState::ModelState(TransformerImpl& model) : model_(model), was_training_(model.is_training()) {
+  for (auto& p : model.parameters()) requires_grad_.push_back(p.requires_grad());
+  model.eval();
+}
+
+void ModelState::freeze_parameters() {
+  for (auto& p : model_.parameters()) p.set_requires_grad(false);
+}
+
+ModelState::~ModelState() {
+  size_t i = 0;
+  for (auto& p : model_.parameters()) p.set_requires_grad(requires_grad_[i++]);
+  for (auto& a : attention_layers(model_)) {
+    a.module->gate_probe = torch::Tensor();
+    a.module->on_context = nullptr;
+  }
+  model_.train(was_training_);
+}
+
+HeadScores finish(HeadScores s, TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
+                  ScoreMethod method, std::chrono::steady_clock::time_point t0) {
+  s.method = to_string(method);
+  s.info["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.info["examples"] = uses_data(method) ? static_cast<int64_t>(data.examples.size()) : 0;
+  s.info["data"] = uses_data(method) ? data.name : "none";
+  s.info["arch"] = to_string(model.config().arch);
+  normalize(s, opts.normalize.value_or(default_normalization(method)));
+  return s;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::AttnLayer;
+
+// Sums of a per-(head, query) quantity over valid queries, per layer, and the query counts.
+struct Accumulator {
+  std::vector<torch::Tensor> sums;  // per layer: [H] double
+  std::vector<double> counts;
+
+  explicit Accumulator(const std::vector<AttnLayer>& layers) {
+    for (const auto& a : layers) sums.push_back(torch::zeros({static_cast<int64_t>(a.heads.size())}, torch::kDouble));
+    counts.assign(layers.size(), 0.0);
+  }
+  // v [B, H, T] summed over the valid queries of qmask [B, T].
+  void add_masked(size_t layer, const torch::Tensor& v, const torch::Tensor& qmask) {
+    auto m = qmask.unsqueeze(1).to(v.scalar_type());
+    sums[layer] += (v * m).sum(std::vector<int64_t>{0, 2}).to(torch::kCPU, torch::kDouble);
+    counts[layer] += qmask.sum().item<double>();
+  }
+  HeadScores mean(const std::vector<AttnLayer>& layers) const {
+    HeadScores s;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      auto v = sums[i].contiguous();
+      for (size_t k = 0; k < layers[i].heads.size(); ++k)
+        s.scores[{layers[i].type, layers[i].layer, layers[i].heads[k]}] =
+            counts[i] > 0 ? v.data_ptr<double>()[k] / counts[i] : 0.0;
+    }
+    return s;
+  }
+};
+
+int64_t query_len(const Batch& b, AttnType t, Arch arch) { return detail::query_mask(b, t, arch).size(1); }
+
+HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
+  detail::ModelState state(model);
+  state.freeze_parameters();
+  const auto& cfg = model.config();
+  auto layers = detail::attention_layers(model);
+  Accumulator acc(layers);
+  const bool per_token = opts.granularity == Granularity::Token;
+  int64_t passes = 0;
+  detail::for_each_batch(model, data, opts, "gradient", [&](const Batch& b) {
+    std::vector<torch::Tensor> probes;
+    std::vector<size_t> which;
+    const int64_t B = b.size();
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const int64_t H = static_cast<int64_t>(layers[i].heads.size());
+      if (H == 0) continue;
+      const int64_t T = per_token ? query_len(b, layers[i].type, cfg.arch) : 1;
+      auto p = torch::ones({B, H, T, 1}, torch::TensorOptions().dtype(torch::kFloat).device(b.input_ids.device()))
+                   .requires_grad_(true);
+      layers[i].module->gate_probe = p;
+      probes.push_back(p);
+      which.push_back(i);
+    }
+    if (probes.empty()) return;
+    auto out = model.forward(b);
+    auto loss = per_example_nll(model, out, b).first.sum();  // sum of per-example losses L(x)
+    auto grads = torch::autograd::grad({loss}, probes, {}, false, false, true);
+    ++passes;
+    for (size_t k = 0; k < probes.size(); ++k) {
+      const size_t i = which[k];
+      auto g = grads[k].defined() ? grads[k].abs().squeeze(-1) : torch::zeros_like(probes[k]).squeeze(-1);  // [B,H,T]
+      auto qmask = per_token ? detail::query_mask(b, layers[i].type, cfg.arch)
+                             : torch::ones({B, 1}, torch::TensorOptions().dtype(torch::kBool));
+      acc.add_masked(i, g.detach(), qmask.to(g.device()));
+    }
+  });
+  HeadScores s = acc.mean(layers);
+  s.info["granularity"] = per_token ? "token" : "example";
+  s.info["forward_passes"] = 1;
+  s.info["backward_passes"] = 1;
+  s.info["batches"] = passes;
+  return s;
+}
+
+HeadScores attention_stat_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
+                                 bool confidence) {
+  detail::ModelState state(model);
+  torch::NoGradGuard no_grad;
+  const auto& cfg = model.config();
+  auto layers = detail::attention_layers(model);
+  Accumulator acc(layers);
+  detail::for_each_batch(model, data, opts, confidence ? "confidence" : "entropy", [&](const Batch& b) {
+    auto out = model.forward(b, {true});
+    std::map<AttnType, int64_t> seen;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const auto& probs = out.attention.at(layers[i].type).at(static_cast<size_t>(layers[i].layer));  // [B,H,T,S]
+      if (probs.size(1) == 0) continue;
+      const auto p = probs.to(torch::kFloat);
+      const auto qmask = detail::query_mask(b, layers[i].type, cfg.arch);
+      torch::Tensor v;
+      if (confidence) {
+        auto allowed = detail::key_mask(b, layers[i].type, cfg.arch);
+        const auto ids = detail::key_ids(b, layers[i].type, cfg.arch);
+        for (int64_t sid : opts.special_ids) allowed = allowed & ids.ne(sid);
+        v = p.masked_fill(allowed.logical_not().unsqueeze(1).unsqueeze(2), 0.0).amax(-1);  // [B,H,T]
+      } else {
+        v = -(p * p.clamp_min(1e-12).log()).sum(-1);
+      }
+      acc.add_masked(i, v, qmask);
+    }
+  });
+  HeadScores s = acc.mean(layers);
+  s.higher_is_important = confidence;
+  if (confidence) {
+    nlohmann::json ex = nlohmann::json::array();
+    for (int64_t id : opts.special_ids) ex.push_back(id);
+    s.info["excluded_key_ids"] = ex;
+  }
+  s.info["forward_passes"] = 1;
+  s.info["backward_passes"] = 0;
+  return s;
+}
+
+HeadScores output_norm_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
+  detail::ModelState state(model);
+  torch::NoGradGuard no_grad;
+  const auto& cfg = model.config();
+  auto layers = detail::attention_layers(model);
+  Accumulator acc(layers);
+  std::vector<torch::Tensor> ctx(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i)
+    layers[i].module->on_context = [&ctx, i](const torch::Tensor& c) { ctx[i] = c; };
+  detail::for_each_batch(model, data, opts, "output_norm", [&](const Batch& b) {
+    model.forward(b);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const int64_t H = static_cast<int64_t>(layers[i].heads.size());
+      if (H == 0 || !ctx[i].defined()) continue;
+      const auto& W = layers[i].module->o_proj->weight;  // [C, H*D]
+      auto w = W.view({W.size(0), H, -1});               // [C, H, D]
+      auto contrib = torch::einsum("bhtd,chd->bhtc", {ctx[i].to(W.scalar_type()), w});
+      acc.add_masked(i, contrib.norm(2, {-1}), detail::query_mask(b, layers[i].type, cfg.arch));
+      ctx[i] = torch::Tensor();
+    }
+  });
+  HeadScores s = acc.mean(layers);
+  s.info["forward_passes"] = 1;
+  s.info["backward_passes"] = 0;
+  return s;
+}
+
+HeadScores lrp_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
+  detail::ModelState state(model);
+  state.freeze_parameters();
+  const auto& cfg = model.config();
+  auto layers = detail::attention_layers(model);
+  std::vector<torch::Tensor> sums;
+  for (const auto& a : layers) sums.push_back(torch::zeros({static_cast<int64_t>(a.heads.size())}, torch::kDouble));
+  double predictions = 0;
+  detail::for_each_batch(model, data, opts, "lrp", [&](const Batch& b) {
+    std::vector<torch::Tensor> probes;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const int64_t H = static_cast<int64_t>(layers[i].heads.size());
+      if (H == 0) continue;
+      auto p = torch::ones({b.size(), H, 1, 1}, torch::TensorOptions().dtype(torch::kFloat).device(b.input_ids.device()))
+                   .requires_grad_(true);
+      layers[i].module->gate_probe = p;
+      probes.push_back(p);
+      which.push_back(i);
+    }
+    if (probes.empty()) return;
+    lrp::Scope scope(opts.lrp);
+    auto logits = model.forward(b).logits;
+    // Relevance 1 on the top-1 logit of every prediction that counts.
+    auto seed = torch::zeros_like(logits).scatter_(-1, logits.argmax(-1, true), 1.0);
+    if (cfg.arch != Arch::EncoderClassifier) seed = seed * b.labels.ne(kIgnoreIndex).unsqueeze(-1).to(seed.scalar_type());
+    predictions += cfg.arch == Arch::EncoderClassifier ? static_cast<double>(b.size())
+                                                       : b.labels.ne(kIgnoreIndex).sum().item<double>();
+    auto rel = torch::autograd::grad({logits}, probes, {seed}, false, false, true);
+    for (size_t k = 0; k < probes.size(); ++k)
+      if (rel[k].defined()) sums[which[k]] += rel[k].detach().sum({0, 2, 3}).to(torch::kCPU, torch::kDouble);
+  });
+  HeadScores s;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto v = sums[i].contiguous();
+    for (size_t k = 0; k < layers[i].heads.size(); ++k)
+      s.scores[{layers[i].type, layers[i].layer, layers[i].heads[k]}] =
+          predictions > 0 ? v.data_ptr<double>()[k] / predictions : 0.0;
+  }
+  s.info["predictions"] = predictions;
+  s.info["rule"] = {{"alpha", opts.lrp.alpha}, {"beta", opts.lrp.beta}, {"eps", opts.lrp.eps}};
+  s.info["forward_passes"] = 1;
+  s.info["backward_passes"] = 1;
+  return s;
+}
+
+HeadScores magnitude_scores(TransformerImpl& model) {
+  torch::NoGradGuard no_grad;
+  HeadScores s;
+  for (const auto& a : detail::attention_layers(model)) {
+    const int64_t H = static_cast<int64_t>(a.heads.size());
+    if (H == 0) continue;
+    auto rows = [&](const torch::Tensor& w) { return w.view({H, -1}).to(torch::kDouble).norm(2, std::vector<int64_t>{1}).contiguous(); };
+    auto q = rows(a.module->q_proj->weight), k = rows(a.module->k_proj->weight), v = rows(a.module->v_proj->weight);
+    const auto& W = a.module->o_proj->weight;  // [C, H*D]
+    auto o = W.view({W.size(0), H, -1}).to(torch::kDouble).norm(2, std::vector<int64_t>{0, 2}).contiguous();
+    for (int64_t h = 0; h < H; ++h) {
+      const HeadId id{a.type, a.layer, a.heads[static_cast<size_t>(h)]};
+      const double qn = q.data_ptr<double>()[h], kn = k.data_ptr<double>()[h], vn = v.data_ptr<double>()[h],
+                   on = o.data_ptr<double>()[h];
+      s.scores[id] = std::sqrt(qn * qn + kn * kn + vn * vn + on * on);
+      s.columns["q_norm"][id] = qn;
+      s.columns["k_norm"][id] = kn;
+      s.columns["v_norm"][id] = vn;
+      s.columns["o_norm"][id] = on;
+    }
+  }
+  s.info["forward_passes"] = 0;
+  s.info["backward_passes"] = 0;
+  return s;
+}
+
+HeadScores random_scores(TransformerImpl& model, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  HeadScores s;
+  for (const auto& a : detail::attention_layers(model))
+    for (int64_t h : a.heads) s.scores[{a.type, a.layer, h}] = u(rng);
+  s.info["seed"] = seed;
+  s.info["forward_passes"] = 0;
+  s.info["backward_passes"] = 0;
+  return s;
+}
+
+}  // namespace
+
+HeadScores score_heads(TransformerImpl& model, const EvalSet& data, ScoreMethod method, const ScoreOptions& opts) {
+  if (uses_data(method) && data.examples.empty())
+    throw std::invalid_argument("scoring method " + to_string(method) + " needs data, but the set is empty");
+  const auto t0 = std::chrono::steady_clock::now();
+  HeadScores s;
+  switch (method) {
+    case ScoreMethod::Gradient: s = gradient_scores(model, data, opts); break;
+    case ScoreMethod::Ablation: s = detail::ablation_scores(model, data, opts); break;
+    case ScoreMethod::AllButOne: s = detail::all_but_one_scores(model, data, opts); break;
+    case ScoreMethod::Confidence: s = attention_stat_scores(model, data, opts, true); break;
+    case ScoreMethod::Entropy: s = attention_stat_scores(model, data, opts, false); break;
+    case ScoreMethod::Magnitude: s = magnitude_scores(model); break;
+    case ScoreMethod::OutputNorm: s = output_norm_scores(model, data, opts); break;
+    case ScoreMethod::Lrp: s = lrp_scores(model, data, opts); break;
+    case ScoreMethod::Random: s = random_scores(model, opts.seed); break;
+  }
+  return detail::finish(std::move(s), model, data, opts, method, t0);
+}
+
+PassCost measure_pass_cost(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
+  PassCost c;
+  {
+    detail::ModelState state(model);
+    torch::NoGradGuard no_grad;
+    ScoreOptions o = opts;
+    o.progress = nullptr;
+    auto t0 = std::chrono::steady_clock::now();
+    detail::for_each_batch(model, data, o, "", [&](const Batch& b) { model.forward(b); });
+    c.forward_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  {
+    detail::ModelState state(model);
+    for (auto& p : model.parameters()) p.set_requires_grad(true);
+    auto t0 = std::chrono::steady_clock::now();
+    ScoreOptions o = opts;
+    o.progress = nullptr;
+    detail::for_each_batch(model, data, o, "", [&](const Batch& b) {
+      auto loss = per_example_nll(model, model.forward(b), b).first.sum();
+      loss.backward();
+    });
+    c.forward_backward_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    model.zero_grad();
+  }
+  return c;
+}
+
+}  // namespace hp
