@@ -1,0 +1,311 @@
+// Head-importance scorers: dead heads rank last for every data-driven scorer, gradient
+// importance equals finite differences, determinism, LRP conservation.
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "headprune/data/synthetic.h"
+#include "headprune/eval/evaluate.h"
+#include "headprune/model/lrp.h"
+#include "headprune/score/importance.h"
+#include "headprune/train/trainer.h"
+#include "headprune/util/log.h"
+#include "test_util.h"
+
+namespace hp {
+namespace {
+
+EvalSet synthetic_set(const ModelConfig& cfg, int64_t n, uint64_t seed) {
+  EvalSet s;
+  s.name = "synthetic";
+  s.examples = synthetic_examples(cfg, n, 3, 10, seed);
+  return s;
+}
+
+// Makes head `h` an exact no-op: zero output-projection columns (it contributes nothing) and
+// zero query/key rows (its attention is uniform over the valid keys).
+void kill_head(TransformerImpl& model, const HeadId& h) {
+  torch::NoGradGuard no_grad;
+  auto& attn = model.attention(h.type, h.layer);
+  const int64_t k = attn.position_of(h.head);
+  const int64_t D = attn.head_dim();
+  attn.o_proj->weight.narrow(1, k * D, D).zero_();
+  for (auto* lin : {&attn.q_proj, &attn.k_proj}) {
+    (*lin)->weight.narrow(0, k * D, D).zero_();
+    (*lin)->bias.narrow(0, k * D, D).zero_();
+  }
+}
+
+std::vector<HeadId> dead_heads(Arch arch) {
+  switch (arch) {
+    case Arch::EncoderClassifier: return {{AttnType::EncoderSelf, 0, 1}, {AttnType::EncoderSelf, 1, 3}};
+    case Arch::DecoderLM: return {{AttnType::DecoderSelf, 0, 2}, {AttnType::DecoderSelf, 1, 0}};
+    case Arch::EncoderDecoder:
+      return {{AttnType::EncoderSelf, 1, 0}, {AttnType::DecoderSelf, 0, 3}, {AttnType::Cross, 1, 2}};
+  }
+  return {};
+}
+
+class DeadHeads : public ::testing::TestWithParam<Arch> {};
+
+// A model trained with some heads masked, whose weights are then zeroed and gates reopened:
+// those heads are exact no-ops. Every data-driven scorer must rank them below every live head.
+TEST_P(DeadHeads, EveryDataDrivenScorerRanksNoOpHeadsLast) {
+  set_log_level(LogLevel::Warn);
+  const Arch arch = GetParam();
+  ModelConfig cfg = tiny_config(arch);
+  cfg.dropout = cfg.attention_dropout = 0.0;
+  if (arch == Arch::EncoderClassifier) cfg.n_classes = 2;
+  torch::manual_seed(5);
+  Transformer model(cfg);
+  const auto dead = dead_heads(arch);
+  for (const auto& h : dead) kill_head(*model, h);
+  model->mask_heads(dead);  // trained without them: they get no gradient and stay zero
+  TrainData data{synthetic_examples(cfg, 512, 3, 10, 1), synthetic_examples(cfg, 64, 3, 10, 2)};
+  TrainOptions o;
+  o.max_steps = arch == Arch::EncoderDecoder ? 160 : 120;
+  o.batch_tokens = 512;
+  o.lr = 3e-3;
+  o.warmup_steps = 10;
+  o.eval_every = 1000;
+  o.log_every = 1000;
+  o.save_every = 100000;
+  o.seed = 3;
+  test::TempDir dir;
+  train_model(model, data, o, dir.path);
+  model->reset_gates();
+  model->eval();
+
+  const EvalSet set = synthetic_set(cfg, 96, 9);
+  ScoreOptions opts;
+  opts.metric = Metric::Loss;  // ablations compare losses (exact, no decoding)
+  opts.bootstrap_samples = 50;
+  const auto is_dead = [&](const HeadId& h) { return std::find(dead.begin(), dead.end(), h) != dead.end(); };
+  for (ScoreMethod m : all_score_methods()) {
+    if (!uses_data(m)) continue;
+    SCOPED_TRACE(to_string(m));
+    const HeadScores s = score_heads(*model, set, m, opts);
+    ASSERT_EQ(s.scores.size(), static_cast<size_t>(cfg.n_heads * (cfg.n_encoder_layers + cfg.n_decoder_layers *
+                                                                   (arch == Arch::EncoderDecoder ? 2 : 1))));
+    if (m == ScoreMethod::AllButOne) {
+      // Keeping only a no-op head is masking the whole layer: exactly the same loss.
+      for (const auto& l : s.info["per_layer"])
+        for (const auto& h : dead)
+          if (to_string(h.type) == l["attn_type"] && h.layer == l["layer"])
+            EXPECT_EQ(s.at(h), l["layer_masked_metric"].get<double>()) << to_string(h);
+      continue;
+    }
+    const auto oriented = [&](const HeadId& h) { return s.higher_is_important ? s.at(h) : -s.at(h); };
+    double worst_dead = -1e300, best_live = 1e300;
+    for (const auto& [h, v] : s.scores) {
+      if (m == ScoreMethod::Ablation && !is_dead(h) && oriented(h) <= 0) continue;  // removal helps: see below
+      if (is_dead(h))
+        worst_dead = std::max(worst_dead, oriented(h));
+      else
+        best_live = std::min(best_live, oriented(h));
+    }
+    EXPECT_LT(worst_dead, best_live);
+    if (m == ScoreMethod::Ablation) {
+      // Masking a no-op head changes nothing, exactly; heads whose removal lowers the loss
+      // rank below it by design (signed harm), every other head above it.
+      for (const auto& h : dead) {
+        EXPECT_EQ(s.at(h), 0.0) << to_string(h);
+        EXPECT_EQ(s.columns.at("delta_loss").at(h), 0.0) << to_string(h);
+        EXPECT_EQ(s.columns.at("significant").at(h), 0.0) << to_string(h);
+      }
+      continue;
+    }
+    // The bottom of the ranking is exactly the dead heads.
+    const auto order = s.ascending_importance();
+    for (size_t i = 0; i < dead.size(); ++i) EXPECT_TRUE(is_dead(order[i])) << to_string(order[i]);
+  }
+  set_log_level(LogLevel::Info);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, DeadHeads,
+                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
+                         [](const auto& info) { return to_string(info.param); });
+
+class GradientImportance : public ::testing::TestWithParam<Arch> {};
+
+// I_h = mean over examples of |d L(x) / d xi_h|, checked against central finite differences of
+// each example's loss in the gate, in float64.
+TEST_P(GradientImportance, EqualsFiniteDifferencesOfTheGates) {
+  const Arch arch = GetParam();
+  ModelConfig cfg = tiny_config(arch);
+  auto model = test::make_model(cfg, 7, torch::kDouble);
+  const EvalSet set = synthetic_set(cfg, 6, 4);
+  ScoreOptions opts;
+  opts.normalize = Normalization::None;
+  const HeadScores s = score_heads(*model, set, ScoreMethod::Gradient, opts);
+
+  const Batch b = collate(set.examples, cfg.arch, cfg.pad_id);
+  const auto per_example = [&]() {
+    torch::NoGradGuard no_grad;
+    return per_example_nll(*model, model->forward(b), b).first.clone();
+  };
+  const double eps = 1e-6;
+  int64_t checked = 0;
+  for (const auto& g : model->gates()) {
+    for (int64_t h : g.heads) {
+      const HeadId id{g.type, g.layer, h};
+      model->set_gate(id, 1.0 + eps);
+      auto up = per_example();
+      model->set_gate(id, 1.0 - eps);
+      auto down = per_example();
+      model->set_gate(id, 1.0);
+      const double fd = ((up - down) / (2 * eps)).abs().mean().item<double>();
+      EXPECT_NEAR(s.at(id), fd, 1e-6 * std::max(1.0, fd)) << to_string(id);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, static_cast<int64_t>(s.scores.size()));
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GradientImportance,
+                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
+                         [](const auto& info) { return to_string(info.param); });
+
+TEST(Importance, ScoresAreDeterministic) {
+  ModelConfig cfg = tiny_config(Arch::EncoderDecoder);
+  auto model = test::make_model(cfg, 3);
+  const EvalSet set = synthetic_set(cfg, 32, 5);
+  ScoreOptions opts;
+  opts.metric = Metric::Loss;
+  opts.bootstrap_samples = 100;
+  for (ScoreMethod m : all_score_methods()) {
+    SCOPED_TRACE(to_string(m));
+    const auto a = score_heads(*model, set, m, opts), b = score_heads(*model, set, m, opts);
+    ASSERT_EQ(a.scores.size(), b.scores.size());
+    for (const auto& [h, v] : a.scores) EXPECT_EQ(v, b.at(h)) << to_string(h);
+    EXPECT_EQ(a.columns, b.columns);
+  }
+  // A different seed changes the random control.
+  ScoreOptions other = opts;
+  other.seed = 2;
+  EXPECT_NE(score_heads(*model, set, ScoreMethod::Random, opts).scores,
+            score_heads(*model, set, ScoreMethod::Random, other).scores);
+}
+
+TEST(Importance, ScoringLeavesTheModelAsItWas) {
+  ModelConfig cfg = tiny_config(Arch::DecoderLM);
+  auto model = test::make_model(cfg, 3);
+  model->train();
+  model->set_gate({AttnType::DecoderSelf, 1, 2}, 0.0);
+  const EvalSet set = synthetic_set(cfg, 16, 5);
+  ScoreOptions opts;
+  opts.metric = Metric::Loss;
+  opts.bootstrap_samples = 10;
+  const Batch b = collate(set.examples, cfg.arch, cfg.pad_id);
+  model->eval();
+  const auto before = model->forward(b).logits.clone();
+  model->train();
+  for (ScoreMethod m : all_score_methods()) score_heads(*model, set, m, opts);
+  EXPECT_TRUE(model->is_training());
+  for (const auto& p : model->parameters()) EXPECT_TRUE(p.requires_grad());
+  const std::vector<HeadId> still_masked{HeadId{AttnType::DecoderSelf, 1, 2}};
+  EXPECT_EQ(model->masked_heads(), still_masked);
+  model->eval();
+  EXPECT_EQ(test::max_abs_diff(before, model->forward(b).logits), 0.0);
+}
+
+TEST(Importance, MaskedAndRemovedHeads) {
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  auto model = test::make_model(cfg, 3);
+  const EvalSet set = synthetic_set(cfg, 16, 5);
+  const HeadId masked{AttnType::EncoderSelf, 0, 1};
+  model->set_gate(masked, 0.0);
+  ScoreOptions opts;
+  opts.normalize = Normalization::None;
+  auto s = score_heads(*model, set, ScoreMethod::Gradient, opts);
+  EXPECT_EQ(s.scores.size(), 8u);
+  // A masked head still has a gradient (Michel: its gate's derivative at 0), but no output.
+  EXPECT_EQ(score_heads(*model, set, ScoreMethod::OutputNorm, opts).at(masked), 0.0);
+  EXPECT_THROW(score_heads(*model, EvalSet{}, ScoreMethod::Gradient, opts), std::invalid_argument);
+  EXPECT_THROW(parse_score_method("sixteen"), std::invalid_argument);
+  EXPECT_EQ(parse_score_method("all-but-one"), ScoreMethod::AllButOne);
+}
+
+TEST(Importance, AblationReportsSignificanceAndAllButOneItsBestHead) {
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  auto model = test::make_model(cfg, 3);
+  const EvalSet set = synthetic_set(cfg, 40, 5);
+  ScoreOptions opts;
+  opts.bootstrap_samples = 200;
+  const auto a = score_heads(*model, set, ScoreMethod::Ablation, opts);
+  ASSERT_EQ(a.scores.size(), 8u);
+  for (const char* col : {"delta_loss", "delta_metric", "p_value", "significant"})
+    EXPECT_EQ(a.columns.at(col).size(), 8u) << col;
+  for (const auto& [h, p] : a.columns.at("p_value")) {
+    EXPECT_GE(p, 0.0);
+    EXPECT_LE(p, 1.0);
+    EXPECT_EQ(a.columns.at("significant").at(h), p < opts.significance ? 1.0 : 0.0);
+  }
+  EXPECT_TRUE(a.info.contains("n_significant"));
+  // Masking a head and measuring directly gives the reported change in loss.
+  const HeadId h{AttnType::EncoderSelf, 1, 2};
+  const double base = measure(*model, set, {Metric::Loss}).at(Metric::Loss).value();
+  model->set_gate(h, 0.0);
+  const double masked = measure(*model, set, {Metric::Loss}).at(Metric::Loss).value();
+  model->set_gate(h, 1.0);
+  EXPECT_NEAR(a.columns.at("delta_loss").at(h), masked - base, 1e-9);
+
+  const auto abo = score_heads(*model, set, ScoreMethod::AllButOne, opts);
+  ASSERT_EQ(abo.scores.size(), 8u);
+  ASSERT_TRUE(abo.info.contains("per_layer"));
+  EXPECT_EQ(abo.info["per_layer"].size(), 2u);
+}
+
+// With zero biases the alpha-beta rule conserves relevance through each operation.
+TEST(Lrp, RulesConserveRelevance) {
+  torch::manual_seed(1);
+  auto x = torch::randn({3, 5, 8}, torch::kDouble).requires_grad_(true);
+  auto w = torch::randn({6, 8}, torch::kDouble);
+  auto R = torch::rand({3, 5, 6}, torch::kDouble);
+  {
+    lrp::Scope scope;
+    auto y = lrp::linear(x, w, torch::Tensor());
+    auto rx = torch::autograd::grad({y}, {x}, {R})[0];
+    EXPECT_NEAR(rx.sum().item<double>(), R.sum().item<double>(), 1e-3 * R.sum().item<double>());
+    EXPECT_GE(rx.min().item<double>(), -1e-12);  // alpha = beta = 0.5: all shares are positive
+  }
+  {
+    lrp::Scope scope;
+    auto a = torch::randn({3, 5, 6}, torch::kDouble).requires_grad_(true);
+    auto b = torch::randn({3, 5, 6}, torch::kDouble).requires_grad_(true);
+    auto y = lrp::add(a, b);
+    auto g = torch::autograd::grad({y}, {a, b}, {R});
+    EXPECT_NEAR((g[0] + g[1]).sum().item<double>(), R.sum().item<double>(), 1e-3 * R.sum().item<double>());
+  }
+  {
+    lrp::Scope scope;
+    auto p = torch::softmax(torch::randn({2, 4, 5, 7}, torch::kDouble), -1);
+    auto v = torch::randn({2, 4, 7, 3}, torch::kDouble).requires_grad_(true);
+    auto Rm = torch::rand({2, 4, 5, 3}, torch::kDouble);
+    auto y = lrp::mix(p, v);
+    auto rv = torch::autograd::grad({y}, {v}, {Rm})[0];
+    EXPECT_NEAR(rv.sum().item<double>(), Rm.sum().item<double>(), 1e-3 * Rm.sum().item<double>());
+  }
+  // Outside a scope the functions are the plain operations, with ordinary gradients.
+  EXPECT_FALSE(lrp::active());
+  auto y = lrp::linear(x, w, torch::Tensor());
+  EXPECT_EQ(test::max_abs_diff(y, torch::linear(x, w)), 0.0);
+  auto g = torch::autograd::grad({y.sum()}, {x})[0];
+  EXPECT_LT(test::max_abs_diff(g, w.sum(0).expand_as(x)), 1e-12);
+}
+
+TEST(Lrp, ModelForwardIsUnchangedInsideAScope) {
+  for (Arch arch : {Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder}) {
+    ModelConfig cfg = tiny_config(arch);
+    auto model = test::make_model(cfg, 3);
+    const Batch b = test::make_batch(cfg);
+    const auto plain = model->forward(b).logits.detach();
+    lrp::Scope scope;
+    EXPECT_LT(test::max_abs_diff(plain, model->forward(b).logits.detach()), 1e-5) << to_string(arch);
+  }
+}
+
+}  // namespace
+}  // namespace hp
