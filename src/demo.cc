@@ -1,6 +1,8 @@
 // The built-in demo (see header).
 #include "headprune/demo.h"
 
+#include "headprune/score/importance.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -71,33 +73,6 @@ std::string per_layer_counts(const ModelConfig& c, AttnType t) {
   return s + "]";
 }
 
-// E_x |d loss / d gate| over the validation batches, L2-normalized within each layer.
-std::vector<std::pair<HeadId, double>> gate_importance(TransformerImpl& model, const std::vector<Example>& valid) {
-  model.eval();
-  model.set_gates_requires_grad(true);
-  for (const auto& idx : make_token_batches(valid, 2048, 128, false, 0)) {
-    std::vector<const Example*> ex;
-    for (size_t i : idx) ex.push_back(&valid[i]);
-    Batch b = collate(ex, model.config().arch, model.config().pad_id);
-    std::vector<torch::Tensor> before;
-    for (auto& g : model.gates()) before.push_back(g.gate.grad().defined() ? g.gate.grad().clone() : torch::zeros_like(g.gate));
-    model.loss(model.forward(b), b).backward();
-    size_t k = 0;
-    for (auto& g : model.gates()) {  // accumulate |per-batch gradient|, not the signed sum
-      auto step = g.gate.grad() - before[k];
-      g.gate.mutable_grad() = before[k++] + step.abs();
-    }
-  }
-  std::vector<std::pair<HeadId, double>> scores;
-  for (auto& g : model.gates()) {
-    auto s = g.gate.grad().to(torch::kDouble);
-    s = s / s.norm().clamp_min(1e-20);
-    for (size_t i = 0; i < g.heads.size(); ++i) scores.push_back({{g.type, g.layer, g.heads[i]}, s[i].item<double>()});
-  }
-  model.set_gates_requires_grad(false);
-  return scores;
-}
-
 }  // namespace
 
 nlohmann::json run_demo(const DemoOptions& opts, std::ostream& out) {
@@ -133,16 +108,13 @@ nlohmann::json run_demo(const DemoOptions& opts, std::ostream& out) {
     out << "trained " << opts.train_steps << " steps in " << fmt(train_s, 1) << " s on " << data.train.size()
         << " synthetic examples\n";
 
-    // 2. Head importance from gate gradients.
-    auto scores = gate_importance(*model, data.valid);
-    out << "head importance E|dL/dgate| over the validation set, L2-normalized per layer:\n";
-    for (AttnType t : cfg.attn_types())
-      for (int64_t l = 0; l < cfg.n_layers(t); ++l) {
-        out << "  " << std::left << std::setw(13) << to_string(t) << std::right << " L" << l << ":";
-        for (const auto& s : scores)
-          if (s.first.type == t && s.first.layer == l) out << " " << fmt(s.second, 2);
-        out << "\n";
-      }
+    // 2. Head importance from gate gradients (Michel et al.), L2-normalized per layer.
+    EvalSet valid_set;
+    valid_set.name = "synthetic valid";
+    valid_set.examples = data.valid;
+    const HeadScores importance = score_heads(*model, valid_set, ScoreMethod::Gradient);
+    print_heat_map(out, importance, cfg);
+    std::vector<std::pair<HeadId, double>> scores(importance.scores.begin(), importance.scores.end());
 
     // 3. Choose heads: one whole layer (it will skip attention) plus the weakest others.
     std::sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) { return a.second < b.second; });

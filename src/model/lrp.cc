@@ -31,7 +31,11 @@ std::pair<torch::Tensor, torch::Tensor> shares(AutogradContext* ctx, const torch
   const double alpha = ctx->saved_data["alpha"].toDouble();
   const double beta = ctx->saved_data["beta"].toDouble();
   const double eps = ctx->saved_data["eps"].toDouble();
-  return {alpha * R / (zp + eps), beta * R / (zn - eps)};
+  // Where one side has no contributions at all, the other side takes the whole relevance, so
+  // that sum_i R_i = sum_j R_j holds (up to eps and bias) even for two-input sums.
+  const auto a = alpha + beta * zn.eq(0).to(R.scalar_type());
+  const auto b = beta + alpha * zp.eq(0).to(R.scalar_type());
+  return {a * R / (zp + eps), b * R / (zn - eps)};
 }
 
 struct LinearFn : torch::autograd::Function<LinearFn> {
@@ -102,7 +106,8 @@ bool active() { return g_active; }
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   if (!g_active) return torch::linear(x, w, b);
-  return LinearFn::apply(x, w.detach(), b.defined() ? b.detach() : b);
+  // Custom functions take defined tensors only: a missing bias is a zero bias.
+  return LinearFn::apply(x, w.detach(), b.defined() ? b.detach() : torch::zeros({w.size(0)}, w.options()));
 }
 
 torch::Tensor add(const torch::Tensor& a, const torch::Tensor& b) {

@@ -200,18 +200,18 @@ void print_heat_map(std::ostream& out, const HeadScores& s, const ModelConfig& c
     out << "  " << to_string(t) << "\n";
     for (int64_t l = 0; l < cfg.n_layers(t); ++l) {
       std::ostringstream cells, nums;
-      nums << std::fixed << std::setprecision(2);
+      nums << std::setprecision(3);  // 3 significant digits: ablation deltas can be tiny
       for (int64_t h = 0; h < cfg.n_heads; ++h) {
         auto it = s.scores.find({t, l, h});
         if (it == s.scores.end()) {
           cells << " .";
-          nums << "     .";
+          nums << "         .";
           continue;
         }
         double f = hi > lo ? (it->second - lo) / (hi - lo) : 1.0;
         if (!s.higher_is_important) f = 1.0 - f;
         cells << kShades[std::clamp(static_cast<int>(f * 4.999), 0, 4)];
-        nums << std::setw(6) << it->second;
+        nums << std::setw(10) << it->second;
       }
       out << "    L" << std::left << std::setw(3) << l << std::right << "|" << cells.str() << "|" << nums.str() << "\n";
     }

@@ -61,6 +61,14 @@ std::vector<AttnLayer> attention_layers(TransformerImpl& model) {
   return out;
 }
 
+torch::Tensor no_op_heads(const AttnLayer& a) {
+  torch::NoGradGuard no_grad;
+  const int64_t H = static_cast<int64_t>(a.heads.size());
+  const auto& W = a.module->o_proj->weight;  // [C, H*D]
+  auto silent = W.view({W.size(0), H, -1}).ne(0).any(2).any(0).logical_not();
+  return (silent | a.module->head_gate.eq(0)).to(torch::kCPU);
+}
+
 torch::Tensor query_mask(const Batch& b, AttnType t, Arch arch) {
   const bool on_decoder = t != AttnType::EncoderSelf && arch == Arch::EncoderDecoder;
   return (on_decoder ? b.decoder_attention_mask : b.attention_mask).ne(0);
@@ -203,25 +211,38 @@ HeadScores attention_stat_scores(TransformerImpl& model, const EvalSet& data, co
   torch::NoGradGuard no_grad;
   const auto& cfg = model.config();
   auto layers = detail::attention_layers(model);
-  Accumulator acc(layers);
+  Accumulator acc(layers), nats(layers);
   detail::for_each_batch(model, data, opts, confidence ? "confidence" : "entropy", [&](const Batch& b) {
     auto out = model.forward(b, {true});
-    std::map<AttnType, int64_t> seen;
     for (size_t i = 0; i < layers.size(); ++i) {
       const auto& probs = out.attention.at(layers[i].type).at(static_cast<size_t>(layers[i].layer));  // [B,H,T,S]
       if (probs.size(1) == 0) continue;
       const auto p = probs.to(torch::kFloat);
       const auto qmask = detail::query_mask(b, layers[i].type, cfg.arch);
-      torch::Tensor v;
+      // A head that contributes nothing (see no_op_heads) scores as least important:
+      // confidence 0, normalized entropy 1 (uniform attention).
+      const auto no_op = detail::no_op_heads(layers[i]).to(p.device()).view({1, -1, 1});
       if (confidence) {
         auto allowed = detail::key_mask(b, layers[i].type, cfg.arch);
         const auto ids = detail::key_ids(b, layers[i].type, cfg.arch);
         for (int64_t sid : opts.special_ids) allowed = allowed & ids.ne(sid);
-        v = p.masked_fill(allowed.logical_not().unsqueeze(1).unsqueeze(2), 0.0).amax(-1);  // [B,H,T]
-      } else {
-        v = -(p * p.clamp_min(1e-12).log()).sum(-1);
+        auto v = p.masked_fill(allowed.logical_not().unsqueeze(1).unsqueeze(2), 0.0).amax(-1);  // [B,H,T]
+        acc.add_masked(i, torch::where(no_op, torch::zeros_like(v), v), qmask);
+        continue;
       }
-      acc.add_masked(i, v, qmask);
+      // Entropy in nats, and divided by its maximum ln(n) for the query's n valid keys, so that
+      // layers with different key counts (causal vs. bidirectional) are comparable. Queries
+      // with a single key (no choice to make) are left out.
+      auto allowed = detail::key_mask(b, layers[i].type, cfg.arch).unsqueeze(1);  // [B,1,S]
+      const int64_t T = p.size(2), S = p.size(3);
+      if (layers[i].type == AttnType::DecoderSelf)
+        allowed = allowed & torch::ones({T, S}, torch::kBool).tril().to(allowed.device()).unsqueeze(0);
+      const auto n = allowed.sum(-1).to(torch::kFloat);  // [B,T]
+      const auto h = -(p * p.clamp_min(1e-12).log()).sum(-1);  // [B,H,T]
+      const auto h_max = n.clamp_min(2).log().unsqueeze(1);
+      const auto q = qmask & n.gt(1);
+      acc.add_masked(i, torch::where(no_op, torch::ones_like(h), h / h_max), q);
+      nats.add_masked(i, torch::where(no_op, h_max.expand_as(h), h), q);
     }
   });
   HeadScores s = acc.mean(layers);
@@ -230,6 +251,9 @@ HeadScores attention_stat_scores(TransformerImpl& model, const EvalSet& data, co
     nlohmann::json ex = nlohmann::json::array();
     for (int64_t id : opts.special_ids) ex.push_back(id);
     s.info["excluded_key_ids"] = ex;
+  } else {
+    s.columns["entropy_nats"] = nats.mean(layers).scores;
+    s.info["score"] = "entropy / ln(valid keys), mean over queries with at least two keys";
   }
   s.info["forward_passes"] = 1;
   s.info["backward_passes"] = 0;

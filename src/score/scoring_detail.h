@@ -18,6 +18,8 @@ struct AttnLayer {
   std::vector<int64_t> heads;
 };
 std::vector<AttnLayer> attention_layers(TransformerImpl& model);
+// [H] bool: heads that contribute nothing (gate 0, or output-projection columns all zero).
+torch::Tensor no_op_heads(const AttnLayer& a);
 
 // Per attention type of a batch: which query positions are real tokens [B, T], the token ids
 // of the keys [B, S] and which keys are real [B, S].

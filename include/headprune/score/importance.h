@@ -5,13 +5,21 @@
 //                token loss. Granularity "example" is the paper's formula; "token" takes |.| per
 //                query token and averages over tokens, as Michel's code does.
 //   ablation     mask each head alone; the change in loss and in the task metric, with a paired
-//                bootstrap p-value per head (Michel §3.2); score = how much the metric worsens.
+//                bootstrap p-value per head (Michel §3.2); score = how much the metric worsens
+//                (signed: a head whose removal improves the metric scores below 0, below a no-op
+//                head, and is the first a performance-based pruner removes).
 //   all_but_one  keep one head of a layer, mask the rest of that layer (Michel §3.3);
 //                score = the metric with only that head kept.
 //   confidence   Voita et al.: mean over query tokens of the head's largest attention weight,
 //                keys that are special tokens (end of sentence / separator) excluded.
-//   entropy      mean over query tokens of the entropy of the head's attention (nats); lower =
-//                more focused, so lower ranks as more important.
+//   entropy      mean over query tokens of the entropy of the head's attention divided by its
+//                maximum ln(n) for the query's n valid keys (comparable across causal and
+//                bidirectional layers; column entropy_nats has the raw mean); lower = more
+//                focused, so lower ranks as more important.
+//                Both look at attention patterns only, which say nothing about a head that
+//                contributes nothing: a head with gate 0 or all-zero output-projection columns
+//                scores confidence 0 and normalized entropy 1, uniform attention (the least important
+//                values possible).
 //   magnitude    L2 norm of the head's weight slices (Q/K/V rows and output-projection columns);
 //                the four norms are columns. Needs no data.
 //   output_norm  mean over query tokens of the L2 norm of the head's contribution to the block
