@@ -399,6 +399,7 @@ PassCost measure_pass_cost(TransformerImpl& model, const EvalSet& data, const Sc
     torch::NoGradGuard no_grad;
     ScoreOptions o = opts;
     o.progress = nullptr;
+    detail::for_each_batch(model, data, o, "", [&](const Batch& b) { model.forward(b); });  // warm-up
     auto t0 = std::chrono::steady_clock::now();
     detail::for_each_batch(model, data, o, "", [&](const Batch& b) { model.forward(b); });
     c.forward_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

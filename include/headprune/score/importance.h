@@ -74,7 +74,8 @@ struct ScoreOptions {
 HeadScores score_heads(TransformerImpl& model, const EvalSet& data, ScoreMethod method, const ScoreOptions& opts = {});
 
 // Reference costs for the benchmarks: seconds of one forward pass and of one forward + backward
-// pass (every parameter's gradient) over the same data, batched as the scorers batch.
+// pass (every parameter's gradient) over the same data, batched as the scorers batch, after one
+// untimed warm-up pass.
 struct PassCost {
   double forward_s = 0, forward_backward_s = 0;
 };
