@@ -32,6 +32,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   register_train(app, ctx);
   register_eval(app, ctx);
   register_importance(app, ctx);
+  register_prune(app, ctx);
   try {
     app.parse(argc, argv);
     return 0;

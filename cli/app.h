@@ -30,6 +30,7 @@ void register_info(CLI::App& app, Context& ctx);
 void register_train(CLI::App& app, Context& ctx);
 void register_eval(CLI::App& app, Context& ctx);
 void register_importance(CLI::App& app, Context& ctx);  // importance, agreement
+void register_prune(CLI::App& app, Context& ctx);       // prune, curve
 
 // Applies --threads/--seed/--log-level; subcommands call it first.
 void apply_globals(const Context& ctx);

@@ -97,6 +97,10 @@ struct ModelConfig {
   static ModelConfig from_json(const nlohmann::json& j);
 };
 
+// Throws std::invalid_argument for a head of an attention type the model lacks, a layer or head
+// id out of range, a head already removed, or a head listed twice.
+void validate_heads(const ModelConfig& cfg, const std::vector<HeadId>& heads);
+
 // Small ready-made configs for tests and the demo.
 ModelConfig tiny_config(Arch arch);
 

@@ -7,27 +7,6 @@
 
 namespace hp {
 
-void validate_heads(const ModelConfig& cfg, const std::vector<HeadId>& heads) {
-  std::set<HeadId> seen;
-  for (const auto& h : heads) {
-    if (!cfg.has(h.type))
-      throw std::invalid_argument("head " + to_string(h) + ": model " + to_string(cfg.arch) + " has no " +
-                                  to_string(h.type) + " attention");
-    const int64_t L = cfg.n_layers(h.type);
-    if (h.layer < 0 || h.layer >= L)
-      throw std::invalid_argument("head " + to_string(h) + ": layer " + std::to_string(h.layer) +
-                                  " out of range (" + to_string(h.type) + " has layers 0.." +
-                                  std::to_string(L - 1) + ")");
-    if (h.head < 0 || h.head >= cfg.n_heads)
-      throw std::invalid_argument("head " + to_string(h) + ": head id out of range (ids are 0.." +
-                                  std::to_string(cfg.n_heads - 1) + ")");
-    const auto& kept = cfg.heads(h.type)[h.layer];
-    if (std::find(kept.begin(), kept.end(), h.head) == kept.end())
-      throw std::invalid_argument("head " + to_string(h) + " was already removed");
-    if (!seen.insert(h).second) throw std::invalid_argument("head " + to_string(h) + " is listed twice");
-  }
-}
-
 namespace {
 
 torch::Tensor get(const TensorMap& state, const std::string& name) {

@@ -90,10 +90,16 @@ TEST_P(DeadHeads, EveryDataDrivenScorerRanksNoOpHeadsLast) {
                                                                    (arch == Arch::EncoderDecoder ? 2 : 1))));
     if (m == ScoreMethod::AllButOne) {
       // Keeping only a no-op head is masking the whole layer: exactly the same loss.
-      for (const auto& l : s.info["per_layer"])
-        for (const auto& h : dead)
-          if (to_string(h.type) == l["attn_type"] && h.layer == l["layer"])
+      size_t checked = 0;
+      for (const auto& l : s.info["per_layer"]) {
+        for (const auto& h : dead) {
+          if (to_string(h.type) == l["attn_type"] && h.layer == l["layer"]) {
             EXPECT_EQ(s.at(h), l["layer_masked_metric"].get<double>()) << to_string(h);
+            ++checked;
+          }
+        }
+      }
+      EXPECT_EQ(checked, dead.size());
       continue;
     }
     const auto oriented = [&](const HeadId& h) { return s.higher_is_important ? s.at(h) : -s.at(h); };

@@ -16,9 +16,7 @@
 
 namespace hp {
 
-// Throws std::invalid_argument for a head of an attention type the model lacks, a layer
-// or head id out of range, a head already removed, or a head listed twice.
-void validate_heads(const ModelConfig& cfg, const std::vector<HeadId>& heads);
+// Heads are checked with validate_heads (config.h) first.
 
 // Pure: (config, weights, heads to drop) -> (config', weights').
 std::pair<ModelConfig, TensorMap> remove_heads(const ModelConfig& cfg, const TensorMap& state,

@@ -1,0 +1,97 @@
+// Pruning plans: which heads to prune (by original id), how they were chosen, and the
+// strategies that build them. Plain C++ (no LibTorch): plans are built from a config and, for
+// score-based strategies, a HeadScores map; applying one to a model is the core's masking
+// (TransformerImpl::mask_heads) or physical removal (remove_heads).
+//
+// Strategies:
+//   by score   least important first (HeadScores orientation), globally or per layer, to a
+//              target fraction or count, keeping at least `min_per_layer` heads in every layer;
+//   random     Budhraja et al.: uniformly at random among the heads of the eligible layers,
+//              seeded; layer strategies (per attention type, L layers, layer l):
+//                uniform            every layer;
+//                avoid_middle       not the middle third: l < floor(L/3) or l >= L - floor(L/3);
+//                avoid_consecutive  every other layer (l even), so no two pruned layers touch;
+//                top                the upper half, l >= L/2;
+//                bottom             the lower half, l < ceil(L/2);
+//   layers     whole attention layers;
+//   manual     a list of heads ("TYPE:LAYER:HEAD", or HF's {"layer": [heads]} for one type).
+// Targets are fractions of the heads the model keeps now (or of the eligible heads' types when
+// a strategy is restricted to some attention types), rounded to the nearest count.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/config.h"
+#include "headprune/score/head_scores.h"
+
+namespace hp {
+
+struct PruningPlan {
+  std::vector<HeadId> heads;  // sorted, unique
+  std::string strategy;       // e.g. "score:gradient", "random:avoid_middle", "layers", "manual"
+  nlohmann::json info = nlohmann::json::object();
+
+  nlohmann::json to_json() const;
+  // Strict: unknown head names, duplicate heads or a missing "heads" field are errors naming
+  // `what` (e.g. the file).
+  static PruningPlan from_json(const nlohmann::json& j, const std::string& what = "plan");
+};
+
+void save_plan(const std::string& path, const PruningPlan& plan);  // atomic
+PruningPlan read_plan(const std::string& path);                    // errors name the path
+
+// Checks a plan against a model: attention types the model has, layers and heads in range,
+// every head still kept (not already removed). Pruning whole layers is allowed; pruning every
+// head of the model is too (the model still runs: every attention is skipped).
+void validate_plan(const PruningPlan& plan, const ModelConfig& cfg);
+
+// How many heads: exactly one of fraction (in [0, 1]) or count (>= 0).
+struct PruneTarget {
+  std::optional<double> fraction;
+  std::optional<int64_t> count;
+  // Resolves against the number of candidate heads; throws std::invalid_argument for a
+  // fraction outside [0, 1], a negative count, or a count above `available`.
+  int64_t resolve(int64_t available, const std::string& what) const;
+};
+PruneTarget parse_target(const std::string& s);  // "0.3", "30%" (fractions) or "12" (count)
+
+struct ScorePlanOptions {
+  PruneTarget target;
+  bool per_layer = false;     // the fraction of each layer (rounded per layer) instead of globally
+  int64_t min_per_layer = 0;  // global ranking: never leave a layer with fewer heads than this
+  std::vector<AttnType> only_types;  // restrict to these attention types (empty = all)
+  std::vector<HeadId> exclude;       // heads that may not be chosen (e.g. already masked)
+};
+PruningPlan plan_by_score(const HeadScores& scores, const ModelConfig& cfg, const ScorePlanOptions& opts);
+
+enum class LayerStrategy { Uniform, AvoidMiddle, AvoidConsecutive, Top, Bottom };
+std::string to_string(LayerStrategy s);
+LayerStrategy parse_layer_strategy(const std::string& s);
+std::vector<LayerStrategy> all_layer_strategies();
+bool layer_eligible(LayerStrategy s, int64_t layer, int64_t n_layers);
+
+struct RandomPlanOptions {
+  PruneTarget target;
+  LayerStrategy layers = LayerStrategy::Uniform;
+  uint64_t seed = 1;
+  std::vector<AttnType> only_types;
+  std::vector<HeadId> exclude;
+};
+PruningPlan plan_random(const ModelConfig& cfg, const RandomPlanOptions& opts);
+
+// Every kept head of the given (attention type, layer) pairs.
+PruningPlan plan_layers(const ModelConfig& cfg, const std::vector<std::pair<AttnType, int64_t>>& layers);
+
+// "encoder_self:0:3,cross:1:2" (also enc/dec/cross), or HF's JSON form {"0": [1, 2], "3": [0]}
+// (layers of `hf_type`, default the model's first attention type). Validated against cfg.
+PruningPlan plan_manual(const std::string& spec, const ModelConfig& cfg, std::optional<AttnType> hf_type = {});
+
+// Heads the model keeps (optionally only some attention types), in canonical order.
+std::vector<HeadId> kept_heads(const ModelConfig& cfg, const std::vector<AttnType>& only_types = {});
+
+}  // namespace hp

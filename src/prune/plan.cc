@@ -1,0 +1,316 @@
+// Pruning plans and the strategies that build them (see the header).
+#include "headprune/prune/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "headprune/io/files.h"
+
+namespace hp {
+namespace {
+
+std::vector<HeadId> sorted_unique(std::vector<HeadId> heads, const std::string& what) {
+  std::sort(heads.begin(), heads.end());
+  for (size_t i = 1; i < heads.size(); ++i)
+    if (heads[i] == heads[i - 1]) throw std::invalid_argument(what + ": head " + to_string(heads[i]) + " is listed twice");
+  return heads;
+}
+
+bool wanted(const std::vector<AttnType>& only, AttnType t) {
+  return only.empty() || std::find(only.begin(), only.end(), t) != only.end();
+}
+
+std::string trim(const std::string& s) {
+  const auto a = s.find_first_not_of(" \t\n\r");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t\n\r") - a + 1);
+}
+
+}  // namespace
+
+nlohmann::json PruningPlan::to_json() const {
+  nlohmann::json hs = nlohmann::json::array();
+  for (const auto& h : heads) hs.push_back(to_string(h));
+  return {{"format", "headprune-plan/1"}, {"strategy", strategy}, {"n_heads", heads.size()}, {"heads", hs},
+          {"info", info}};
+}
+
+PruningPlan PruningPlan::from_json(const nlohmann::json& j, const std::string& what) {
+  if (!j.is_object()) throw std::invalid_argument(what + ": a plan must be a JSON object");
+  if (!j.contains("heads") || !j.at("heads").is_array())
+    throw std::invalid_argument(what + ": field 'heads' (an array of \"TYPE:LAYER:HEAD\") is missing");
+  PruningPlan p;
+  std::vector<HeadId> heads;
+  for (size_t i = 0; i < j.at("heads").size(); ++i) {
+    const auto& h = j.at("heads")[i];
+    if (!h.is_string())
+      throw std::invalid_argument(what + ": heads[" + std::to_string(i) + "] must be a string \"TYPE:LAYER:HEAD\"");
+    try {
+      heads.push_back(parse_head_id(h.get<std::string>()));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(what + ": heads[" + std::to_string(i) + "]: " + e.what());
+    }
+  }
+  p.heads = sorted_unique(heads, what);
+  if (j.contains("strategy")) {
+    if (!j.at("strategy").is_string()) throw std::invalid_argument(what + ": field 'strategy' must be a string");
+    p.strategy = j.at("strategy").get<std::string>();
+  }
+  if (j.contains("info")) p.info = j.at("info");
+  return p;
+}
+
+void save_plan(const std::string& path, const PruningPlan& plan) {
+  write_file_atomic(path, plan.to_json().dump(2) + "\n");
+}
+
+PruningPlan read_plan(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+  }
+  return PruningPlan::from_json(j, path);
+}
+
+void validate_plan(const PruningPlan& plan, const ModelConfig& cfg) {
+  try {
+    validate_heads(cfg, plan.heads);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("plan" + (plan.strategy.empty() ? "" : " (" + plan.strategy + ")") + ": " + e.what());
+  }
+}
+
+int64_t PruneTarget::resolve(int64_t available, const std::string& what) const {
+  if (fraction.has_value() == count.has_value())
+    throw std::invalid_argument(what + ": give exactly one of a fraction or a count of heads");
+  if (fraction) {
+    if (!(*fraction >= 0.0 && *fraction <= 1.0))
+      throw std::invalid_argument(what + ": fraction " + std::to_string(*fraction) + " is outside [0, 1]");
+    return std::llround(*fraction * static_cast<double>(available));
+  }
+  if (*count < 0) throw std::invalid_argument(what + ": count " + std::to_string(*count) + " is negative");
+  if (*count > available)
+    throw std::invalid_argument(what + ": cannot prune " + std::to_string(*count) + " heads, only " +
+                                std::to_string(available) + " can be chosen");
+  return *count;
+}
+
+PruneTarget parse_target(const std::string& text) {
+  const std::string s = trim(text);
+  PruneTarget t;
+  try {
+    size_t used = 0;
+    if (!s.empty() && s.back() == '%') {
+      t.fraction = std::stod(s.substr(0, s.size() - 1), &used) / 100.0;
+      if (used != s.size() - 1) throw std::invalid_argument("trailing characters");
+    } else if (s.find_first_of(".eE") != std::string::npos) {
+      t.fraction = std::stod(s, &used);
+      if (used != s.size()) throw std::invalid_argument("trailing characters");
+    } else {
+      t.count = std::stoll(s, &used);
+      if (used != s.size()) throw std::invalid_argument("trailing characters");
+    }
+  } catch (const std::exception&) {
+    throw std::invalid_argument("target '" + text + "': expected a fraction (0.3 or 30%) or a head count (12)");
+  }
+  if (t.fraction && !(*t.fraction >= 0.0 && *t.fraction <= 1.0))
+    throw std::invalid_argument("target '" + text + "': the fraction must be in [0, 1]");
+  if (t.count && *t.count < 0) throw std::invalid_argument("target '" + text + "': the count must be >= 0");
+  return t;
+}
+
+std::vector<HeadId> kept_heads(const ModelConfig& cfg, const std::vector<AttnType>& only_types) {
+  std::vector<HeadId> out;
+  for (AttnType t : cfg.attn_types()) {
+    if (!wanted(only_types, t)) continue;
+    for (int64_t l = 0; l < cfg.n_layers(t); ++l)
+      for (int64_t h : cfg.heads(t)[static_cast<size_t>(l)]) out.push_back({t, l, h});
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+PruningPlan plan_by_score(const HeadScores& scores, const ModelConfig& cfg, const ScorePlanOptions& opts) {
+  const std::set<HeadId> excluded(opts.exclude.begin(), opts.exclude.end());
+  std::vector<HeadId> candidates;
+  for (const auto& h : kept_heads(cfg, opts.only_types)) {
+    if (excluded.count(h)) continue;
+    if (!scores.has(h))
+      throw std::invalid_argument("plan by score: the " + scores.method + " map has no score for head " + to_string(h) +
+                                  " (was it computed on another model?)");
+    candidates.push_back(h);
+  }
+  // Least important first; ascending_importance breaks ties by head id.
+  std::vector<HeadId> order;
+  const std::set<HeadId> cand(candidates.begin(), candidates.end());
+  for (const auto& h : scores.ascending_importance())
+    if (cand.count(h)) order.push_back(h);
+
+  // Heads each layer keeps now (exclusions, e.g. masked heads, count as gone).
+  std::map<std::pair<AttnType, int64_t>, int64_t> left;
+  for (const auto& h : kept_heads(cfg))
+    if (!excluded.count(h)) ++left[{h.type, h.layer}];
+
+  PruningPlan plan;
+  plan.strategy = "score:" + scores.method + (opts.per_layer ? ":per_layer" : ":global");
+  std::vector<HeadId> chosen;
+  if (opts.per_layer) {
+    if (!opts.target.fraction) throw std::invalid_argument("plan by score per layer: the target must be a fraction");
+    std::map<std::pair<AttnType, int64_t>, std::vector<HeadId>> by_layer;
+    for (const auto& h : order) by_layer[{h.type, h.layer}].push_back(h);
+    for (auto& [key, hs] : by_layer) {
+      const int64_t k = opts.target.resolve(static_cast<int64_t>(hs.size()), "plan by score per layer");
+      const int64_t room = std::max<int64_t>(0, left[key] - opts.min_per_layer);
+      for (int64_t i = 0; i < std::min(k, room); ++i) chosen.push_back(hs[static_cast<size_t>(i)]);
+    }
+  } else {
+    const int64_t k = opts.target.resolve(static_cast<int64_t>(order.size()), "plan by score");
+    for (const auto& h : order) {
+      if (static_cast<int64_t>(chosen.size()) == k) break;
+      auto& n = left[{h.type, h.layer}];
+      if (n <= opts.min_per_layer) continue;
+      --n;
+      chosen.push_back(h);
+    }
+    if (static_cast<int64_t>(chosen.size()) < k)
+      throw std::invalid_argument("plan by score: only " + std::to_string(chosen.size()) + " of the " +
+                                  std::to_string(k) + " heads asked for can go while keeping " +
+                                  std::to_string(opts.min_per_layer) + " per layer");
+  }
+  plan.heads = sorted_unique(chosen, "plan by score");
+  plan.info = {{"method", scores.method},
+               {"per_layer", opts.per_layer},
+               {"min_per_layer", opts.min_per_layer},
+               {"candidates", candidates.size()}};
+  return plan;
+}
+
+std::string to_string(LayerStrategy s) {
+  switch (s) {
+    case LayerStrategy::Uniform: return "uniform";
+    case LayerStrategy::AvoidMiddle: return "avoid_middle";
+    case LayerStrategy::AvoidConsecutive: return "avoid_consecutive";
+    case LayerStrategy::Top: return "top";
+    case LayerStrategy::Bottom: return "bottom";
+  }
+  return "?";
+}
+
+std::vector<LayerStrategy> all_layer_strategies() {
+  return {LayerStrategy::Uniform, LayerStrategy::AvoidMiddle, LayerStrategy::AvoidConsecutive, LayerStrategy::Top,
+          LayerStrategy::Bottom};
+}
+
+LayerStrategy parse_layer_strategy(const std::string& s) {
+  std::string k = s;
+  std::replace(k.begin(), k.end(), '-', '_');
+  for (LayerStrategy l : all_layer_strategies())
+    if (to_string(l) == k) return l;
+  throw std::invalid_argument("unknown layer strategy '" + s +
+                              "' (expected uniform, avoid_middle, avoid_consecutive, top or bottom)");
+}
+
+bool layer_eligible(LayerStrategy s, int64_t l, int64_t L) {
+  switch (s) {
+    case LayerStrategy::Uniform: return true;
+    case LayerStrategy::AvoidMiddle: return l < L / 3 || l >= L - L / 3;
+    case LayerStrategy::AvoidConsecutive: return l % 2 == 0;
+    case LayerStrategy::Top: return l >= L / 2;
+    case LayerStrategy::Bottom: return l < (L + 1) / 2;
+  }
+  return false;
+}
+
+PruningPlan plan_random(const ModelConfig& cfg, const RandomPlanOptions& opts) {
+  const std::set<HeadId> excluded(opts.exclude.begin(), opts.exclude.end());
+  std::vector<HeadId> all = kept_heads(cfg, opts.only_types), pool;
+  for (const auto& h : all)
+    if (!excluded.count(h) && layer_eligible(opts.layers, h.layer, cfg.n_layers(h.type))) pool.push_back(h);
+  // The fraction is of every candidate head (the eligible layers limit where they come from).
+  int64_t available = 0;
+  for (const auto& h : all) available += excluded.count(h) ? 0 : 1;
+  const int64_t k = opts.target.resolve(available, "random plan");
+  if (k > static_cast<int64_t>(pool.size()))
+    throw std::invalid_argument("random plan (" + to_string(opts.layers) + "): " + std::to_string(k) +
+                                " heads asked for, but its eligible layers hold only " + std::to_string(pool.size()));
+  std::mt19937_64 rng(opts.seed);
+  // Partial Fisher-Yates: the first k of a seeded shuffle.
+  for (int64_t i = 0; i < k; ++i) {
+    std::uniform_int_distribution<int64_t> pick(i, static_cast<int64_t>(pool.size()) - 1);
+    std::swap(pool[static_cast<size_t>(i)], pool[static_cast<size_t>(pick(rng))]);
+  }
+  PruningPlan plan;
+  plan.strategy = "random:" + to_string(opts.layers);
+  plan.heads = sorted_unique({pool.begin(), pool.begin() + k}, "random plan");
+  plan.info = {{"seed", opts.seed}, {"layer_strategy", to_string(opts.layers)}, {"eligible_heads", pool.size()}};
+  return plan;
+}
+
+PruningPlan plan_layers(const ModelConfig& cfg, const std::vector<std::pair<AttnType, int64_t>>& layers) {
+  PruningPlan plan;
+  plan.strategy = "layers";
+  nlohmann::json names = nlohmann::json::array();
+  std::vector<HeadId> heads;
+  for (const auto& [t, l] : layers) {
+    if (!cfg.has(t)) throw std::invalid_argument("layer plan: the model has no " + to_string(t) + " attention");
+    if (l < 0 || l >= cfg.n_layers(t))
+      throw std::invalid_argument("layer plan: " + to_string(t) + " layer " + std::to_string(l) + " out of range (0.." +
+                                  std::to_string(cfg.n_layers(t) - 1) + ")");
+    for (int64_t h : cfg.heads(t)[static_cast<size_t>(l)]) heads.push_back({t, l, h});
+    names.push_back(to_string(t) + ":" + std::to_string(l));
+  }
+  plan.heads = sorted_unique(heads, "layer plan");
+  plan.info = {{"layers", names}};
+  return plan;
+}
+
+PruningPlan plan_manual(const std::string& spec, const ModelConfig& cfg, std::optional<AttnType> hf_type) {
+  PruningPlan plan;
+  plan.strategy = "manual";
+  std::vector<HeadId> heads;
+  const std::string s = trim(spec);
+  if (!s.empty() && s.front() == '{') {
+    // HF's prune_heads form: {layer: [heads]} for one attention type.
+    const AttnType t = hf_type.value_or(cfg.attn_types().front());
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(s);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument("--heads: not valid JSON: " + std::string(e.what()));
+    }
+    for (const auto& [layer, hs] : j.items()) {
+      int64_t l = 0;
+      try {
+        size_t used = 0;
+        l = std::stoll(layer, &used);
+        if (used != layer.size()) throw std::invalid_argument("");
+      } catch (const std::exception&) {
+        throw std::invalid_argument("--heads: key '" + layer + "' is not a layer number");
+      }
+      if (!hs.is_array()) throw std::invalid_argument("--heads: layer " + layer + " must map to an array of head ids");
+      for (const auto& h : hs) {
+        if (!h.is_number_integer()) throw std::invalid_argument("--heads: layer " + layer + ": head ids must be integers");
+        heads.push_back({t, l, h.get<int64_t>()});
+      }
+    }
+  } else {
+    std::stringstream in(s);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      item = trim(item);
+      if (!item.empty()) heads.push_back(parse_head_id(item));
+    }
+  }
+  plan.heads = sorted_unique(heads, "--heads");
+  validate_plan(plan, cfg);
+  return plan;
+}
+
+}  // namespace hp

@@ -1,0 +1,337 @@
+// Applying plans, iterative pruning, pruning curves, compensation analysis (see the header).
+#include "headprune/prune/pruning.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "headprune/prune/remove_heads.h"
+
+namespace hp {
+namespace {
+
+// Saves every gate and puts them back on destruction.
+class GateSnapshot {
+ public:
+  explicit GateSnapshot(TransformerImpl& model) : model_(model) {
+    for (auto& g : model.gates()) saved_.push_back(g.gate.detach().clone());
+  }
+  ~GateSnapshot() {
+    torch::NoGradGuard no_grad;
+    size_t i = 0;
+    for (auto& g : model_.gates()) g.gate.copy_(saved_[i++]);
+  }
+
+ private:
+  TransformerImpl& model_;
+  std::vector<torch::Tensor> saved_;
+};
+
+std::pair<double, double> metric_and_loss(TransformerImpl& model, const EvalSet& set, Metric metric,
+                                          const MetricOptions& mo) {
+  std::vector<Metric> ms = {metric};
+  if (metric != Metric::Loss) ms.push_back(Metric::Loss);
+  const auto r = measure(model, set, ms, mo);
+  return {r.at(metric).value(), r.at(Metric::Loss).value()};
+}
+
+bool meets(Metric metric, double value, double base, std::optional<double> ratio) {
+  if (!ratio) return true;
+  return higher_is_better(metric) ? value >= *ratio * base : value <= base / *ratio;
+}
+
+std::vector<HeadId> union_of(std::vector<HeadId> a, const std::vector<HeadId>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  std::sort(a.begin(), a.end());
+  a.erase(std::unique(a.begin(), a.end()), a.end());
+  return a;
+}
+
+// Iterative pruning through increasing head counts: at each count, re-score the masked model
+// (or reuse the first scores) and mask the least important heads still kept.
+std::vector<PrunePoint> iterate(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set,
+                                const std::vector<int64_t>& counts, ScoreMethod method, const ScoreOptions& so,
+                                bool rescore, int64_t min_per_layer, const std::vector<AttnType>& only_types,
+                                Metric metric, const MetricOptions& mo, int64_t n_total,
+                                const std::function<bool(const PrunePoint&)>& keep_going) {
+  GateSnapshot snap(model);
+  const ModelConfig cfg = model.config();
+  std::vector<HeadId> pruned = model.masked_heads();
+  const std::vector<HeadId> masked_at_start = pruned;
+  std::optional<HeadScores> scores;
+  std::vector<PrunePoint> out;
+  for (int64_t k : counts) {
+    const int64_t more = k - static_cast<int64_t>(pruned.size() - masked_at_start.size());
+    if (more < 0) throw std::invalid_argument("iterative pruning: head counts must not decrease");
+    if (more > 0) {
+      if (!scores || rescore) scores = score_heads(model, score_set, method, so);
+      ScorePlanOptions po;
+      po.target.count = more;
+      po.min_per_layer = min_per_layer;
+      for (AttnType t : only_types) po.only_types.push_back(t);
+      po.exclude = pruned;
+      const auto step = plan_by_score(*scores, cfg, po);
+      model.mask_heads(step.heads);
+      pruned = union_of(pruned, step.heads);
+    }
+    PrunePoint p;
+    p.strategy = "iterative:" + to_string(method);
+    p.n_pruned = k;
+    p.fraction = n_total > 0 ? static_cast<double>(k) / static_cast<double>(n_total) : 0.0;
+    std::tie(p.metric, p.loss) = metric_and_loss(model, eval_set, metric, mo);
+    for (const auto& h : pruned)
+      if (std::find(masked_at_start.begin(), masked_at_start.end(), h) == masked_at_start.end()) p.pruned.push_back(h);
+    out.push_back(p);
+    if (!keep_going(out.back())) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+void apply_plan_mask(TransformerImpl& model, const PruningPlan& plan) {
+  validate_plan(plan, model.config());
+  model.mask_heads(plan.heads);
+}
+
+Transformer apply_plan_remove(TransformerImpl& model, const PruningPlan& plan) {
+  validate_plan(plan, model.config());
+  return remove_heads(model, plan.heads);
+}
+
+IterativeResult prune_iteratively(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set,
+                                  const IterativeOptions& opts) {
+  if (!(opts.step > 0 && opts.step <= 1)) throw std::invalid_argument("iterative pruning: step must be in (0, 1]");
+  if (!(opts.target >= 0 && opts.target <= 1)) throw std::invalid_argument("iterative pruning: target must be in [0, 1]");
+  const auto masked = model.masked_heads();
+  const int64_t n = static_cast<int64_t>(kept_heads(model.config()).size() - masked.size());
+  std::vector<int64_t> counts = {0};
+  const int64_t per_step = std::max<int64_t>(1, std::llround(opts.step * static_cast<double>(n)));
+  const int64_t last = std::llround(opts.target * static_cast<double>(n));
+  for (int64_t k = per_step; k < last; k += per_step) counts.push_back(k);
+  if (last > 0) counts.push_back(last);
+  // The most that min_per_layer allows.
+  std::map<std::pair<AttnType, int64_t>, int64_t> per_layer;
+  for (const auto& h : kept_heads(model.config())) ++per_layer[{h.type, h.layer}];
+  for (const auto& h : masked) --per_layer[{h.type, h.layer}];
+  int64_t room = 0;
+  for (const auto& [k, v] : per_layer) room += std::max<int64_t>(0, v - opts.min_per_layer);
+  while (counts.size() > 1 && counts.back() > room) counts.pop_back();
+  if (counts.back() < std::min(last, room)) counts.push_back(std::min(last, room));
+
+  IterativeResult res;
+  double base = 0;
+  res.steps = iterate(model, score_set, eval_set, counts, opts.method, opts.score, opts.rescore, opts.min_per_layer, {},
+                      opts.metric, opts.measure, n, [&](const PrunePoint& p) {
+                        if (p.n_pruned == 0) base = p.metric;
+                        if (opts.on_step) opts.on_step(p);
+                        return meets(opts.metric, p.metric, base, opts.min_metric_ratio);
+                      });
+  // The largest step that still meets the rule (the last one may have failed it).
+  const PrunePoint* best = &res.steps.front();
+  for (const auto& p : res.steps)
+    if (meets(opts.metric, p.metric, base, opts.min_metric_ratio)) best = &p;
+  res.plan.strategy = "iterative:" + to_string(opts.method);
+  res.plan.heads = best->pruned;
+  std::sort(res.plan.heads.begin(), res.plan.heads.end());
+  res.plan.info = {{"method", to_string(opts.method)},
+                   {"step", opts.step},
+                   {"target", opts.target},
+                   {"rescore", opts.rescore},
+                   {"min_per_layer", opts.min_per_layer},
+                   {"base_metric", base},
+                   {"metric", best->metric},
+                   {"steps_taken", res.steps.size() - 1}};
+  if (opts.min_metric_ratio) res.plan.info["min_metric_ratio"] = *opts.min_metric_ratio;
+  return res;
+}
+
+std::string CurveStrategy::name() const {
+  std::string s;
+  switch (kind) {
+    case Kind::Score: s = to_string(method) + (per_layer ? ":per_layer" : ""); break;
+    case Kind::Iterative: s = "iterative:" + to_string(method); break;
+    case Kind::Random: s = "random:" + to_string(layers); break;
+  }
+  for (size_t i = 0; i < only_types.size(); ++i) s += (i ? "+" : "@") + to_string(only_types[i]);
+  return s;
+}
+
+CurveStrategy parse_curve_strategy(const std::string& text) {
+  CurveStrategy c;
+  std::string s = text;
+  const auto at = s.find('@');
+  if (at != std::string::npos) {
+    std::string types = s.substr(at + 1);
+    s = s.substr(0, at);
+    size_t pos = 0;
+    while (pos <= types.size()) {
+      const auto plus = types.find('+', pos);
+      c.only_types.push_back(parse_attn_type(types.substr(pos, plus == std::string::npos ? std::string::npos : plus - pos)));
+      if (plus == std::string::npos) break;
+      pos = plus + 1;
+    }
+  }
+  const auto colon = s.find(':');
+  const std::string head = s.substr(0, colon), rest = colon == std::string::npos ? "" : s.substr(colon + 1);
+  if (head == "random") {
+    c.kind = CurveStrategy::Kind::Random;
+    if (!rest.empty()) c.layers = parse_layer_strategy(rest);
+  } else if (head == "iterative") {
+    c.kind = CurveStrategy::Kind::Iterative;
+    if (!rest.empty()) c.method = parse_score_method(rest);
+  } else {
+    c.kind = CurveStrategy::Kind::Score;
+    c.method = parse_score_method(head);
+    if (rest == "per_layer" || rest == "per-layer")
+      c.per_layer = true;
+    else if (!rest.empty())
+      throw std::invalid_argument("strategy '" + text + "': expected METHOD or METHOD:per_layer");
+  }
+  return c;
+}
+
+std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set,
+                                      const CurveOptions& opts) {
+  if (opts.strategies.empty()) throw std::invalid_argument("pruning curve: no strategies");
+  for (double f : opts.fractions)
+    if (!(f >= 0 && f <= 1)) throw std::invalid_argument("pruning curve: fraction " + std::to_string(f) + " outside [0, 1]");
+  if (opts.finetune_steps > 0 && !opts.train) throw std::invalid_argument("pruning curve: fine-tuning needs training data");
+  std::vector<double> grid = opts.fractions;
+  std::sort(grid.begin(), grid.end());
+  grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+  const ModelConfig cfg = model.config();
+  const auto masked = model.masked_heads();
+  std::vector<PrunePoint> out;
+
+  auto finetune = [&](PrunePoint& p) {
+    if (opts.finetune_steps <= 0) return;
+    GateSnapshot snap(model);
+    model.reset_gates();
+    for (const auto& h : masked) model.set_gate(h, 0.0);
+    PruningPlan plan;
+    plan.heads = union_of(p.pruned, masked);
+    Transformer small = apply_plan_remove(model, plan);
+    TrainOptions to = opts.finetune;
+    to.max_steps = opts.finetune_steps;
+    to.eval_every = opts.finetune_steps;
+    to.save_every = opts.finetune_steps;
+    const std::string dir = opts.work_dir + "/finetune";
+    std::filesystem::remove_all(dir);
+    train_model(small, *opts.train, to, dir);
+    small->eval();
+    const auto [m, l] = metric_and_loss(*small, eval_set, opts.metric, opts.measure);
+    p.metric_finetuned = m;
+    p.loss_finetuned = l;
+    std::filesystem::remove_all(dir);
+  };
+
+  for (const auto& st : opts.strategies) {
+    auto candidates = kept_heads(cfg, st.only_types);
+    std::vector<HeadId> free_heads;
+    for (const auto& h : candidates)
+      if (std::find(masked.begin(), masked.end(), h) == masked.end()) free_heads.push_back(h);
+    const int64_t n = static_cast<int64_t>(free_heads.size());
+    std::vector<int64_t> counts;
+    for (double f : grid) counts.push_back(std::llround(f * static_cast<double>(n)));
+
+    auto emit = [&](PrunePoint p) {
+      p.strategy = st.name();
+      finetune(p);
+      if (opts.on_point) opts.on_point(p);
+      out.push_back(std::move(p));
+    };
+
+    if (st.kind == CurveStrategy::Kind::Iterative) {
+      auto steps = iterate(model, score_set, eval_set, counts, st.method, opts.score, true, opts.min_per_layer,
+                           st.only_types, opts.metric, opts.measure, n, [](const PrunePoint&) { return true; });
+      for (auto& p : steps) emit(p);
+      continue;
+    }
+    std::optional<HeadScores> scores;
+    if (st.kind == CurveStrategy::Kind::Score) scores = score_heads(model, score_set, st.method, opts.score);
+    for (size_t i = 0; i < counts.size(); ++i) {
+      PruningPlan plan;
+      if (st.kind == CurveStrategy::Kind::Score) {
+        ScorePlanOptions po;
+        po.per_layer = st.per_layer;
+        if (st.per_layer)
+          po.target.fraction = grid[i];
+        else
+          po.target.count = counts[i];
+        po.min_per_layer = opts.min_per_layer;
+        for (AttnType t : st.only_types) po.only_types.push_back(t);
+        po.exclude = masked;
+        plan = plan_by_score(*scores, cfg, po);
+      } else {
+        // Layer strategies limit how far random pruning can go: the rest of the grid is skipped.
+        int64_t eligible = 0;
+        for (const auto& h : free_heads) eligible += layer_eligible(st.layers, h.layer, cfg.n_layers(h.type)) ? 1 : 0;
+        if (counts[i] > eligible) {
+          if (opts.on_skip)
+            opts.on_skip(st.name() + " cannot prune " + std::to_string(counts[i]) + " heads (fraction " +
+                         std::to_string(grid[i]) + "): its eligible layers hold " + std::to_string(eligible));
+          break;
+        }
+        RandomPlanOptions ro;
+        ro.target.count = counts[i];
+        ro.layers = st.layers;
+        ro.seed = st.seed;
+        for (AttnType t : st.only_types) ro.only_types.push_back(t);
+        ro.exclude = masked;
+        plan = plan_random(cfg, ro);
+      }
+      PrunePoint p;
+      p.n_pruned = static_cast<int64_t>(plan.heads.size());
+      p.fraction = n > 0 ? static_cast<double>(p.n_pruned) / static_cast<double>(n) : 0.0;
+      p.pruned = plan.heads;
+      {
+        GateSnapshot snap(model);
+        model.mask_heads(plan.heads);
+        std::tie(p.metric, p.loss) = metric_and_loss(model, eval_set, opts.metric, opts.measure);
+      }
+      emit(p);
+    }
+  }
+  return out;
+}
+
+nlohmann::json compensation(const HeadScores& before, const HeadScores& after) {
+  std::map<std::pair<AttnType, int64_t>, std::vector<std::pair<double, double>>> layers;
+  std::vector<double> xb, xa;
+  for (const auto& [h, v] : after.scores) {
+    if (!before.has(h)) continue;
+    layers[{h.type, h.layer}].push_back({before.at(h), v});
+    xb.push_back(before.at(h));
+    xa.push_back(v);
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  double sum_b = 0, sum_a = 0;
+  for (const auto& [key, vals] : layers) {
+    double b = 0, a = 0;
+    for (const auto& [vb, va] : vals) {
+      b += vb;
+      a += va;
+    }
+    sum_b += b;
+    sum_a += a;
+    const double nb = b / static_cast<double>(vals.size()), na = a / static_cast<double>(vals.size());
+    rows.push_back({{"attn_type", to_string(key.first)},
+                    {"layer", key.second},
+                    {"kept_heads", vals.size()},
+                    {"mean_before", nb},
+                    {"mean_after", na},
+                    {"ratio", nb != 0 ? na / nb : 0.0}});
+  }
+  return {{"method", after.method},
+          {"layers", rows},
+          {"heads", xb.size()},
+          {"total_ratio", sum_b != 0 ? sum_a / sum_b : 0.0},
+          {"spearman", spearman(xb, xa)},
+          {"pearson", pearson(xb, xa)}};
+}
+
+}  // namespace hp

@@ -1,0 +1,309 @@
+// Pruning plans, strategies, applying them (mask vs. removal), iterative pruning, curves and
+// the compensation table.
+#include <fstream>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "headprune/prune/pruning.h"
+#include "headprune/util/log.h"
+#include "test_util.h"
+
+namespace hp {
+namespace {
+
+ModelConfig six_layer_config() {
+  ModelConfig c = tiny_config(Arch::EncoderClassifier);
+  c.n_encoder_layers = 6;
+  c.encoder_self_heads.clear();
+  c.finalize();
+  return c;
+}
+
+HeadScores layer_index_scores(const ModelConfig& cfg) {
+  // Score = 10 * layer + head: lowest are layer 0's first heads.
+  HeadScores s;
+  s.method = "test";
+  for (const auto& h : kept_heads(cfg)) s.scores[h] = 10.0 * static_cast<double>(h.layer) + static_cast<double>(h.head);
+  return s;
+}
+
+TEST(Plan, JsonRoundTripAndErrors) {
+  PruningPlan p;
+  p.strategy = "manual";
+  p.heads = {{AttnType::EncoderSelf, 0, 1}, {AttnType::Cross, 1, 3}};
+  const auto back = PruningPlan::from_json(p.to_json());
+  EXPECT_EQ(back.heads, p.heads);
+  EXPECT_EQ(back.strategy, "manual");
+
+  test::TempDir dir;
+  save_plan(dir / "plan.json", p);
+  EXPECT_EQ(read_plan(dir / "plan.json").heads, p.heads);
+  std::ofstream(dir / "bad.json") << R"({"heads": ["encoder_self:0:1", "nonsense"]})";
+  try {
+    read_plan(dir / "bad.json");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json: heads[1]"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir / "dup.json") << R"({"heads": ["encoder_self:0:1", "enc:0:1"]})";
+  EXPECT_THROW(read_plan(dir / "dup.json"), std::invalid_argument);
+  std::ofstream(dir / "broken.json") << "{";
+  EXPECT_THROW(read_plan(dir / "broken.json"), std::runtime_error);
+  EXPECT_THROW(read_plan(dir / "missing.json"), std::runtime_error);
+}
+
+TEST(Plan, ValidationAgainstTheModel) {
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  cfg.finalize();
+  PruningPlan p;
+  p.heads = {{AttnType::Cross, 0, 0}};
+  EXPECT_THROW(validate_plan(p, cfg), std::invalid_argument);  // no cross attention
+  p.heads = {{AttnType::EncoderSelf, 5, 0}};
+  EXPECT_THROW(validate_plan(p, cfg), std::invalid_argument);  // no layer 5
+  p.heads = {{AttnType::EncoderSelf, 0, 9}};
+  EXPECT_THROW(validate_plan(p, cfg), std::invalid_argument);  // no head 9
+  cfg.encoder_self_heads[0] = {0, 2, 3};
+  p.heads = {{AttnType::EncoderSelf, 0, 1}};
+  EXPECT_THROW(validate_plan(p, cfg), std::invalid_argument);  // already removed
+  p.heads = kept_heads(cfg);                                   // every head: allowed
+  EXPECT_NO_THROW(validate_plan(p, cfg));
+}
+
+TEST(Plan, Targets) {
+  EXPECT_DOUBLE_EQ(*parse_target("0.3").fraction, 0.3);
+  EXPECT_DOUBLE_EQ(*parse_target("30%").fraction, 0.3);
+  EXPECT_EQ(*parse_target("12").count, 12);
+  EXPECT_THROW(parse_target("1.5"), std::invalid_argument);
+  EXPECT_THROW(parse_target("-3"), std::invalid_argument);
+  EXPECT_THROW(parse_target("half"), std::invalid_argument);
+  EXPECT_EQ(parse_target("0.5").resolve(24, "t"), 12);
+  EXPECT_THROW(parse_target("25").resolve(24, "t"), std::invalid_argument);
+}
+
+TEST(Plan, ByScoreGlobalPerLayerAndMinimum) {
+  const ModelConfig cfg = six_layer_config();  // 6 layers x 4 heads
+  const auto s = layer_index_scores(cfg);
+  ScorePlanOptions o;
+  o.target.count = 6;
+  auto p = plan_by_score(s, cfg, o);
+  ASSERT_EQ(p.heads.size(), 6u);
+  // Lowest six: all of layer 0 and heads 0, 1 of layer 1.
+  EXPECT_EQ(p.heads.front(), (HeadId{AttnType::EncoderSelf, 0, 0}));
+  EXPECT_EQ(p.heads.back(), (HeadId{AttnType::EncoderSelf, 1, 1}));
+
+  o.min_per_layer = 1;  // layer 0 keeps its best head; the next lowest come from layer 1
+  p = plan_by_score(s, cfg, o);
+  std::map<int64_t, int> per_layer;
+  for (const auto& h : p.heads) ++per_layer[h.layer];
+  EXPECT_EQ(per_layer[0], 3);
+  EXPECT_EQ(per_layer[1], 3);
+
+  ScorePlanOptions pl;
+  pl.per_layer = true;
+  pl.target.fraction = 0.5;
+  p = plan_by_score(s, cfg, pl);
+  ASSERT_EQ(p.heads.size(), 12u);
+  for (const auto& h : p.heads) EXPECT_LT(h.head, 2) << to_string(h);
+
+  // Orientation: with lower = more important, the highest scores go first.
+  auto inv = s;
+  inv.higher_is_important = false;
+  o.min_per_layer = 0;
+  o.target.count = 1;
+  EXPECT_EQ(plan_by_score(inv, cfg, o).heads.front(), (HeadId{AttnType::EncoderSelf, 5, 3}));
+  // Excluded (e.g. already masked) heads are never chosen.
+  o.exclude = {{AttnType::EncoderSelf, 0, 0}};
+  EXPECT_EQ(plan_by_score(s, cfg, o).heads.front(), (HeadId{AttnType::EncoderSelf, 0, 1}));
+  // A map of another model is an error naming the head.
+  HeadScores partial = s;
+  partial.scores.erase({AttnType::EncoderSelf, 2, 2});
+  EXPECT_THROW(plan_by_score(partial, cfg, o), std::invalid_argument);
+}
+
+TEST(Plan, RandomLayerStrategies) {
+  const ModelConfig cfg = six_layer_config();
+  const std::map<LayerStrategy, std::set<int64_t>> eligible = {
+      {LayerStrategy::Uniform, {0, 1, 2, 3, 4, 5}}, {LayerStrategy::AvoidMiddle, {0, 1, 4, 5}},
+      {LayerStrategy::AvoidConsecutive, {0, 2, 4}}, {LayerStrategy::Top, {3, 4, 5}},
+      {LayerStrategy::Bottom, {0, 1, 2}}};
+  for (const auto& [ls, layers] : eligible) {
+    SCOPED_TRACE(to_string(ls));
+    RandomPlanOptions o;
+    o.layers = ls;
+    o.target.count = 10;
+    o.seed = 3;
+    const auto p = plan_random(cfg, o);
+    ASSERT_EQ(p.heads.size(), 10u);
+    for (const auto& h : p.heads) EXPECT_TRUE(layers.count(h.layer)) << to_string(h);
+    EXPECT_EQ(plan_random(cfg, o).heads, p.heads);  // seeded
+    o.seed = 4;
+    EXPECT_NE(plan_random(cfg, o).heads, p.heads);
+    o.target.count = static_cast<int64_t>(layers.size()) * 4 + 1;  // more than the eligible layers hold
+    if (o.target.count <= 24) {
+      EXPECT_THROW(plan_random(cfg, o), std::invalid_argument);
+    }
+  }
+  // Smaller targets are subsets of larger ones with the same seed (nested curves).
+  RandomPlanOptions a, b;
+  a.target.count = 5;
+  b.target.count = 9;
+  const auto pa = plan_random(cfg, a), pb = plan_random(cfg, b);
+  for (const auto& h : pa.heads) EXPECT_NE(std::find(pb.heads.begin(), pb.heads.end(), h), pb.heads.end());
+  EXPECT_THROW(parse_layer_strategy("middle"), std::invalid_argument);
+}
+
+TEST(Plan, LayersAndManual) {
+  ModelConfig cfg = tiny_config(Arch::EncoderDecoder);
+  cfg.finalize();
+  auto p = plan_layers(cfg, {{AttnType::Cross, 1}, {AttnType::EncoderSelf, 0}});
+  EXPECT_EQ(p.heads.size(), 8u);
+  EXPECT_THROW(plan_layers(cfg, {{AttnType::Cross, 2}}), std::invalid_argument);
+  p = plan_manual("encoder_self:0:3, cross:1:2", cfg);
+  EXPECT_EQ(p.heads, (std::vector<HeadId>{{AttnType::EncoderSelf, 0, 3}, {AttnType::Cross, 1, 2}}));
+  p = plan_manual(R"({"0": [1, 2], "1": [0]})", cfg, AttnType::DecoderSelf);
+  EXPECT_EQ(p.heads.size(), 3u);
+  EXPECT_EQ(p.heads.front(), (HeadId{AttnType::DecoderSelf, 0, 1}));
+  EXPECT_THROW(plan_manual(R"({"x": [1]})", cfg), std::invalid_argument);
+  EXPECT_THROW(plan_manual("cross:7:0", cfg), std::invalid_argument);
+  EXPECT_THROW(plan_manual("cross:0:0,cross:0:0", cfg), std::invalid_argument);
+}
+
+EvalSet synthetic_set(const ModelConfig& cfg, int64_t n) {
+  EvalSet s;
+  s.name = "synthetic";
+  s.examples = synthetic_examples(cfg, n, 3, 10, 21);
+  return s;
+}
+
+class Pruning : public ::testing::TestWithParam<Arch> {};
+
+// The same plan as a mask and as a physical removal gives the same metrics.
+TEST_P(Pruning, MaskedAndRemovedGiveIdenticalMetrics) {
+  const ModelConfig cfg = tiny_config(GetParam());
+  auto model = test::make_model(cfg, 5);
+  const EvalSet set = synthetic_set(model->config(), 48);
+  RandomPlanOptions ro;
+  ro.target.fraction = 0.5;
+  ro.seed = 9;
+  const auto plan = plan_random(model->config(), ro);
+  const std::vector<Metric> ms = {default_metric(cfg.arch), Metric::Loss};
+  apply_plan_mask(*model, plan);
+  const auto masked = measure(*model, set, ms);
+  model->reset_gates();
+  Transformer small = apply_plan_remove(*model, plan);
+  EXPECT_LT(small->n_parameters(), model->n_parameters());
+  const auto removed = measure(*small, set, ms);
+  for (Metric m : ms) EXPECT_NEAR(masked.at(m).value(), removed.at(m).value(), 1e-5) << to_string(m);
+  // Every head of the model: still runs (every attention skipped).
+  PruningPlan all;
+  all.heads = kept_heads(model->config());
+  Transformer none = apply_plan_remove(*model, all);
+  EXPECT_NO_THROW(measure(*none, set, {Metric::Loss}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Pruning,
+                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
+                         [](const auto& info) { return to_string(info.param); });
+
+TEST(Iterative, PrunesInStepsAndStopsAtTheMetricFloor) {
+  const ModelConfig cfg = tiny_config(Arch::DecoderLM);
+  auto model = test::make_model(cfg, 5);
+  const EvalSet set = synthetic_set(model->config(), 32);
+  IterativeOptions o;
+  o.step = 0.25;
+  o.target = 0.75;
+  o.metric = Metric::Loss;
+  const auto r = prune_iteratively(*model, set, set, o);
+  ASSERT_EQ(r.steps.size(), 4u);  // 0, 2, 4, 6 of 8 heads
+  for (size_t i = 0; i < r.steps.size(); ++i) EXPECT_EQ(r.steps[i].n_pruned, static_cast<int64_t>(2 * i));
+  for (size_t i = 1; i < r.steps.size(); ++i)  // each step keeps the heads pruned before
+    for (const auto& h : r.steps[i - 1].pruned)
+      EXPECT_NE(std::find(r.steps[i].pruned.begin(), r.steps[i].pruned.end(), h), r.steps[i].pruned.end());
+  EXPECT_EQ(r.plan.heads.size(), 6u);
+  EXPECT_TRUE(model->masked_heads().empty());  // gates restored
+
+  // A floor on the metric: the plan is the largest step that met it.
+  o.min_metric_ratio = 0.999999;  // loss may rise by almost nothing
+  const auto f = prune_iteratively(*model, set, set, o);
+  const double base = f.steps.front().metric;
+  for (const auto& st : f.steps) {
+    if (st.n_pruned == static_cast<int64_t>(f.plan.heads.size())) {
+      EXPECT_LE(st.metric, base / 0.999999);
+    }
+  }
+  o.min_metric_ratio.reset();
+  o.min_per_layer = 3;  // at most one head per layer can go
+  EXPECT_EQ(prune_iteratively(*model, set, set, o).plan.heads.size(), 2u);
+}
+
+TEST(Curve, StrategiesAndAttentionTypes) {
+  set_log_level(LogLevel::Warn);
+  const ModelConfig cfg = tiny_config(Arch::EncoderDecoder);
+  auto model = test::make_model(cfg, 5);
+  const EvalSet set = synthetic_set(model->config(), 24);
+  CurveOptions o;
+  o.fractions = {0, 0.5, 1.0};
+  o.metric = Metric::Loss;
+  for (const char* s : {"gradient", "iterative:gradient", "random:top", "magnitude@cross"})
+    o.strategies.push_back(parse_curve_strategy(s));
+  std::vector<std::string> skipped;
+  o.on_skip = [&](const std::string& why) { skipped.push_back(why); };
+  const auto pts = pruning_curve(*model, set, set, o);
+  const double base = measure(*model, set, {Metric::Loss}).at(Metric::Loss).value();
+  std::map<std::string, int> count;
+  for (const auto& p : pts) {
+    ++count[p.strategy];
+    if (p.n_pruned == 0) {
+      EXPECT_NEAR(p.metric, base, 1e-9) << p.strategy;
+    }
+    if (p.strategy == "magnitude@cross") {
+      for (const auto& h : p.pruned) EXPECT_EQ(h.type, AttnType::Cross);
+    }
+  }
+  EXPECT_EQ(count["gradient"], 3);
+  EXPECT_EQ(count["iterative:gradient"], 3);
+  EXPECT_EQ(count["random:top"], 2);  // the top layers cannot hold 100% of the heads
+  EXPECT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(count["magnitude@cross"], 3);
+  EXPECT_TRUE(model->masked_heads().empty());
+  EXPECT_THROW(parse_curve_strategy("gradient:sideways"), std::invalid_argument);
+
+  // With recovery fine-tuning every point also has a fine-tuned metric.
+  TrainData td{synthetic_examples(model->config(), 64, 3, 10, 1), synthetic_examples(model->config(), 16, 3, 10, 2)};
+  test::TempDir dir;
+  CurveOptions ft;
+  ft.fractions = {0.5};
+  ft.metric = Metric::Loss;
+  ft.strategies = {parse_curve_strategy("random")};
+  ft.finetune_steps = 3;
+  ft.finetune.batch_tokens = 256;
+  ft.finetune.log_every = 100;
+  ft.train = &td;
+  ft.work_dir = dir.path;
+  const auto fp = pruning_curve(*model, set, set, ft);
+  ASSERT_EQ(fp.size(), 1u);
+  ASSERT_TRUE(fp[0].metric_finetuned.has_value());
+  EXPECT_TRUE(std::isfinite(*fp[0].metric_finetuned));
+  set_log_level(LogLevel::Info);
+}
+
+TEST(Compensation, PerLayerMeansAndRatios) {
+  HeadScores before, after;
+  before.method = after.method = "gradient";
+  before.scores = {{{AttnType::EncoderSelf, 0, 0}, 1.0}, {{AttnType::EncoderSelf, 0, 1}, 3.0},
+                   {{AttnType::EncoderSelf, 1, 0}, 2.0}, {{AttnType::EncoderSelf, 1, 2}, 5.0}};
+  after.scores = {{{AttnType::EncoderSelf, 0, 0}, 2.0}, {{AttnType::EncoderSelf, 0, 1}, 6.0},
+                  {{AttnType::EncoderSelf, 1, 0}, 2.0}};  // head 1:2 pruned
+  const auto c = compensation(before, after);
+  ASSERT_EQ(c["layers"].size(), 2u);
+  EXPECT_DOUBLE_EQ(c["layers"][0]["mean_before"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(c["layers"][0]["mean_after"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(c["layers"][0]["ratio"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(c["layers"][1]["ratio"].get<double>(), 1.0);
+  EXPECT_EQ(c["heads"], 3);
+  EXPECT_DOUBLE_EQ(c["total_ratio"].get<double>(), 10.0 / 6.0);
+}
+
+}  // namespace
+}  // namespace hp
