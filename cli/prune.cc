@@ -192,6 +192,7 @@ void run_prune(const PruneCliOptions& o, Context& ctx) {
     record("removed", *result);
   }
   make_directories(o.out_dir);
+  nlohmann::json compensation_table;
   std::map<std::string, std::string> extras;  // the tokenizer travels with the pruned model
   if (const auto tok = read_checkpoint_file(o.checkpoint, "tokenizer.json"); !tok.empty()) extras["tokenizer.json"] = tok;
   if (o.ft.steps > 0) {
@@ -199,9 +200,16 @@ void run_prune(const PruneCliOptions& o, Context& ctx) {
     to.max_steps = o.ft.steps;
     to.eval_every = o.ft.steps;
     to.save_every = o.ft.steps;
+    // Budhraja et al.: how the kept heads' importance shifts with fine-tuning (unnormalized
+    // gradient importance before and after, on the evaluation data).
+    ScoreOptions raw = so;
+    raw.normalize = Normalization::None;
+    raw.progress = nullptr;
+    const HeadScores before = score_heads(*result, set, ScoreMethod::Gradient, raw);
     train_model(result, td, to, o.out_dir + "/finetune", extras);
     result->eval();
     record("fine-tuned", *result);
+    compensation_table = compensation(before, score_heads(*result, set, ScoreMethod::Gradient, raw));
   }
   save_checkpoint(o.out_dir + "/model", *result, extras);
   save_plan(o.out_dir + "/plan.json", plan);
@@ -215,12 +223,23 @@ void run_prune(const PruneCliOptions& o, Context& ctx) {
             << r.params << std::setw(12) << fmt(r.metric) << std::setw(10) << fmt(r.loss) << "\n";
     jr.push_back({{"stage", r.stage}, {"heads", r.heads}, {"params", r.params}, {"metric", r.metric}, {"loss", r.loss}});
   }
+  if (!compensation_table.is_null()) {
+    ctx.out << "compensation (gradient importance of the kept heads, before -> after fine-tuning):\n";
+    for (const auto& l : compensation_table["layers"])
+      ctx.out << "  " << std::left << std::setw(13) << l["attn_type"].get<std::string>() << std::right << " L"
+              << l["layer"].get<int64_t>() << "  kept " << l["kept_heads"].get<int64_t>() << "  mean "
+              << fmt(l["mean_before"].get<double>()) << " -> " << fmt(l["mean_after"].get<double>()) << "  x"
+              << fmt(l["ratio"].get<double>(), 2) << "\n";
+    ctx.out << "  all kept heads: x" << fmt(compensation_table["total_ratio"].get<double>(), 2)
+            << ", Spearman before/after " << fmt(compensation_table["spearman"].get<double>(), 3) << "\n";
+  }
   const uint64_t before_bytes = dir_bytes(o.checkpoint), after_bytes = dir_bytes(o.out_dir + "/model");
   ctx.out << "checkpoint " << before_bytes << " -> " << after_bytes << " bytes; saved " << o.out_dir << "/model and "
           << o.out_dir << "/plan.json\n";
   nlohmann::json summary = {{"checkpoint", o.checkpoint}, {"metric", to_string(metric)}, {"data", set.name},
                             {"plan", plan.to_json()},     {"stages", jr},                {"bytes_before", before_bytes},
                             {"bytes_after", after_bytes}, {"mask_only", o.mask_only}};
+  if (!compensation_table.is_null()) summary["compensation"] = compensation_table;
   write_file_atomic(o.out_dir + "/summary.json", summary.dump(2) + "\n");
 }
 

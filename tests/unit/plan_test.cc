@@ -192,7 +192,10 @@ TEST_P(Pruning, MaskedAndRemovedGiveIdenticalMetrics) {
   const auto masked = measure(*model, set, ms);
   model->reset_gates();
   Transformer small = apply_plan_remove(*model, plan);
-  EXPECT_LT(small->n_parameters(), model->n_parameters());
+  // Each removed head takes its Q/K/V rows and biases and its output-projection columns.
+  const int64_t C = cfg.d_model, D = cfg.d_model / cfg.n_heads;
+  EXPECT_EQ(model->n_parameters() - small->n_parameters(),
+            static_cast<int64_t>(plan.heads.size()) * (3 * (D * C + D) + C * D));
   const auto removed = measure(*small, set, ms);
   for (Metric m : ms) EXPECT_NEAR(masked.at(m).value(), removed.at(m).value(), 1e-5) << to_string(m);
   // Every head of the model: still runs (every attention skipped).
