@@ -22,7 +22,7 @@ namespace {
 struct TrainCliOptions {
   std::string config_path, family = "encoder_classifier", out_dir, data_root = "../shared/data";
   bool resume = false;
-  int64_t max_steps = 0, eval_every = 0;
+  int64_t max_steps = 0, eval_every = 0, keep_every = -1;
 };
 
 void run_train(const TrainCliOptions& o, Context& ctx) {
@@ -31,6 +31,7 @@ void run_train(const TrainCliOptions& o, Context& ctx) {
   topts.seed = ctx.seed;
   topts.resume = o.resume;
   if (o.max_steps > 0) topts.max_steps = o.max_steps;
+  if (o.keep_every >= 0) topts.keep_every = o.keep_every;
   if (o.eval_every > 0) topts.eval_every = o.eval_every;
 
   // On resume the saved vocabulary is reused, so the data is tokenized exactly as before.
@@ -80,6 +81,7 @@ void register_train(CLI::App& app, Context& ctx) {
   sub->add_option("--data-root", o->data_root, "directory that relative data paths start from")->capture_default_str();
   sub->add_flag("--resume", o->resume, "continue from OUT/last if it exists");
   sub->add_option("--max-steps", o->max_steps, "override the config's max_steps");
+  sub->add_option("--keep-every", o->keep_every, "keep a model snapshot OUT/step-NNNNNN every N steps (0 = none)");
   sub->add_option("--eval-every", o->eval_every, "override the config's eval_every");
   sub->callback([&ctx, o] {
     apply_globals(ctx);

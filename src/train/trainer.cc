@@ -25,6 +25,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"beta1", adam.beta1},          {"beta2", adam.beta2},          {"adam_eps", adam.eps},
           {"weight_decay", adam.weight_decay}, {"clip_norm", clip_norm}, {"label_smoothing", label_smoothing},
           {"eval_every", eval_every},     {"log_every", log_every},       {"save_every", save_every},
+          {"keep_every", keep_every},
           {"best_metric", best_metric},   {"bf16", bf16},                 {"seed", seed}};
 }
 
@@ -33,7 +34,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   TrainOptions o;
   const std::set<std::string> known = {"max_steps", "batch_tokens", "max_batch", "lr", "warmup_steps", "schedule",
                                        "beta1", "beta2", "adam_eps", "weight_decay", "clip_norm", "label_smoothing",
-                                       "eval_every", "log_every", "save_every", "best_metric", "bf16", "seed"};
+                                       "eval_every", "log_every", "save_every", "keep_every", "best_metric", "bf16", "seed"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key())) throw std::invalid_argument("train options: '" + it.key() + "' is not a known key");
   auto num = [&](const char* k, auto& dst) {
@@ -56,6 +57,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   num("eval_every", o.eval_every);
   num("log_every", o.log_every);
   num("save_every", o.save_every);
+  num("keep_every", o.keep_every);
   if (j.contains("best_metric")) o.best_metric = j.at("best_metric").get<std::string>();
   if (j.contains("bf16")) {
     if (!j.at("bf16").is_boolean()) throw std::invalid_argument("train options: 'bf16' must be true or false");
@@ -102,6 +104,7 @@ void validate(const TrainOptions& o, const TrainData& d) {
   if (o.warmup_steps < 0) bad("warmup_steps must be >= 0");
   if (o.label_smoothing < 0 || o.label_smoothing >= 1) bad("label_smoothing must be in [0, 1)");
   if (o.eval_every <= 0 || o.log_every <= 0 || o.save_every < 0) bad("eval_every and log_every must be > 0");
+  if (o.keep_every < 0) bad("keep_every must be >= 0");
   if (o.best_metric != "auto" && o.best_metric != "loss" && o.best_metric != "accuracy")
     bad("best_metric must be auto, loss or accuracy");
   if (d.train.empty()) bad("no training examples");
@@ -162,7 +165,12 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
     st.log_loss_sum = js.at("log_loss_sum");
     st.log_tokens = js.at("log_tokens");
     st.history = js.at("history");
-    if (js.at("options") != opts.to_json())
+    // Options that only decide what is written or logged do not change the result.
+    auto affecting = [](nlohmann::json o) {
+      for (const char* k : {"keep_every", "save_every", "log_every"}) o.erase(k);
+      return o;
+    };
+    if (affecting(js.at("options")) != affecting(opts.to_json()))
       log_warn("train", "resuming with options that differ from the interrupted run's; results will differ");
     auto f = read_safetensors(from + "/optimizer.safetensors");
     TensorMap optim;
@@ -274,6 +282,11 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
         model->train();
       }
       if (eval_now || (opts.save_every > 0 && st.step % opts.save_every == 0)) save_last();
+      if (opts.keep_every > 0 && st.step % opts.keep_every == 0) {
+        char name[32];
+        std::snprintf(name, sizeof name, "/step-%06lld", static_cast<long long>(st.step));
+        replace_dir(out_dir + name, [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
+      }
     }
     if (st.step < opts.max_steps) {
       ++st.epoch;

@@ -118,6 +118,26 @@ TEST(Trainer, MaskedHeadsStayMaskedDuringTraining) {
   set_log_level(LogLevel::Info);
 }
 
+TEST(Trainer, KeepsSnapshotsForImportanceOverTraining) {
+  set_log_level(LogLevel::Warn);
+  test::TempDir dir;
+  ModelConfig cfg = tiny_config(Arch::DecoderLM);
+  torch::manual_seed(1);
+  Transformer model(cfg);
+  TrainOptions o = small_opts();
+  o.max_steps = 8;
+  o.keep_every = 4;
+  train_model(model, small_data(cfg), o, dir.path);
+  EXPECT_TRUE(std::filesystem::exists(dir / "step-000004/model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "step-000004/optimizer.safetensors"));  // model only
+  // The last snapshot is the final model.
+  model->eval();
+  auto snap = load_checkpoint(dir / "step-000008");
+  const Batch b = test::make_batch(cfg);
+  EXPECT_EQ(test::max_abs_diff(model->forward(b).logits, snap->forward(b).logits), 0.0);
+  set_log_level(LogLevel::Info);
+}
+
 TEST(Trainer, BadOptionsAreClearErrors) {
   ModelConfig cfg = tiny_config(Arch::DecoderLM);
   Transformer model(cfg);

@@ -37,6 +37,8 @@ struct TrainOptions {
   int64_t eval_every = 200;
   int64_t log_every = 50;
   int64_t save_every = 0;        // resume checkpoints between evaluations (0 = at evaluations only)
+  int64_t keep_every = 0;        // also keep OUT/step-NNNNNN (model only) every N steps, e.g. for
+                                 // importance over training (0 = none)
   std::string best_metric = "auto";  // auto (accuracy for classification, else loss) | loss | accuracy
   bool bf16 = false;  // bf16 autocast for forward/backward matmuls (fp32 master weights); ~4x faster GEMMs on CPUs with bf16 support
   uint64_t seed = 1;
