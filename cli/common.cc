@@ -1,7 +1,15 @@
 // Shared subcommand options (see header).
 #include "common.h"
 
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
 #include <CLI/CLI.hpp>
+
+#include "headprune/prune/plan.h"
+#include "headprune/train/run_config.h"
 
 namespace hp::cli {
 
@@ -22,6 +30,71 @@ void add_data_options(CLI::App* sub, DataArgs& d) {
 EvalSet load_data(const DataArgs& d, const LoadedModel& m, uint64_t seed) {
   return load_eval_set(m.model->config(), m.tokenizer, d.config_path, d.split, d.data_root, d.max_examples, seed,
                        d.synthetic_n);
+}
+
+void add_finetune_options(CLI::App* sub, FinetuneArgs& f) {
+  sub->add_option("--finetune-steps", f.steps, "recovery fine-tuning steps after pruning (0 = none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--finetune-lr", f.lr, "fine-tuning learning rate (default: the run config's)");
+  sub->add_option("--synthetic-train", f.synthetic_train, "training examples of the synthetic task for fine-tuning")
+      ->capture_default_str();
+}
+
+// Training data and options for recovery fine-tuning: the run config's train split and train
+// section, or the synthetic task's.
+std::pair<TrainData, TrainOptions> finetune_setup(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm,
+                                                  uint64_t seed) {
+  DataArgs train_args = d;
+  train_args.split = "train";
+  train_args.max_examples = 0;
+  train_args.synthetic_n = f.synthetic_train;
+  DataArgs valid_args = d;
+  valid_args.split = "valid";
+  TrainData td{load_data(train_args, lm, seed).examples, load_data(valid_args, lm, seed).examples};
+  TrainOptions to = d.config_path.empty() ? synthetic_run_config(lm.model->config().arch).train
+                                          : read_run_config(d.config_path).train;
+  if (f.lr > 0) to.lr = f.lr;
+  to.warmup_steps = std::min<int64_t>(to.warmup_steps, std::max<int64_t>(1, f.steps / 10));
+  to.seed = seed;
+  to.log_every = std::max<int64_t>(1, f.steps / 5);
+  return {std::move(td), to};
+}
+
+std::string fmt(double v, int prec) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(prec) << v;
+  return o.str();
+}
+
+uint64_t dir_bytes(const std::string& dir) {
+  uint64_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file()) n += e.file_size();
+  return n;
+}
+
+void StageTable::record(const std::string& stage, TransformerImpl& m) {
+  std::vector<Metric> ms = {metric};
+  if (metric != Metric::Loss) ms.push_back(Metric::Loss);
+  const auto r = measure(m, set, ms, options);
+  const auto heads = static_cast<int64_t>(kept_heads(m.config()).size() - m.masked_heads().size());
+  rows.push_back({stage, heads, m.n_parameters(), r.at(metric).value(), r.at(Metric::Loss).value()});
+}
+
+void StageTable::print(std::ostream& out) const {
+  out << std::left << std::setw(12) << "stage" << std::right << std::setw(8) << "heads" << std::setw(12) << "params"
+      << std::setw(12) << to_string(metric) << std::setw(10) << "loss" << "\n";
+  for (const auto& r : rows)
+    out << std::left << std::setw(12) << r.stage << std::right << std::setw(8) << r.heads << std::setw(12) << r.params
+        << std::setw(12) << fmt(r.metric) << std::setw(10) << fmt(r.loss) << "\n";
+}
+
+nlohmann::json StageTable::to_json() const {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : rows)
+    j.push_back({{"stage", r.stage}, {"heads", r.heads}, {"params", r.params}, {"metric", r.metric}, {"loss", r.loss}});
+  return j;
 }
 
 void PhaseProgress::operator()(const std::string& what, int64_t done, int64_t total) {

@@ -6,8 +6,15 @@
 #include <memory>
 #include <string>
 
+#include <iosfwd>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include "headprune/eval/task_eval.h"
 #include "headprune/io/checkpoint.h"
+#include "headprune/train/trainer.h"
 #include "headprune/util/progress.h"
 
 namespace CLI {
@@ -27,6 +34,38 @@ struct DataArgs {
 // Adds --config/--data, --split, --data-root, --max-examples and --synthetic.
 void add_data_options(CLI::App* sub, DataArgs& d);
 EvalSet load_data(const DataArgs& d, const LoadedModel& m, uint64_t seed);
+
+// Recovery fine-tuning after pruning (prune, curve, gates).
+struct FinetuneArgs {
+  int64_t steps = 0;
+  double lr = 0;  // 0 = the run config's
+  int64_t synthetic_train = 4000;
+};
+// Adds --finetune-steps, --finetune-lr and --synthetic-train.
+void add_finetune_options(CLI::App* sub, FinetuneArgs& f);
+// Training data and options: the run config's train split and train section, or the synthetic
+// task's; warm-up capped at a tenth of f.steps.
+std::pair<TrainData, TrainOptions> finetune_setup(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm,
+                                                  uint64_t seed);
+
+// The metric (and loss) of a model at successive stages (before, masked, removed, fine-tuned).
+struct StageTable {
+  Metric metric;
+  const EvalSet& set;
+  MetricOptions options;
+  struct Row {
+    std::string stage;
+    int64_t heads, params;
+    double metric, loss;
+  };
+  std::vector<Row> rows;
+  void record(const std::string& stage, TransformerImpl& model);
+  void print(std::ostream& out) const;
+  nlohmann::json to_json() const;
+};
+
+std::string fmt(double v, int precision = 4);  // fixed-point
+uint64_t dir_bytes(const std::string& dir);      // sum of the regular files' sizes
 
 // A progress callback (what, done, total) that draws one bar per phase on stderr.
 class PhaseProgress {

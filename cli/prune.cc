@@ -21,54 +21,6 @@
 namespace hp::cli {
 namespace {
 
-struct FinetuneArgs {
-  int64_t steps = 0;
-  double lr = 0;  // 0 = the run config's
-  int64_t synthetic_train = 4000;
-};
-
-void add_finetune_options(CLI::App* sub, FinetuneArgs& f) {
-  sub->add_option("--finetune-steps", f.steps, "recovery fine-tuning steps after pruning (0 = none)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  sub->add_option("--finetune-lr", f.lr, "fine-tuning learning rate (default: the run config's)");
-  sub->add_option("--synthetic-train", f.synthetic_train, "training examples of the synthetic task for fine-tuning")
-      ->capture_default_str();
-}
-
-// Training data and options for recovery fine-tuning: the run config's train split and train
-// section, or the synthetic task's.
-std::pair<TrainData, TrainOptions> finetune_setup(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm,
-                                                  uint64_t seed) {
-  DataArgs train_args = d;
-  train_args.split = "train";
-  train_args.max_examples = 0;
-  train_args.synthetic_n = f.synthetic_train;
-  DataArgs valid_args = d;
-  valid_args.split = "valid";
-  TrainData td{load_data(train_args, lm, seed).examples, load_data(valid_args, lm, seed).examples};
-  TrainOptions to = d.config_path.empty() ? synthetic_run_config(lm.model->config().arch).train
-                                          : read_run_config(d.config_path).train;
-  if (f.lr > 0) to.lr = f.lr;
-  to.warmup_steps = std::min<int64_t>(to.warmup_steps, std::max<int64_t>(1, f.steps / 10));
-  to.seed = seed;
-  to.log_every = std::max<int64_t>(1, f.steps / 5);
-  return {std::move(td), to};
-}
-
-std::string fmt(double v, int prec = 4) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(prec) << v;
-  return o.str();
-}
-
-uint64_t dir_bytes(const std::string& dir) {
-  uint64_t n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.is_regular_file()) n += e.file_size();
-  return n;
-}
-
 struct PruneCliOptions {
   std::string checkpoint, out_dir, strategy = "score", method = "gradient", target, layer_strategy = "uniform", heads,
                           layers, plan_file, metric, hf_type;
@@ -166,21 +118,8 @@ void run_prune(const PruneCliOptions& o, Context& ctx) {
   validate_plan(plan, lm.model->config());
   auto& model = *lm.model;
   model.eval();
-  struct Row {
-    std::string stage;
-    int64_t heads, params;
-    double metric, loss;
-  };
-  std::vector<Row> rows;
-  auto heads_of = [](TransformerImpl& m) {
-    return static_cast<int64_t>(kept_heads(m.config()).size() - m.masked_heads().size());
-  };
-  auto record = [&](const std::string& stage, TransformerImpl& m) {
-    std::vector<Metric> ms = {metric};
-    if (metric != Metric::Loss) ms.push_back(Metric::Loss);
-    const auto r = measure(m, set, ms, mo);
-    rows.push_back({stage, heads_of(m), m.n_parameters(), r.at(metric).value(), r.at(Metric::Loss).value()});
-  };
+  StageTable table{metric, set, mo, {}};
+  auto record = [&](const std::string& stage, TransformerImpl& m) { table.record(stage, m); };
   record("before", model);
   apply_plan_mask(model, plan);
   record("masked", model);
@@ -215,14 +154,7 @@ void run_prune(const PruneCliOptions& o, Context& ctx) {
   save_plan(o.out_dir + "/plan.json", plan);
 
   ctx.err << "[prune] " << plan.strategy << ": " << plan.heads.size() << " heads\n";
-  ctx.out << std::left << std::setw(12) << "stage" << std::right << std::setw(8) << "heads" << std::setw(12) << "params"
-          << std::setw(12) << to_string(metric) << std::setw(10) << "loss" << "\n";
-  nlohmann::json jr = nlohmann::json::array();
-  for (const auto& r : rows) {
-    ctx.out << std::left << std::setw(12) << r.stage << std::right << std::setw(8) << r.heads << std::setw(12)
-            << r.params << std::setw(12) << fmt(r.metric) << std::setw(10) << fmt(r.loss) << "\n";
-    jr.push_back({{"stage", r.stage}, {"heads", r.heads}, {"params", r.params}, {"metric", r.metric}, {"loss", r.loss}});
-  }
+  table.print(ctx.out);
   if (!compensation_table.is_null()) {
     ctx.out << "compensation (gradient importance of the kept heads, before -> after fine-tuning):\n";
     for (const auto& l : compensation_table["layers"])
@@ -237,7 +169,7 @@ void run_prune(const PruneCliOptions& o, Context& ctx) {
   ctx.out << "checkpoint " << before_bytes << " -> " << after_bytes << " bytes; saved " << o.out_dir << "/model and "
           << o.out_dir << "/plan.json\n";
   nlohmann::json summary = {{"checkpoint", o.checkpoint}, {"metric", to_string(metric)}, {"data", set.name},
-                            {"plan", plan.to_json()},     {"stages", jr},                {"bytes_before", before_bytes},
+                            {"plan", plan.to_json()},     {"stages", table.to_json()},                {"bytes_before", before_bytes},
                             {"bytes_after", after_bytes}, {"mask_only", o.mask_only}};
   if (!compensation_table.is_null()) summary["compensation"] = compensation_table;
   write_file_atomic(o.out_dir + "/summary.json", summary.dump(2) + "\n");

@@ -135,8 +135,11 @@ double metric_of(const EvalResult& r, bool accuracy) {
 }  // namespace
 
 TrainResult train_model(Transformer& model, const TrainData& data, const TrainOptions& opts, const std::string& out_dir,
-                        const std::map<std::string, std::string>& extra_files, const TrainProgressFn& progress) {
+                        const std::map<std::string, std::string>& extra_files, const TrainProgressFn& progress,
+                        const TrainHooks* hooks) {
   validate(opts, data);
+  if (hooks && opts.resume) throw std::invalid_argument("train: a run with extra trained parameters cannot be resumed");
+  const bool save = !hooks || hooks->save_checkpoints;
   make_directories(out_dir);
   const bool cls = model->config().arch == Arch::EncoderClassifier;
   const bool use_accuracy = opts.best_metric == "accuracy" || (opts.best_metric == "auto" && cls);
@@ -203,31 +206,39 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
   auto t_log = t_start;
   int64_t tokens_since_log = 0, steps_since_log = 0;
   double last_loss = 0;
+  bool stopped = false;
   while (st.step < opts.max_steps) {
     auto batches = make_token_batches(data.train, opts.batch_tokens, opts.max_batch, true,
                                       opts.seed * 1000003ull + static_cast<uint64_t>(st.epoch));
-    while (st.batch_in_epoch < static_cast<int64_t>(batches.size()) && st.step < opts.max_steps) {
+    while (st.batch_in_epoch < static_cast<int64_t>(batches.size()) && st.step < opts.max_steps && !stopped) {
       const auto& idx = batches[st.batch_in_epoch];
       std::vector<const Example*> ex;
       for (size_t i : idx) ex.push_back(&data.train[i]);
       Batch b = collate(ex, model->config().arch, model->config().pad_id);
       const double lr = lr_at(st.step + 1, opts.lr, opts.warmup_steps, opts.max_steps, opts.schedule);
       torch::Tensor loss;
+      if (hooks && hooks->before_forward) hooks->before_forward(st.step + 1);
       {
         AutocastBf16 autocast(opts.bf16);
         auto out = model->forward(b);
         loss = model->loss(out, b, cls ? 0.0 : opts.label_smoothing);
       }
+      const double task_loss = loss.item<double>();
+      if (hooks && hooks->extra_loss) {
+        auto extra = hooks->extra_loss(st.step + 1);
+        if (extra.defined()) loss = loss + extra;
+      }
       if (!std::isfinite(loss.item<double>()))
         throw std::runtime_error("train: loss became " + std::to_string(loss.item<double>()) + " at step " +
                                  std::to_string(st.step + 1) + " (try a lower lr or more warm-up)");
       loss.backward();
+      if (hooks && hooks->after_backward) hooks->after_backward(st.step + 1);
       if (opts.clip_norm > 0) torch::nn::utils::clip_grad_norm_(opt->parameters(), opts.clip_norm);
       opt->step(lr);
       opt->zero_grad();
       ++st.step;
       ++st.batch_in_epoch;
-      last_loss = loss.item<double>();
+      last_loss = task_loss;
       const int64_t n_tgt = count_target_tokens(b);
       st.log_loss_sum += last_loss * static_cast<double>(n_tgt);
       st.log_tokens += n_tgt;
@@ -257,15 +268,18 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
         res.last_loss = last_loss;
         return res;
       }
-      const bool eval_now = st.step % opts.eval_every == 0 || st.step == opts.max_steps;
+      const bool stop = hooks && hooks->stop && hooks->stop(st.step);
+      const bool eval_now = st.step % opts.eval_every == 0 || st.step == opts.max_steps || stop;
       if (eval_now) {
+        if (hooks && hooks->before_eval) hooks->before_eval();
         auto r = evaluate(*model, data.valid);
         const double m = metric_of(r, use_accuracy);
         const bool improved = !st.has_best || better(m, st.best);
         if (improved) {
           st.has_best = true;
           st.best = m;
-          replace_dir(out_dir + "/best", [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
+          if (save)
+            replace_dir(out_dir + "/best", [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
         }
         nlohmann::json rec = r.to_json();
         rec["step"] = st.step;
@@ -281,13 +295,15 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
         log_info("eval", line);
         model->train();
       }
-      if (eval_now || (opts.save_every > 0 && st.step % opts.save_every == 0)) save_last();
-      if (opts.keep_every > 0 && st.step % opts.keep_every == 0) {
+      if (save && (eval_now || (opts.save_every > 0 && st.step % opts.save_every == 0))) save_last();
+      if (save && opts.keep_every > 0 && st.step % opts.keep_every == 0) {
         char name[32];
         std::snprintf(name, sizeof name, "/step-%06lld", static_cast<long long>(st.step));
         replace_dir(out_dir + name, [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
       }
+      if (stop) stopped = true;
     }
+    if (stopped) break;
     if (st.step < opts.max_steps) {
       ++st.epoch;
       st.batch_in_epoch = 0;

@@ -67,10 +67,21 @@ struct TrainResult {
   bool interrupted = false;   // stopped by stop_after
 };
 
+// Extension points for methods that train extra parameters with the model (learned head gates).
+// Steps are 1-based update numbers. A run with hooks cannot be resumed.
+struct TrainHooks {
+  std::function<void(int64_t step)> before_forward;       // e.g. sample gates
+  std::function<torch::Tensor(int64_t step)> extra_loss;  // added to the task loss
+  std::function<void(int64_t step)> after_backward;       // e.g. update the extra parameters
+  std::function<void()> before_eval;                      // e.g. deterministic gates
+  std::function<bool(int64_t step)> stop;                 // true: end the run after this step
+  bool save_checkpoints = true;                           // best/, last/, step-N/
+};
+
 // Trains `model` in place (on resume it is replaced by the saved one). `extra_files` (e.g.
 // the tokenizer) are written into every checkpoint.
 TrainResult train_model(Transformer& model, const TrainData& data, const TrainOptions& opts, const std::string& out_dir,
                         const std::map<std::string, std::string>& extra_files = {},
-                        const TrainProgressFn& progress = nullptr);
+                        const TrainProgressFn& progress = nullptr, const TrainHooks* hooks = nullptr);
 
 }  // namespace hp

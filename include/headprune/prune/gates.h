@@ -1,0 +1,139 @@
+// Learned head gates, trained jointly with the model to a head budget:
+//   hard_concrete  Voita et al. 2019 §6 (Louizos et al. 2018): a Hard Concrete gate per head and
+//                  the expected-L0 penalty λ · Σ_h P(g_h ≠ 0), averaged over the gated layers as
+//                  Voita's code does. With a target head count, λ is steered each period (×growth
+//                  while too many heads are open, ÷growth while too few) until the count is exact.
+//   pass           "Pruning Attention Heads with Almost-sure Sparsity Targets": the penalty
+//                  c · [Σ_h P(g_h not binary) + |K0 − Σ_h P(g_h = 0)| + |(N − K0) − Σ_h P(g_h = 1)|]
+//                  for K0 = N − target closed gates; c grows ×growth each period while the count
+//                  of closed gates differs from K0; log α is clipped to [−clip, clip] and a closed
+//                  gate reopens with probability (its normalized Voita confidence) · decay^(k − 2)
+//                  at period k.
+//   passconc       PASS plus c · w · Σ_layers (1 − Π_{h in layer} P(g_h = 0)): kept heads are
+//                  concentrated in fewer layers, so whole attention layers empty and are skipped.
+// Training samples g = min(1, max(0, σ((log u − log(1−u) + log α)/β)·(r − l) + l)), u ~ U(0, 1);
+// evaluation uses the deterministic gate min(1, max(0, σ(log α)·(r − l) + l)). The gates multiply
+// each head's output through MultiHeadAttention::gate_probe; the model's own head_gate buffers
+// (masks) are left as they are. At the end a gate is closed when P(g = 0) > P(g = 1); the run
+// reports whether that count equals the target (no threshold is picked after the fact). The
+// closed heads are then masked, or removed physically by the caller (see cli/gates.cc).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "headprune/config.h"
+#include "headprune/model/transformer.h"
+#include "headprune/train/trainer.h"
+
+namespace hp {
+
+// The Hard Concrete distribution with stretch interval (l, r) and temperature beta.
+struct HardConcrete {
+  double beta = 0.33;  // Voita's code; Louizos and CoFi use 2/3
+  double l = -0.1, r = 1.1;
+
+  torch::Tensor sample(const torch::Tensor& log_alpha) const;         // differentiable, in [0, 1]
+  torch::Tensor deterministic(const torch::Tensor& log_alpha) const;  // evaluation gate
+  torch::Tensor p_open(const torch::Tensor& log_alpha) const;         // P(g ≠ 0), the expected L0
+  torch::Tensor p_zero(const torch::Tensor& log_alpha) const;         // P(g = 0) = 1 − p_open
+  torch::Tensor p_one(const torch::Tensor& log_alpha) const;          // P(g = 1)
+  void validate() const;  // beta > 0, l < 0, r > 1
+};
+
+// The penalties, on flat per-head probability vectors.
+torch::Tensor pass_penalty(const torch::Tensor& p0, const torch::Tensor& p1, double target_closed);
+// Σ over layers of 1 − Π P(g = 0); layer_sizes partitions p0 in order.
+torch::Tensor concentrator_penalty(const torch::Tensor& p0, const std::vector<int64_t>& layer_sizes);
+
+enum class GateMethod { HardConcrete, Pass, PassConc };
+std::string to_string(GateMethod m);
+GateMethod parse_gate_method(const std::string& s);  // hard_concrete (or l0) | pass | passconc
+
+struct GateOptions {
+  GateMethod method = GateMethod::PassConc;
+  std::optional<int64_t> target_kept;  // exact number of heads to keep (required by pass/passconc)
+  HardConcrete dist;
+  double coef = 0.1;          // λ of the L0 penalty, or PASS's starting coefficient
+  double coef_growth = 2.0;   // coefficient update per period (see above)
+  double coef_max = 1e4;
+  double concentrator_weight = 1.0;  // passconc: weight of the concentrator term relative to PASS's
+  int64_t period = 100;       // steps between checks (clip, reopen, coefficient, log line)
+  double clip = 5.0;          // pass/passconc: log α range (0 = no clipping)
+  bool reopen = true;         // pass/passconc: selective reopening of closed gates
+  double reopen_decay = 0.9;
+  double reopen_until = 0.75;  // fraction of max_steps after which no gate reopens
+  int64_t confidence_examples = 128;  // validation examples for the reopening confidence
+  double gate_lr = 0.05;      // Adam learning rate of log α
+  double init_log_alpha = 3.0;  // all gates start open (deterministic gate 1)
+  int64_t max_extra_steps = 0;  // train past max_steps, a period at a time, until the count is exact
+
+  void validate(int64_t n_heads) const;  // throws std::invalid_argument naming the option
+  nlohmann::json to_json() const;
+};
+
+// One gate per head of every attention layer that keeps heads, in model order.
+class HeadGateSet {
+ public:
+  HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha);
+
+  int64_t size() const { return log_alpha_.numel(); }
+  const std::vector<HeadId>& heads() const { return heads_; }
+  const std::vector<int64_t>& layer_sizes() const { return layer_sizes_; }
+  torch::Tensor& log_alpha() { return log_alpha_; }  // [N] leaf with requires_grad
+  const HardConcrete& dist() const { return dist_; }
+
+  void attach_sample();         // a fresh training sample on every gated attention
+  void attach_deterministic();  // evaluation gates
+  void detach();                // no gates (the model's masks only)
+  std::vector<bool> closed() const;  // P(g = 0) > P(g = 1)
+  int64_t n_closed() const;
+
+ private:
+  void attach(const torch::Tensor& g);
+  TransformerImpl& model_;
+  HardConcrete dist_;
+  torch::Tensor log_alpha_;
+  std::vector<HeadId> heads_;
+  std::vector<MultiHeadAttentionImpl*> modules_;
+  std::vector<int64_t> layer_sizes_;
+};
+
+struct GateTrainResult {
+  std::vector<HeadId> heads;  // every gated head, in the order of the log's per-head arrays
+  std::vector<HeadId> closed, kept;
+  int64_t target_kept = -1;  // -1: no target
+  bool reached_target = true;
+  int64_t steps = 0;
+  double final_coef = 0;
+  int64_t empty_layers = 0;  // attention layers whose every gate is closed
+  nlohmann::json log = nlohmann::json::array();  // one record per period (for plots)
+  nlohmann::json to_json() const;
+};
+
+// Per-period report: step, coefficient, expected open heads Σ P(g ≠ 0), closed gates.
+struct GateProgress {
+  int64_t step;
+  double coef, expected_open;
+  int64_t closed, n_heads;
+};
+
+// Trains the model and the gates together (train.max_steps steps, plus up to max_extra_steps
+// until the closed count is exact). The model must have no masked heads (remove them first).
+// Model checkpoints are not written (out_dir receives
+// history.json); the model keeps its trained weights, its masks unchanged and no gates attached.
+GateTrainResult train_gates(Transformer& model, const TrainData& data, const TrainOptions& train,
+                            const GateOptions& opts, const std::string& out_dir,
+                            const std::function<void(const GateProgress&)>& on_period = nullptr,
+                            const TrainProgressFn& progress = nullptr);
+
+// Attention layers (type, layer) that keep heads in the model but whose heads are all in `closed`.
+std::vector<std::pair<AttnType, int64_t>> emptied_layers(const ModelConfig& cfg, const std::vector<HeadId>& closed);
+
+}  // namespace hp

@@ -1,0 +1,324 @@
+// Learned head gates: Hard Concrete L0, PASS and PASSCONC (see header).
+#include "headprune/prune/gates.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "headprune/score/importance.h"
+#include "headprune/util/log.h"
+
+namespace hp {
+
+namespace {
+torch::Tensor stretch_clamp(const torch::Tensor& s, const HardConcrete& d) {
+  return (s * (d.r - d.l) + d.l).clamp(0.0, 1.0);
+}
+}  // namespace
+
+void HardConcrete::validate() const {
+  if (!(beta > 0)) throw std::invalid_argument("hard concrete: temperature beta must be > 0");
+  if (!(l < 0) || !(r > 1)) throw std::invalid_argument("hard concrete: stretch needs l < 0 and r > 1");
+}
+
+torch::Tensor HardConcrete::sample(const torch::Tensor& log_alpha) const {
+  constexpr double eps = 1e-6;
+  auto u = torch::rand(log_alpha.sizes(), log_alpha.options().requires_grad(false)).clamp(eps, 1.0 - eps);
+  auto s = torch::sigmoid((torch::log(u) - torch::log1p(-u) + log_alpha) / beta);
+  return stretch_clamp(s, *this);
+}
+
+torch::Tensor HardConcrete::deterministic(const torch::Tensor& log_alpha) const {
+  return stretch_clamp(torch::sigmoid(log_alpha), *this);
+}
+
+torch::Tensor HardConcrete::p_open(const torch::Tensor& log_alpha) const {
+  return torch::sigmoid(log_alpha - beta * std::log(-l / r));
+}
+
+torch::Tensor HardConcrete::p_zero(const torch::Tensor& log_alpha) const {
+  return torch::sigmoid(beta * std::log(-l / r) - log_alpha);
+}
+
+torch::Tensor HardConcrete::p_one(const torch::Tensor& log_alpha) const {
+  return torch::sigmoid(log_alpha - beta * std::log((1.0 - l) / (r - 1.0)));
+}
+
+torch::Tensor pass_penalty(const torch::Tensor& p0, const torch::Tensor& p1, double target_closed) {
+  const double n = static_cast<double>(p0.numel());
+  auto not_binary = (1.0 - p0 - p1).sum();
+  return not_binary + (target_closed - p0.sum()).abs() + ((n - target_closed) - p1.sum()).abs();
+}
+
+torch::Tensor concentrator_penalty(const torch::Tensor& p0, const std::vector<int64_t>& layer_sizes) {
+  int64_t total = 0;
+  for (auto n : layer_sizes) total += n;
+  if (total != p0.numel())
+    throw std::invalid_argument("concentrator_penalty: layer sizes add up to " + std::to_string(total) + ", not " +
+                                std::to_string(p0.numel()));
+  auto out = torch::zeros({}, p0.options());
+  int64_t off = 0;
+  for (auto n : layer_sizes) {
+    out = out + (1.0 - p0.slice(0, off, off + n).prod());
+    off += n;
+  }
+  return out;
+}
+
+std::string to_string(GateMethod m) {
+  switch (m) {
+    case GateMethod::HardConcrete: return "hard_concrete";
+    case GateMethod::Pass: return "pass";
+    case GateMethod::PassConc: return "passconc";
+  }
+  return "?";
+}
+
+GateMethod parse_gate_method(const std::string& s) {
+  if (s == "hard_concrete" || s == "hard-concrete" || s == "l0") return GateMethod::HardConcrete;
+  if (s == "pass") return GateMethod::Pass;
+  if (s == "passconc") return GateMethod::PassConc;
+  throw std::invalid_argument("unknown gate method '" + s + "' (expected hard_concrete, pass or passconc)");
+}
+
+void GateOptions::validate(int64_t n_heads) const {
+  auto bad = [](const std::string& m) { throw std::invalid_argument("gates: " + m); };
+  dist.validate();
+  if (method != GateMethod::HardConcrete && !target_kept) bad(to_string(method) + " needs a target head count");
+  if (target_kept && (*target_kept < 1 || *target_kept > n_heads))
+    bad("target of " + std::to_string(*target_kept) + " kept heads is outside [1, " + std::to_string(n_heads) +
+        "] (the model keeps " + std::to_string(n_heads) + " heads; keeping none would prune every head)");
+  if (!(coef >= 0)) bad("coefficient must be >= 0");
+  if (!(coef_growth >= 1)) bad("coefficient growth must be >= 1");
+  if (concentrator_weight < 0) bad("concentrator weight must be >= 0");
+  if (period < 1) bad("period must be >= 1");
+  if (clip < 0) bad("clip must be >= 0");
+  if (!(reopen_decay > 0 && reopen_decay <= 1)) bad("reopen decay must be in (0, 1]");
+  if (!(gate_lr > 0)) bad("gate learning rate must be > 0");
+  if (max_extra_steps < 0) bad("max extra steps must be >= 0");
+}
+
+nlohmann::json GateOptions::to_json() const {
+  return {{"method", to_string(method)},
+          {"target_kept", target_kept ? nlohmann::json(*target_kept) : nlohmann::json(nullptr)},
+          {"beta", dist.beta},
+          {"stretch", {dist.l, dist.r}},
+          {"coef", coef},
+          {"coef_growth", coef_growth},
+          {"concentrator_weight", concentrator_weight},
+          {"period", period},
+          {"clip", clip},
+          {"reopen", reopen},
+          {"reopen_decay", reopen_decay},
+          {"reopen_until", reopen_until},
+          {"gate_lr", gate_lr},
+          {"init_log_alpha", init_log_alpha},
+          {"max_extra_steps", max_extra_steps}};
+}
+
+HeadGateSet::HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha)
+    : model_(model), dist_(dist) {
+  for (const auto& g : model.gates()) {
+    if (g.heads.empty()) continue;
+    modules_.push_back(&model.attention(g.type, g.layer));
+    layer_sizes_.push_back(static_cast<int64_t>(g.heads.size()));
+    for (auto h : g.heads) heads_.push_back({g.type, g.layer, h});
+  }
+  if (heads_.empty()) throw std::invalid_argument("gates: the model keeps no heads");
+  log_alpha_ = torch::full({static_cast<int64_t>(heads_.size())}, init_log_alpha, torch::kFloat).requires_grad_(true);
+}
+
+void HeadGateSet::attach(const torch::Tensor& g) {
+  int64_t off = 0;
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    const int64_t n = layer_sizes_[i];
+    modules_[i]->gate_probe = g.slice(0, off, off + n).view({1, n, 1, 1});
+    off += n;
+  }
+}
+
+void HeadGateSet::attach_sample() { attach(dist_.sample(log_alpha_)); }
+
+void HeadGateSet::attach_deterministic() {
+  torch::NoGradGuard no_grad;
+  attach(dist_.deterministic(log_alpha_).detach());
+}
+
+void HeadGateSet::detach() {
+  for (auto* m : modules_) m->gate_probe = torch::Tensor();
+}
+
+std::vector<bool> HeadGateSet::closed() const {
+  torch::NoGradGuard no_grad;
+  auto c = (dist_.p_zero(log_alpha_) > dist_.p_one(log_alpha_)).contiguous();
+  std::vector<bool> out(heads_.size());
+  auto a = c.accessor<bool, 1>();
+  for (size_t i = 0; i < out.size(); ++i) out[i] = a[static_cast<int64_t>(i)];
+  return out;
+}
+
+int64_t HeadGateSet::n_closed() const {
+  auto c = closed();
+  return std::count(c.begin(), c.end(), true);
+}
+
+nlohmann::json GateTrainResult::to_json() const {
+  nlohmann::json c = nlohmann::json::array(), k = nlohmann::json::array();
+  for (const auto& h : closed) c.push_back(hp::to_string(h));
+  for (const auto& h : kept) k.push_back(hp::to_string(h));
+  return {{"closed", c},
+          {"kept", k},
+          {"n_kept", kept.size()},
+          {"n_closed", closed.size()},
+          {"target_kept", target_kept < 0 ? nlohmann::json(nullptr) : nlohmann::json(target_kept)},
+          {"reached_target", reached_target},
+          {"steps", steps},
+          {"final_coef", final_coef},
+          {"empty_layers", empty_layers}};
+}
+
+std::vector<std::pair<AttnType, int64_t>> emptied_layers(const ModelConfig& cfg, const std::vector<HeadId>& closed) {
+  std::vector<std::pair<AttnType, int64_t>> out;
+  for (auto t : cfg.attn_types()) {
+    const auto& layers = cfg.heads(t);
+    for (int64_t l = 0; l < static_cast<int64_t>(layers.size()); ++l) {
+      if (layers[l].empty()) continue;
+      bool all = true;
+      for (auto h : layers[l])
+        if (std::find(closed.begin(), closed.end(), HeadId{t, l, h}) == closed.end()) all = false;
+      if (all) out.emplace_back(t, l);
+    }
+  }
+  return out;
+}
+
+GateTrainResult train_gates(Transformer& model, const TrainData& data, const TrainOptions& train,
+                            const GateOptions& opts, const std::string& out_dir,
+                            const std::function<void(const GateProgress&)>& on_period,
+                            const TrainProgressFn& progress) {
+  if (!model->masked_heads().empty())
+    throw std::invalid_argument("gates: the model has " + std::to_string(model->masked_heads().size()) +
+                                " masked heads; remove them first (apply_plan_remove) so every gate is a live head");
+  HeadGateSet gates(*model, opts.dist, opts.init_log_alpha);
+  const int64_t n = gates.size();
+  opts.validate(n);
+  const bool pass = opts.method != GateMethod::HardConcrete;
+  const double target_closed = opts.target_kept ? static_cast<double>(n - *opts.target_kept) : 0.0;
+  const double n_layers = static_cast<double>(gates.layer_sizes().size());
+  torch::optim::Adam gate_opt({gates.log_alpha()}, torch::optim::AdamOptions(opts.gate_lr));
+  double coef = opts.coef;
+
+  // Reopening confidence (Voita): accumulated over the periods on a slice of the validation set.
+  EvalSet conf_set{"valid", {}, {}, {}};
+  for (size_t i = 0; i < data.valid.size() && static_cast<int64_t>(i) < opts.confidence_examples; ++i)
+    conf_set.examples.push_back(data.valid[i]);
+  std::vector<double> confidence(static_cast<size_t>(n), 0.0);
+  std::mt19937_64 rng(train.seed * 7919ull + 17);
+
+  GateTrainResult res;
+  res.heads = gates.heads();
+  res.target_kept = opts.target_kept ? *opts.target_kept : -1;
+
+  auto penalty = [&]() {
+    auto la = gates.log_alpha();
+    if (!pass) return coef * gates.dist().p_open(la).sum() / n_layers;
+    auto p0 = gates.dist().p_zero(la), p1 = gates.dist().p_one(la);
+    auto t = pass_penalty(p0, p1, target_closed);
+    if (opts.method == GateMethod::PassConc)
+      t = t + opts.concentrator_weight * concentrator_penalty(p0, gates.layer_sizes());
+    return coef * t;
+  };
+
+  auto record = [&](int64_t step) {
+    torch::NoGradGuard no_grad;
+    auto la = gates.log_alpha().detach();
+    auto po = gates.dist().p_open(la);
+    const int64_t closed = gates.n_closed();
+    std::vector<double> p(po.data_ptr<float>(), po.data_ptr<float>() + n);
+    std::vector<double> a(la.data_ptr<float>(), la.data_ptr<float>() + n);
+    res.log.push_back({{"step", step},
+                       {"coef", coef},
+                       {"expected_open", po.sum().item<double>()},
+                       {"closed", closed},
+                       {"p_open", p},
+                       {"log_alpha", a}});
+    if (on_period) on_period({step, coef, po.sum().item<double>(), closed, n});
+    return closed;
+  };
+
+  auto periodic = [&](int64_t step) {
+    const int64_t k = step / opts.period;  // period number, 1-based
+    if (pass) {
+      torch::NoGradGuard no_grad;
+      if (opts.clip > 0) gates.log_alpha().clamp_(-opts.clip, opts.clip);
+      if (opts.reopen && static_cast<double>(step) <= opts.reopen_until * static_cast<double>(train.max_steps)) {
+        gates.attach_deterministic();
+        ScoreOptions so;
+        so.seed = train.seed;
+        auto conf = score_heads(*model, conf_set, ScoreMethod::Confidence, so);
+        model->train();
+        double mx = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          confidence[i] += conf.at(gates.heads()[i]);
+          mx = std::max(mx, confidence[i]);
+        }
+        const auto closed = gates.closed();
+        const double decay = std::pow(opts.reopen_decay, static_cast<double>(k - 2));
+        std::uniform_real_distribution<double> unif(0.0, 1.0);
+        auto la = gates.log_alpha().accessor<float, 1>();
+        for (int64_t i = 0; i < n; ++i) {
+          const double u = unif(rng);  // drawn for every head, so the stream does not depend on the state
+          if (closed[i] && mx > 0 && u < std::min(1.0, confidence[i] / mx * decay))
+            la[i] = static_cast<float>(opts.init_log_alpha);
+        }
+      }
+    }
+    const int64_t closed = record(step);
+    if (opts.target_kept) {
+      if (pass) {
+        if (closed != static_cast<int64_t>(target_closed)) coef = std::min(opts.coef_max, coef * opts.coef_growth);
+      } else if (closed < static_cast<int64_t>(target_closed)) {
+        coef = std::min(opts.coef_max, coef * opts.coef_growth);
+      } else if (closed > static_cast<int64_t>(target_closed)) {
+        coef /= opts.coef_growth;
+      }
+    }
+    return closed;
+  };
+
+  int64_t last_closed = -1;
+  TrainHooks hooks;
+  hooks.save_checkpoints = false;
+  hooks.before_forward = [&](int64_t) { gates.attach_sample(); };
+  hooks.extra_loss = [&](int64_t) { return penalty(); };
+  hooks.after_backward = [&](int64_t step) {
+    gate_opt.step();
+    gate_opt.zero_grad();
+    if (step % opts.period == 0) last_closed = periodic(step);
+  };
+  hooks.before_eval = [&] { gates.attach_deterministic(); };
+  hooks.stop = [&](int64_t step) {
+    if (step < train.max_steps || step % opts.period != 0) return false;
+    return !opts.target_kept || last_closed == static_cast<int64_t>(target_closed);
+  };
+  TrainOptions topts = train;
+  topts.max_steps = train.max_steps + opts.max_extra_steps;
+  topts.resume = false;
+  // The model's lr schedule spans max_steps + max_extra_steps (only the linear decay depends on it).
+  auto tr = train_model(model, data, topts, out_dir, {}, progress, &hooks);
+  gates.detach();
+  res.steps = tr.steps;
+  res.final_coef = coef;
+  const auto closed = gates.closed();
+  for (int64_t i = 0; i < n; ++i) (closed[i] ? res.closed : res.kept).push_back(gates.heads()[i]);
+  if (res.log.empty() || res.log.back().at("step").get<int64_t>() != tr.steps) record(tr.steps);
+  res.reached_target = !opts.target_kept || static_cast<int64_t>(res.kept.size()) == *opts.target_kept;
+  res.empty_layers = static_cast<int64_t>(emptied_layers(model->config(), res.closed).size());
+  if (!res.reached_target)
+    log_warn("gates", "kept " + std::to_string(res.kept.size()) + " heads, not the target " +
+                          std::to_string(*opts.target_kept) + "; train longer (--extra-steps) or raise --coef");
+  return res;
+}
+
+}  // namespace hp

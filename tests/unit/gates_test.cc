@@ -1,0 +1,179 @@
+// Learned gates: the Hard Concrete distribution against Monte-Carlo estimates, the PASS and
+// concentrator terms against hand-computed values, and joint training to an exact head count.
+#include <cmath>
+#include <iostream>
+
+#include <gtest/gtest.h>
+
+#include "headprune/data/synthetic.h"
+#include "headprune/prune/gates.h"
+#include "headprune/util/log.h"
+#include "test_util.h"
+
+namespace hp {
+namespace {
+
+TEST(HardConcrete, SamplesLieInTheUnitIntervalWithExactZerosAndOnes) {
+  torch::manual_seed(1);
+  HardConcrete d;
+  auto g = d.sample(torch::zeros({20000}));
+  EXPECT_GE(g.min().item<double>(), 0.0);
+  EXPECT_LE(g.max().item<double>(), 1.0);
+  EXPECT_GT((g == 0).sum().item<int64_t>(), 1000);  // the stretch puts mass exactly on 0 and 1
+  EXPECT_GT((g == 1).sum().item<int64_t>(), 1000);
+  EXPECT_GT(((g > 0) & (g < 1)).sum().item<int64_t>(), 1000);
+}
+
+TEST(HardConcrete, ClosedFormsMatchMonteCarlo) {
+  torch::manual_seed(2);
+  for (double beta : {0.33, 2.0 / 3.0}) {
+    HardConcrete d;
+    d.beta = beta;
+    for (double la : {-3.0, -0.5, 0.0, 1.0, 4.0}) {
+      const int64_t n = 200000;
+      auto g = d.sample(torch::full({n}, la));
+      const auto lat = torch::full({1}, la);
+      const double mc_open = (g != 0).to(torch::kDouble).mean().item<double>();
+      const double mc_zero = (g == 0).to(torch::kDouble).mean().item<double>();
+      const double mc_one = (g == 1).to(torch::kDouble).mean().item<double>();
+      SCOPED_TRACE("beta " + std::to_string(beta) + " log alpha " + std::to_string(la));
+      EXPECT_NEAR(d.p_open(lat).item<double>(), mc_open, 0.005);  // the expected L0
+      EXPECT_NEAR(d.p_zero(lat).item<double>(), mc_zero, 0.005);
+      EXPECT_NEAR(d.p_one(lat).item<double>(), mc_one, 0.005);
+      EXPECT_NEAR(d.p_zero(lat).item<double>() + d.p_open(lat).item<double>(), 1.0, 1e-6);
+    }
+  }
+}
+
+TEST(HardConcrete, DeterministicGateAndGradient) {
+  HardConcrete d;
+  auto la = torch::tensor({-10.0, 0.0, 10.0});
+  auto g = d.deterministic(la);
+  EXPECT_EQ(g[0].item<double>(), 0.0);
+  EXPECT_NEAR(g[1].item<double>(), 0.5, 1e-6);  // sigmoid(0) * 1.2 - 0.1
+  EXPECT_EQ(g[2].item<double>(), 1.0);
+  // The sample is differentiable in log alpha (where it is not clamped).
+  torch::manual_seed(3);
+  auto x = torch::zeros({1000}, torch::requires_grad());
+  d.sample(x).sum().backward();
+  EXPECT_GT(x.grad().abs().sum().item<double>(), 0.0);
+  HardConcrete bad;
+  bad.l = 0.1;
+  EXPECT_THROW(bad.validate(), std::invalid_argument);
+}
+
+TEST(PassPenalty, MatchesHandComputedValues) {
+  auto p0 = torch::tensor({0.9, 0.1, 0.5}), p1 = torch::tensor({0.05, 0.8, 0.3});
+  // not binary 0.05 + 0.1 + 0.2 = 0.35; |1 - 1.5| = 0.5; |2 - 1.15| = 0.85.
+  EXPECT_NEAR(pass_penalty(p0, p1, 1.0).item<double>(), 1.7, 1e-6);
+  // Binary gates at exactly the target cost nothing.
+  EXPECT_NEAR(pass_penalty(torch::tensor({1.0, 0.0, 0.0}), torch::tensor({0.0, 1.0, 1.0}), 1.0).item<double>(), 0.0,
+              1e-9);
+  // ... and one gate off target costs 2 (one too many closed, one too few open).
+  EXPECT_NEAR(pass_penalty(torch::tensor({1.0, 1.0, 0.0}), torch::tensor({0.0, 0.0, 1.0}), 1.0).item<double>(), 2.0,
+              1e-9);
+}
+
+TEST(PassPenalty, ConcentratorCountsLayersNotEntirelyClosed) {
+  auto p0 = torch::tensor({1.0, 1.0, 0.5, 0.5, 0.5});
+  EXPECT_NEAR(concentrator_penalty(p0, {2, 3}).item<double>(), 0.875, 1e-9);  // 0 + (1 - 0.125)
+  EXPECT_NEAR(concentrator_penalty(torch::zeros({4}), {1, 3}).item<double>(), 2.0, 1e-9);
+  EXPECT_THROW(concentrator_penalty(p0, {2, 2}), std::invalid_argument);
+}
+
+struct GateRun {
+  GateTrainResult res;
+  Transformer model{nullptr};
+};
+
+GateRun train_tiny(GateMethod method, int64_t target_kept, double concentrator = 1.0, int64_t layers = 2) {
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  cfg.n_encoder_layers = layers;
+  cfg.encoder_self_heads.clear();
+  cfg.n_classes = 2;
+  cfg.finalize();
+  torch::manual_seed(0);
+  GateRun r{{}, Transformer(cfg)};
+  TrainData data{synthetic_examples(cfg, 512, 3, 10, 1), synthetic_examples(cfg, 64, 3, 10, 2)};
+  TrainOptions t;
+  t.max_steps = 200;
+  t.batch_tokens = 256;
+  t.lr = 2e-3;
+  t.warmup_steps = 10;
+  t.eval_every = 1000;
+  t.log_every = 1000;
+  t.seed = 5;
+  GateOptions g;
+  g.method = method;
+  g.target_kept = target_kept;
+  g.period = 20;
+  g.gate_lr = 0.1;
+  g.concentrator_weight = concentrator;
+  g.max_extra_steps = 400;
+  g.confidence_examples = 16;
+  test::TempDir dir;
+  r.res = train_gates(r.model, data, t, g, dir.path);
+  return r;
+}
+
+TEST(GateTraining, EachMethodReachesTheExactTarget) {
+  set_log_level(LogLevel::Error);
+  for (auto m : {GateMethod::HardConcrete, GateMethod::Pass, GateMethod::PassConc}) {
+    SCOPED_TRACE(to_string(m));
+    auto r = train_tiny(m, 3);
+    EXPECT_TRUE(r.res.reached_target);
+    EXPECT_EQ(r.res.kept.size(), 3u);
+    EXPECT_EQ(r.res.closed.size() + r.res.kept.size(), 8u);
+    EXPECT_FALSE(r.res.log.empty());
+    EXPECT_EQ(r.res.log.back().at("p_open").size(), 8u);
+    // Gates are detached afterwards; the model's own masks are untouched.
+    EXPECT_TRUE(r.model->masked_heads().empty());
+    for (const auto& g : r.model->gates()) EXPECT_FALSE(r.model->attention(g.type, g.layer).gate_probe.defined());
+  }
+  set_log_level(LogLevel::Info);
+}
+
+TEST(GateTraining, ConcentratorEmptiesWholeLayers) {
+  set_log_level(LogLevel::Error);
+  // 4 layers of 4 heads, keep 4: PASSCONC with a strong concentrator packs them into few layers.
+  auto conc = train_tiny(GateMethod::PassConc, 4, 5.0, 4);
+  ASSERT_TRUE(conc.res.reached_target);
+  EXPECT_GE(conc.res.empty_layers, 2);
+  EXPECT_EQ(conc.res.empty_layers,
+            static_cast<int64_t>(emptied_layers(conc.model->config(), conc.res.closed).size()));
+  auto plain = train_tiny(GateMethod::Pass, 4, 1.0, 4);
+  ASSERT_TRUE(plain.res.reached_target);
+  EXPECT_LT(plain.res.empty_layers, conc.res.empty_layers);
+  std::cout << "empty layers: pass " << plain.res.empty_layers << " (" << plain.res.steps << " steps), passconc "
+            << conc.res.empty_layers << " (" << conc.res.steps << " steps)\n";
+  set_log_level(LogLevel::Info);
+}
+
+TEST(GateTraining, BadOptionsAreClearErrors) {
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  cfg.n_classes = 2;
+  cfg.finalize();
+  Transformer model(cfg);
+  TrainData data{synthetic_examples(cfg, 16, 3, 6, 1), synthetic_examples(cfg, 8, 3, 6, 2)};
+  test::TempDir dir;
+  GateOptions g;
+  g.method = GateMethod::Pass;  // no target
+  EXPECT_THROW(train_gates(model, data, {}, g, dir.path), std::invalid_argument);
+  g.target_kept = 0;
+  try {
+    train_gates(model, data, {}, g, dir.path);
+    FAIL() << "keeping no head must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("prune every head"), std::string::npos) << e.what();
+  }
+  g.target_kept = 9;
+  EXPECT_THROW(train_gates(model, data, {}, g, dir.path), std::invalid_argument);
+  model->set_gate({AttnType::EncoderSelf, 0, 1}, 0.0);
+  g.target_kept = 4;
+  EXPECT_THROW(train_gates(model, data, {}, g, dir.path), std::invalid_argument);
+  EXPECT_THROW(parse_gate_method("l1"), std::invalid_argument);
+  EXPECT_EQ(parse_gate_method("l0"), GateMethod::HardConcrete);
+}
+
+}  // namespace
+}  // namespace hp
