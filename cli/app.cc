@@ -34,6 +34,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   register_importance(app, ctx);
   register_prune(app, ctx);
   register_gates(app, ctx);
+  register_bench(app, ctx);
   try {
     app.parse(argc, argv);
     return 0;

@@ -1,0 +1,61 @@
+// Inference benchmarks of whole models, side by side: latency (median and spread over
+// repetitions), throughput, the FLOP count of the forward pass and, against the first model, the
+// FLOP-proportional ideal speedup next to the measured one.
+//
+// Models are timed in rounds: every repetition runs each model once, in turn, so slow drifts of a
+// shared machine affect them alike and the ratios stay comparable. Inputs are random token ids
+// (no padding) of a fixed length; encoder-decoder models get the same length on both sides.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/config.h"
+#include "headprune/model/transformer.h"
+
+namespace hp {
+
+// Multiply-adds × 2 of one forward pass (projections, attention scores and weighted values,
+// feed-forward, output layer); LayerNorm, softmax and activations are not counted. Attention
+// layers with no heads count nothing (they are skipped).
+double forward_flops(const ModelConfig& cfg, int64_t batch, int64_t seq_len);
+
+struct BenchOptions {
+  std::vector<int64_t> batch_sizes = {1, 4, 16, 64};
+  std::vector<int64_t> seq_lens = {128};
+  int64_t warmup = 2;
+  int64_t reps = 10;
+  uint64_t seed = 1;
+};
+
+struct BenchRecord {
+  std::string model;
+  int64_t batch = 0, seq_len = 0;
+  double median_ms = 0, p10_ms = 0, p90_ms = 0;
+  double examples_per_s = 0, tokens_per_s = 0;
+  int64_t params = 0;
+  int64_t heads = 0;
+  double gflops = 0;
+  double ideal_speedup = 1, measured_speedup = 1;  // against the first model at the same shape
+  nlohmann::json to_json() const;
+};
+
+struct BenchModel {
+  std::string name;
+  Transformer model{nullptr};
+};
+
+// Runs the grid for every model (in inference mode, eval mode). progress(done, total) after each
+// shape.
+std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const BenchOptions& opts,
+                                      const std::function<void(int64_t, int64_t)>& progress = nullptr);
+
+// Threads, BLAS and its kernel set, LibTorch version, peak resident memory so far.
+nlohmann::json bench_environment();
+int64_t peak_rss_kb();
+
+}  // namespace hp
