@@ -156,4 +156,50 @@ std::vector<std::pair<std::string, std::string>> read_parallel(const std::string
   return out;
 }
 
+std::vector<UdSentence> read_conllu(const std::string& path, int64_t max_sentences) {
+  const auto lines = read_lines(path);
+  std::vector<UdSentence> out;
+  UdSentence cur;
+  std::vector<size_t> head_lines;  // line of each word, for errors found at the sentence's end
+  auto finish = [&]() {
+    const auto n = static_cast<int64_t>(cur.words.size());
+    for (size_t i = 0; i < cur.words.size(); ++i)
+      if (cur.words[i].head > n)
+        throw std::runtime_error(where(path, head_lines[i]) + ": HEAD " + std::to_string(cur.words[i].head) +
+                                 " is beyond the sentence's " + std::to_string(n) + " words");
+    if (!cur.words.empty()) out.push_back(std::move(cur));
+    cur = UdSentence();
+    head_lines.clear();
+  };
+  for (size_t li = 0; li < lines.size(); ++li) {
+    if (max_sentences > 0 && static_cast<int64_t>(out.size()) >= max_sentences) break;
+    const std::string& line = lines[li];
+    if (is_blank(line)) {
+      finish();
+      continue;
+    }
+    if (line[0] == '#') {
+      const std::string key = "# sent_id = ";
+      if (line.compare(0, key.size(), key) == 0) cur.id = line.substr(key.size());
+      continue;
+    }
+    const auto f = split_tabs(line);
+    if (f.size() != 10)
+      throw std::runtime_error(where(path, li) + ": expected 10 tab-separated CoNLL-U fields, got " +
+                               std::to_string(f.size()));
+    if (f[0].find_first_of("-.") != std::string::npos) continue;  // multiword token or empty node
+    const std::string expected = std::to_string(cur.words.size() + 1);
+    if (f[0] != expected)
+      throw std::runtime_error(where(path, li) + ": expected word ID " + expected + ", got '" + f[0] + "'");
+    int64_t head = 0;
+    if (!parse_label(f[6], &head))
+      throw std::runtime_error(where(path, li) + ": HEAD must be a non-negative integer, got '" + f[6] + "'");
+    cur.words.push_back({f[1], head, f[7]});
+    head_lines.push_back(li);
+  }
+  if (max_sentences <= 0 || static_cast<int64_t>(out.size()) < max_sentences) finish();
+  if (out.empty()) throw std::runtime_error(path + ": no sentences (expected CoNLL-U)");
+  return out;
+}
+
 }  // namespace hp

@@ -36,4 +36,21 @@ std::vector<TextExample> read_tsv_classification(const std::string& path, const 
 std::vector<std::pair<std::string, std::string>> read_parallel(const std::string& src_path,
                                                                const std::string& tgt_path);
 
+// A sentence of a CoNLL-U treebank (Universal Dependencies): its syntactic words in order.
+struct UdWord {
+  std::string form;
+  int64_t head = 0;    // 1-based index of the head word, 0 for the root
+  std::string deprel;  // e.g. "nsubj", "obl:tmod"
+};
+struct UdSentence {
+  std::string id;  // "# sent_id = ..." (empty if absent)
+  std::vector<UdWord> words;
+};
+
+// CoNLL-U (plain or .gz): comment lines (#) are read for sent_id; multiword-token ranges ("3-4")
+// and empty nodes ("5.1") are skipped; a blank line ends a sentence. Errors name PATH:LINE: a line
+// without 10 tab-separated fields, an ID that is not the next word number, a HEAD that is not an
+// integer in [0, words in the sentence]. max_sentences > 0 stops after that many.
+std::vector<UdSentence> read_conllu(const std::string& path, int64_t max_sentences = 0);
+
 }  // namespace hp
