@@ -12,8 +12,6 @@ namespace hp {
 
 namespace {
 
-std::string base_relation(const std::string& deprel) { return deprel.substr(0, deprel.find(':')); }
-
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -95,7 +93,7 @@ std::vector<RelationScore> score_relations(const Pointers& p, const std::vector<
                                       std::to_string(words.size()) + " words but " + std::to_string(p[s].size()) +
                                       " pointers");
         for (size_t d = 0; d < words.size(); ++d) {
-          if (words[d].head == 0 || base_relation(words[d].deprel) != rel) continue;
+          if (words[d].head == 0 || words[d].deprel != rel) continue;
           const int64_t dep = static_cast<int64_t>(d), head = words[d].head - 1;
           const int64_t from = to_head ? dep : head, to = to_head ? head : dep;
           ++r.pairs;

@@ -235,5 +235,25 @@ TEST(ReadersData, LanguageModelText) {
   EXPECT_EQ(read_lines(root + "/lm/tinyshakespeare/input.txt.gz").size(), 40000u);
 }
 
+TEST(ReadersData, UdEnglishEwt) {
+  HP_REQUIRE_SHARED_DATA(root);
+  struct Split {
+    const char* name;
+    size_t sentences;
+    int64_t nsubj;
+  };
+  for (const Split& s : {Split{"dev", 2001, 2137}, Split{"test", 2077, 2074}, Split{"train", 12544, 17377}}) {
+    const auto sents = read_conllu(root + "/ud_english_ewt/en_ewt-ud-" + s.name + ".conllu.gz");
+    EXPECT_EQ(sents.size(), s.sentences) << s.name;
+    int64_t nsubj = 0;  // labels starting with nsubj (nsubj, nsubj:pass, nsubj:outer ...)
+    for (const auto& x : sents)
+      for (const auto& w : x.words) {
+        nsubj += w.deprel.rfind("nsubj", 0) == 0;
+        ASSERT_LE(w.head, static_cast<int64_t>(x.words.size()));
+      }
+    EXPECT_EQ(nsubj, s.nsubj) << s.name;
+  }
+}
+
 }  // namespace
 }  // namespace hp

@@ -79,8 +79,8 @@ std::vector<std::vector<int64_t>> word_pointers(const torch::Tensor& attention,
                                                 const std::vector<std::pair<int64_t, int64_t>>& word_spans);
 
 PositionalRole classify_positional(const Pointers& p, const RoleOptions& o = {});
-// One score per relation and direction (pairs with the root as head are skipped; a relation is
-// matched on the part of deprel before ':').
+// One score per relation and direction (pairs with the root as head are skipped). Labels match
+// exactly: UD subtypes such as nsubj:pass (UD v1's nsubjpass) are relations of their own.
 std::vector<RelationScore> score_relations(const Pointers& p, const std::vector<UdSentence>& sentences,
                                            const RoleOptions& o = {});
 // rarest[s] = index of sentence s's least frequent word.
