@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev
   libcli11-dev
   zlib1g-dev
+  libicu-dev              # Unicode properties, case mapping and normalization (HF tokenizers)
 )
 
 missing=()

@@ -1,0 +1,74 @@
+// Tokenizers of HuggingFace checkpoints, so imported BERT and GPT-2 models run on text:
+//   WordPieceTokenizer   BERT: vocab.txt; basic tokenization (text cleaning, CJK characters split
+//                        out, lower-casing and accent stripping per do_lower_case, punctuation split)
+//                        then greedy longest-match-first word pieces with "##" continuations.
+//   ByteLevelBpeTokenizer  GPT-2: vocab.json + merges.txt; GPT-2's pre-tokenization pattern
+//                        ('s 't 're 've 'm 'll 'd | ?letters | ?numbers | ?other | spaces), bytes
+//                        mapped to printable characters, then BPE by merge rank.
+// Unicode properties (categories, case mapping, NFC/NFD) come from ICU. Plain C++ (no LibTorch).
+// Text is UTF-8; an invalid byte sequence is read as U+FFFD.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace hp {
+
+class WordPieceTokenizer {
+ public:
+  struct Options {
+    bool do_lower_case = true;
+    std::optional<bool> strip_accents;  // unset: follow do_lower_case (as HF does)
+    bool tokenize_chinese_chars = true;
+    std::string unk_token = "[UNK]";
+    int64_t max_chars_per_word = 100;
+  };
+  // One token a line; the line number (from 0) is the id. Errors name the file (missing, empty,
+  // duplicate entries with their line numbers, no unk token).
+  static WordPieceTokenizer load(const std::string& vocab_txt, const Options& opts);
+  static WordPieceTokenizer from_vocab(const std::vector<std::string>& vocab, const Options& opts,
+                                       const std::string& what = "vocabulary");
+
+  std::vector<std::string> basic_tokenize(const std::string& text) const;  // words and punctuation
+  std::vector<std::string> tokenize(const std::string& text) const;        // word pieces
+  std::vector<int64_t> encode(const std::string& text) const;              // ids, no [CLS]/[SEP]
+  std::optional<int64_t> id(const std::string& token) const;
+  int64_t vocab_size() const { return static_cast<int64_t>(vocab_.size()); }
+
+ private:
+  std::vector<std::string> wordpiece(const std::string& word) const;
+  Options opts_;
+  std::vector<std::string> vocab_;
+  std::unordered_map<std::string, int64_t> ids_;
+};
+
+class ByteLevelBpeTokenizer {
+ public:
+  // vocab.json: {"token": id, ...}; merges.txt: an optional "#version" line, then "a b" per line in
+  // rank order. Errors name the file and line.
+  static ByteLevelBpeTokenizer load(const std::string& vocab_json, const std::string& merges_txt);
+  static ByteLevelBpeTokenizer from_parts(const std::map<std::string, int64_t>& vocab,
+                                          const std::vector<std::pair<std::string, std::string>>& merges);
+
+  std::vector<std::string> pre_tokenize(const std::string& text) const;  // raw UTF-8 pieces
+  std::vector<std::string> tokenize(const std::string& text) const;      // byte-level BPE tokens
+  std::vector<int64_t> encode(const std::string& text) const;
+  std::string decode(const std::vector<int64_t>& ids) const;  // an unknown id is std::invalid_argument
+  int64_t vocab_size() const { return static_cast<int64_t>(by_id_.size()); }
+
+  // GPT-2's reversible map from the 256 byte values to printable code points, as UTF-8.
+  static const std::vector<std::string>& byte_symbols();
+
+ private:
+  std::vector<std::string> bpe(const std::string& piece) const;
+  std::unordered_map<std::string, int64_t> ids_;
+  std::map<int64_t, std::string> by_id_;
+  std::map<std::pair<std::string, std::string>, int64_t> ranks_;
+};
+
+}  // namespace hp

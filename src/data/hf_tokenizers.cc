@@ -1,0 +1,404 @@
+// WordPiece (BERT) and byte-level BPE (GPT-2) tokenizers (see header).
+#include "headprune/data/hf_tokenizers.h"
+
+#include <climits>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <unicode/locid.h>
+#include <unicode/normalizer2.h>
+#include <unicode/uchar.h>
+#include <unicode/unistr.h>
+#include <unicode/utf8.h>
+
+#include "headprune/data/readers.h"
+#include "headprune/io/files.h"
+
+namespace hp {
+
+namespace {
+
+// UTF-8 -> code points; an invalid byte becomes U+FFFD.
+std::vector<UChar32> code_points(const std::string& s) {
+  std::vector<UChar32> out;
+  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+  const auto n = static_cast<int32_t>(s.size());
+  for (int32_t i = 0; i < n;) {
+    UChar32 c;
+    U8_NEXT(p, i, n, c);
+    out.push_back(c < 0 ? 0xFFFD : c);
+  }
+  return out;
+}
+
+std::string utf8(UChar32 c) {
+  char buf[4];
+  int32_t n = 0;
+  U8_APPEND_UNSAFE(buf, n, c);
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string utf8(const std::vector<UChar32>& cs) {
+  std::string out;
+  for (auto c : cs) out += utf8(c);
+  return out;
+}
+
+bool category_starts(UChar32 c, char letter) {
+  const auto t = static_cast<UCharCategory>(u_charType(c));
+  switch (letter) {
+    case 'C':
+      return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_SURROGATE || t == U_PRIVATE_USE_CHAR ||
+             t == U_UNASSIGNED;
+    case 'P':
+      return t == U_DASH_PUNCTUATION || t == U_START_PUNCTUATION || t == U_END_PUNCTUATION ||
+             t == U_CONNECTOR_PUNCTUATION || t == U_OTHER_PUNCTUATION || t == U_INITIAL_PUNCTUATION ||
+             t == U_FINAL_PUNCTUATION;
+    case 'L':
+      return t == U_UPPERCASE_LETTER || t == U_LOWERCASE_LETTER || t == U_TITLECASE_LETTER ||
+             t == U_MODIFIER_LETTER || t == U_OTHER_LETTER;
+    case 'N':
+      return t == U_DECIMAL_DIGIT_NUMBER || t == U_LETTER_NUMBER || t == U_OTHER_NUMBER;
+  }
+  return false;
+}
+
+// BERT's definitions (transformers' tokenization_bert / tokenization_utils).
+bool bert_whitespace(UChar32 c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || u_charType(c) == U_SPACE_SEPARATOR;
+}
+bool bert_control(UChar32 c) {
+  if (c == '\t' || c == '\n' || c == '\r') return false;
+  return category_starts(c, 'C');
+}
+bool bert_punctuation(UChar32 c) {
+  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
+  return category_starts(c, 'P');
+}
+bool cjk(UChar32 c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+std::string lower_case(const std::string& s) {
+  std::string out;
+  icu::UnicodeString::fromUTF8(s).toLower(icu::Locale::getRoot()).toUTF8String(out);
+  return out;
+}
+
+std::string nfc(const std::string& s) {
+  UErrorCode err = U_ZERO_ERROR;
+  const icu::Normalizer2* norm = icu::Normalizer2::getNFCInstance(err);
+  if (U_FAILURE(err)) throw std::runtime_error("ICU: no NFC normalizer");
+  icu::UnicodeString d = norm->normalize(icu::UnicodeString::fromUTF8(s), err);
+  if (U_FAILURE(err)) throw std::runtime_error("ICU: NFC normalization failed");
+  std::string out;
+  d.toUTF8String(out);
+  return out;
+}
+
+std::string strip_accents(const std::string& s) {
+  UErrorCode err = U_ZERO_ERROR;
+  const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(err);
+  if (U_FAILURE(err)) throw std::runtime_error("ICU: no NFD normalizer");
+  icu::UnicodeString d = nfd->normalize(icu::UnicodeString::fromUTF8(s), err);
+  if (U_FAILURE(err)) throw std::runtime_error("ICU: NFD normalization failed");
+  std::string nfd_utf8;
+  d.toUTF8String(nfd_utf8);
+  std::vector<UChar32> kept;
+  for (auto c : code_points(nfd_utf8))
+    if (u_charType(c) != U_NON_SPACING_MARK) kept.push_back(c);
+  return utf8(kept);
+}
+
+// Python's str.isspace(), which the `regex` module's \s follows.
+bool py_space(UChar32 c) { return u_isUWhiteSpace(c) || (c >= 0x1C && c <= 0x1F); }
+
+}  // namespace
+
+// ---- WordPiece -------------------------------------------------------------------------------
+
+WordPieceTokenizer WordPieceTokenizer::from_vocab(const std::vector<std::string>& vocab, const Options& opts,
+                                                  const std::string& what) {
+  if (vocab.empty()) throw std::invalid_argument(what + ": empty vocabulary");
+  WordPieceTokenizer t;
+  t.opts_ = opts;
+  t.vocab_ = vocab;
+  for (size_t i = 0; i < vocab.size(); ++i) {
+    const auto [it, fresh] = t.ids_.emplace(vocab[i], static_cast<int64_t>(i));
+    if (!fresh)
+      throw std::invalid_argument(what + ": token '" + vocab[i] + "' on lines " + std::to_string(it->second + 1) +
+                                  " and " + std::to_string(i + 1));
+  }
+  if (!t.ids_.count(opts.unk_token))
+    throw std::invalid_argument(what + ": no unknown token '" + opts.unk_token + "' in the vocabulary");
+  return t;
+}
+
+WordPieceTokenizer WordPieceTokenizer::load(const std::string& vocab_txt, const Options& opts) {
+  auto lines = read_lines(vocab_txt);
+  for (auto& l : lines)  // HF strips the line end only; keep inner and leading spaces as they are
+    while (!l.empty() && (l.back() == '\r' || l.back() == '\n')) l.pop_back();
+  return from_vocab(lines, opts, vocab_txt);
+}
+
+std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& text) const {
+  // Clean, space out CJK characters, then split on whitespace.
+  std::vector<UChar32> cleaned;
+  for (auto c : code_points(text)) {
+    if (c == 0 || c == 0xFFFD || bert_control(c)) continue;
+    if (bert_whitespace(c)) {
+      cleaned.push_back(' ');
+    } else if (opts_.tokenize_chinese_chars && cjk(c)) {
+      cleaned.push_back(' ');
+      cleaned.push_back(c);
+      cleaned.push_back(' ');
+    } else {
+      cleaned.push_back(c);
+    }
+  }
+  cleaned = code_points(nfc(utf8(cleaned)));  // as HF's BasicTokenizer (NFC before splitting)
+  std::vector<std::string> words;
+  std::vector<UChar32> cur;
+  auto flush_word = [&] {
+    if (cur.empty()) return;
+    std::string w = utf8(cur);
+    cur.clear();
+    const bool strip = opts_.strip_accents.value_or(opts_.do_lower_case);
+    if (opts_.do_lower_case) w = lower_case(w);
+    if (strip) w = strip_accents(w);
+    // Split on punctuation: each punctuation character is a token of its own.
+    std::vector<UChar32> piece;
+    for (auto c : code_points(w)) {
+      if (bert_punctuation(c)) {
+        if (!piece.empty()) words.push_back(utf8(piece));
+        piece.clear();
+        words.push_back(utf8(c));
+      } else {
+        piece.push_back(c);
+      }
+    }
+    if (!piece.empty()) words.push_back(utf8(piece));
+  };
+  for (auto c : cleaned) {
+    if (c == ' ') flush_word();
+    else cur.push_back(c);
+  }
+  flush_word();
+  return words;
+}
+
+std::vector<std::string> WordPieceTokenizer::wordpiece(const std::string& word) const {
+  const auto cs = code_points(word);
+  if (static_cast<int64_t>(cs.size()) > opts_.max_chars_per_word) return {opts_.unk_token};
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < cs.size()) {
+    size_t end = cs.size();
+    std::string found;
+    while (start < end) {
+      std::string sub = utf8(std::vector<UChar32>(cs.begin() + static_cast<std::ptrdiff_t>(start),
+                                                  cs.begin() + static_cast<std::ptrdiff_t>(end)));
+      if (start > 0) sub = "##" + sub;
+      if (ids_.count(sub)) {
+        found = sub;
+        break;
+      }
+      --end;
+    }
+    if (found.empty()) return {opts_.unk_token};  // one unmatchable piece makes the whole word unknown
+    out.push_back(found);
+    start = end;
+  }
+  return out;
+}
+
+std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) const {
+  std::vector<std::string> out;
+  for (const auto& w : basic_tokenize(text))
+    for (auto& p : wordpiece(w)) out.push_back(std::move(p));
+  return out;
+}
+
+std::vector<int64_t> WordPieceTokenizer::encode(const std::string& text) const {
+  std::vector<int64_t> out;
+  for (const auto& t : tokenize(text)) out.push_back(ids_.at(t));
+  return out;
+}
+
+std::optional<int64_t> WordPieceTokenizer::id(const std::string& token) const {
+  const auto it = ids_.find(token);
+  if (it == ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+// ---- byte-level BPE -------------------------------------------------------------------------
+
+const std::vector<std::string>& ByteLevelBpeTokenizer::byte_symbols() {
+  static const std::vector<std::string> table = [] {
+    std::vector<std::string> t(256);
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      t[static_cast<size_t>(b)] = utf8(printable ? b : next++);
+    }
+    return t;
+  }();
+  return table;
+}
+
+ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_parts(const std::map<std::string, int64_t>& vocab,
+                                                        const std::vector<std::pair<std::string, std::string>>& merges) {
+  ByteLevelBpeTokenizer t;
+  for (const auto& [tok, id] : vocab) {
+    if (id < 0) throw std::invalid_argument("vocabulary: token '" + tok + "' has a negative id");
+    if (!t.by_id_.emplace(id, tok).second)
+      throw std::invalid_argument("vocabulary: id " + std::to_string(id) + " is used twice");
+    t.ids_[tok] = id;
+  }
+  for (size_t i = 0; i < merges.size(); ++i) t.ranks_.emplace(merges[i], static_cast<int64_t>(i));
+  return t;
+}
+
+ByteLevelBpeTokenizer ByteLevelBpeTokenizer::load(const std::string& vocab_json, const std::string& merges_txt) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(vocab_json));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(vocab_json + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw std::runtime_error(vocab_json + ": expected a JSON object {token: id}");
+  std::map<std::string, int64_t> vocab;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_number_integer())
+      throw std::runtime_error(vocab_json + ": the id of '" + it.key() + "' is not an integer");
+    vocab[it.key()] = it.value().get<int64_t>();
+  }
+  std::vector<std::pair<std::string, std::string>> merges;
+  const auto lines = read_lines(merges_txt);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto& l = lines[i];
+    if ((i == 0 && l.rfind("#version", 0) == 0) || l.empty()) continue;
+    const auto sp = l.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 >= l.size() || l.find(' ', sp + 1) != std::string::npos)
+      throw std::runtime_error(merges_txt + ":" + std::to_string(i + 1) + ": expected two symbols separated by one "
+                               "space, got '" + l + "'");
+    merges.emplace_back(l.substr(0, sp), l.substr(sp + 1));
+  }
+  try {
+    return from_parts(vocab, merges);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(vocab_json + ": " + e.what());
+  }
+}
+
+std::vector<std::string> ByteLevelBpeTokenizer::pre_tokenize(const std::string& text) const {
+  const auto cs = code_points(text);
+  const size_t n = cs.size();
+  std::vector<std::string> out;
+  auto run = [&](size_t i, auto pred) {
+    while (i < n && pred(cs[i])) ++i;
+    return i;
+  };
+  auto letter = [](UChar32 c) { return category_starts(c, 'L'); };
+  auto number = [](UChar32 c) { return category_starts(c, 'N'); };
+  auto other = [](UChar32 c) { return !py_space(c) && !category_starts(c, 'L') && !category_starts(c, 'N'); };
+  size_t i = 0;
+  while (i < n) {
+    size_t end = 0;
+    // 's 't 're 've 'm 'll 'd
+    if (cs[i] == '\'' && i + 1 < n) {
+      for (const char* suf : {"s", "t", "re", "ve", "m", "ll", "d"}) {
+        const size_t len = std::char_traits<char>::length(suf);
+        bool ok = true;
+        for (size_t k = 0; ok && k < len; ++k) ok = i + 1 + k < n && cs[i + 1 + k] == static_cast<UChar32>(suf[k]);
+        if (ok) {
+          end = i + 1 + len;
+          break;
+        }
+      }
+    }
+    const size_t j = (cs[i] == ' ' && i + 1 < n) ? i + 1 : i;  // the optional leading space
+    if (!end && letter(cs[j])) end = run(j, letter);
+    if (!end && number(cs[j])) end = run(j, number);
+    if (!end && other(cs[j])) end = run(j, other);
+    if (!end) {
+      // \s+(?!\S): whitespace not followed by a non-space, else \s+.
+      const size_t w = run(i, py_space);
+      end = (w < n && w - i > 1) ? w - 1 : w;
+    }
+    out.push_back(utf8(std::vector<UChar32>(cs.begin() + static_cast<std::ptrdiff_t>(i),
+                                            cs.begin() + static_cast<std::ptrdiff_t>(end))));
+    i = end;
+  }
+  return out;
+}
+
+std::vector<std::string> ByteLevelBpeTokenizer::bpe(const std::string& piece) const {
+  std::vector<std::string> syms;
+  for (unsigned char b : piece) syms.push_back(byte_symbols()[b]);
+  while (syms.size() > 1) {
+    int64_t best = LLONG_MAX;
+    size_t at = 0;
+    for (size_t k = 0; k + 1 < syms.size(); ++k) {
+      const auto it = ranks_.find({syms[k], syms[k + 1]});
+      if (it != ranks_.end() && it->second < best) {
+        best = it->second;
+        at = k;
+      }
+    }
+    if (best == LLONG_MAX) break;
+    // Merge every occurrence of the best pair, left to right (as GPT-2's bpe() does).
+    const std::string a = syms[at], b = syms[at + 1];
+    std::vector<std::string> merged;
+    for (size_t k = 0; k < syms.size();) {
+      if (k + 1 < syms.size() && syms[k] == a && syms[k + 1] == b) {
+        merged.push_back(a + b);
+        k += 2;
+      } else {
+        merged.push_back(syms[k++]);
+      }
+    }
+    syms = std::move(merged);
+  }
+  return syms;
+}
+
+std::vector<std::string> ByteLevelBpeTokenizer::tokenize(const std::string& text) const {
+  std::vector<std::string> out;
+  for (const auto& p : pre_tokenize(text))
+    for (auto& t : bpe(p)) out.push_back(std::move(t));
+  return out;
+}
+
+std::vector<int64_t> ByteLevelBpeTokenizer::encode(const std::string& text) const {
+  std::vector<int64_t> out;
+  for (const auto& t : tokenize(text)) {
+    const auto it = ids_.find(t);
+    if (it == ids_.end()) throw std::invalid_argument("byte-level BPE: token '" + t + "' is not in the vocabulary");
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+std::string ByteLevelBpeTokenizer::decode(const std::vector<int64_t>& ids) const {
+  static const std::unordered_map<std::string, unsigned char> back = [] {
+    std::unordered_map<std::string, unsigned char> m;
+    for (int b = 0; b < 256; ++b) m[byte_symbols()[static_cast<size_t>(b)]] = static_cast<unsigned char>(b);
+    return m;
+  }();
+  std::string out;
+  for (auto id : ids) {
+    const auto it = by_id_.find(id);
+    if (it == by_id_.end()) throw std::invalid_argument("byte-level BPE: id " + std::to_string(id) + " is not in the vocabulary");
+    for (auto c : code_points(it->second)) {
+      const auto b = back.find(utf8(c));
+      if (b == back.end()) throw std::invalid_argument("byte-level BPE: token '" + it->second + "' is not byte-level");
+      out.push_back(static_cast<char>(b->second));
+    }
+  }
+  return out;
+}
+
+}  // namespace hp
