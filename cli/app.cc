@@ -36,6 +36,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   register_gates(app, ctx);
   register_bench(app, ctx);
   register_roles(app, ctx);
+  register_export(app, ctx);
   try {
     app.parse(argc, argv);
     return 0;

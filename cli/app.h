@@ -34,6 +34,7 @@ void register_prune(CLI::App& app, Context& ctx);       // prune, curve
 void register_gates(CLI::App& app, Context& ctx);
 void register_bench(CLI::App& app, Context& ctx);
 void register_roles(CLI::App& app, Context& ctx);
+void register_export(CLI::App& app, Context& ctx);
 
 // Applies --threads/--seed/--log-level; subcommands call it first.
 void apply_globals(const Context& ctx);

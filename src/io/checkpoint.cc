@@ -1,5 +1,6 @@
 // Checkpoint directories (see header).
 #include "headprune/io/checkpoint.h"
+#include "headprune/io/hf.h"
 
 #include <algorithm>
 #include <sstream>
@@ -43,6 +44,7 @@ ModelConfig load_config(const std::string& dir) {
 }
 
 Transformer load_checkpoint(const std::string& dir) {
+  if (is_hf_dir(dir)) return import_hf(dir).model;  // HuggingFace BERT / GPT-2 directory
   ModelConfig cfg = load_config(dir);
   const std::string path = join_path(dir, kWeightsFile);
   if (!is_file(path)) {

@@ -17,6 +17,7 @@ constexpr const char* kConfigFile = "config.json";
 constexpr const char* kWeightsFile = "model.safetensors";
 
 ModelConfig load_config(const std::string& dir);  // dir/config.json, strictly validated
+// A headprune checkpoint, or a HuggingFace BERT / GPT-2 directory (see io/hf.h).
 Transformer load_checkpoint(const std::string& dir);
 constexpr const char* kTokenizerFile = "tokenizer.json";
 

@@ -1,0 +1,54 @@
+// HuggingFace checkpoints: import BERT (BertModel, BertForSequenceClassification) and GPT-2
+// (GPT2Model, GPT2LMHeadModel) from a directory with config.json and model.safetensors, and export
+// a (pruned) model back in HF's layout.
+//
+// Names are translated through one table per architecture (see hf.cc); GPT-2's fused, transposed
+// c_attn (Conv1D, weight [in, 3*out]) is split into Q/K/V, and its Conv1D weights are transposed.
+// Loading is strict: every tensor the model needs is present with the expected shape, and nothing
+// is left over (except position-id and causal-mask buffers that older files carry). The config's
+// `pruned_heads` ({"layer": [original head ids]}) is honoured: those heads are absent and the
+// tensors hold only the kept heads, in original order. Export writes pruned_heads in HF's v4
+// convention (num_attention_heads / n_head unchanged; the kept heads' weights, sliced).
+// A directory with only pytorch_model.bin is an error that says how to convert it: LibTorch cannot
+// unpickle it from C++, and unpickling runs code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/model/state.h"
+#include "headprune/model/transformer.h"
+
+namespace hp {
+
+// True for a directory whose config.json has a "model_type" (and is not a headprune config).
+bool is_hf_dir(const std::string& dir);
+
+struct HfModel {
+  Transformer model{nullptr};
+  std::string model_type;                   // "bert" or "gpt2"
+  nlohmann::json config;                    // the HF config as read
+  std::vector<std::string> initialized;     // tensors the file lacked and that were initialized
+                                            // (a BertModel has no classifier: it gets a fresh one)
+};
+
+HfModel import_hf(const std::string& dir);
+// The same, from a config and tensors with HF names (what import_hf reads from the directory).
+HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source);
+
+// The HF tensors and config of a model (gate-masked heads are removed first). `base_config` (e.g.
+// the imported one) supplies fields headprune does not model (id2label, token ids ...); the model
+// type follows the architecture: encoder_classifier -> BERT, decoder_lm -> GPT-2. A model that HF's
+// classes cannot express (sinusoidal positions, pre-LayerNorm BERT ...) is std::invalid_argument.
+struct HfExport {
+  nlohmann::json config;
+  TensorMap tensors;
+};
+HfExport to_hf(TransformerImpl& model, const nlohmann::json& base_config = nlohmann::json::object());
+// Writes dir/config.json and dir/model.safetensors atomically.
+void export_hf(const std::string& dir, TransformerImpl& model,
+               const nlohmann::json& base_config = nlohmann::json::object());
+
+}  // namespace hp

@@ -1,0 +1,483 @@
+// HuggingFace BERT / GPT-2 import and export (see header).
+#include "headprune/io/hf.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <stdexcept>
+
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+#include "headprune/io/safetensors.h"
+#include "headprune/prune/remove_heads.h"
+
+namespace hp {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  throw std::runtime_error(source + ": " + what);
+}
+
+int64_t req_int(const nlohmann::json& c, const char* key, const std::string& source) {
+  if (!c.contains(key) || !c.at(key).is_number_integer())
+    fail(source, std::string("config field '") + key + "' is missing or not an integer");
+  return c.at(key).get<int64_t>();
+}
+
+int64_t opt_int(const nlohmann::json& c, const char* key, int64_t dflt, const std::string& source) {
+  if (!c.contains(key) || c.at(key).is_null()) return dflt;
+  if (!c.at(key).is_number_integer()) fail(source, std::string("config field '") + key + "' must be an integer");
+  return c.at(key).get<int64_t>();
+}
+
+double opt_num(const nlohmann::json& c, const char* key, double dflt, const std::string& source) {
+  if (!c.contains(key) || c.at(key).is_null()) return dflt;
+  if (!c.at(key).is_number()) fail(source, std::string("config field '") + key + "' must be a number");
+  return c.at(key).get<double>();
+}
+
+Activation parse_hf_activation(const std::string& s, const std::string& source) {
+  if (s == "gelu") return Activation::Gelu;
+  if (s == "gelu_new" || s == "gelu_pytorch_tanh" || s == "gelu_fast") return Activation::GeluTanh;
+  if (s == "relu") return Activation::Relu;
+  fail(source, "activation '" + s + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
+}
+
+std::string hf_activation(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return "gelu";
+    case Activation::GeluTanh: return "gelu_new";
+    case Activation::Relu: return "relu";
+  }
+  return "gelu";
+}
+
+// pruned_heads {"layer": [ids]} -> kept heads per layer.
+std::vector<std::vector<int64_t>> kept_from_pruned(const nlohmann::json& c, int64_t layers, int64_t heads,
+                                                   const std::string& source) {
+  std::vector<std::vector<int64_t>> kept(static_cast<size_t>(layers));
+  std::vector<std::set<int64_t>> pruned(static_cast<size_t>(layers));
+  if (c.contains("pruned_heads") && !c.at("pruned_heads").is_null()) {
+    const auto& p = c.at("pruned_heads");
+    if (!p.is_object()) fail(source, "pruned_heads must be an object {\"layer\": [head ids]}");
+    for (auto it = p.begin(); it != p.end(); ++it) {
+      int64_t l = -1;
+      try {
+        size_t used = 0;
+        l = std::stoll(it.key(), &used);
+        if (used != it.key().size()) l = -1;
+      } catch (const std::exception&) {
+      }
+      if (l < 0 || l >= layers)
+        fail(source, "pruned_heads: layer '" + it.key() + "' is not in [0, " + std::to_string(layers) + ")");
+      if (!it.value().is_array()) fail(source, "pruned_heads['" + it.key() + "'] must be a list of head ids");
+      for (const auto& h : it.value()) {
+        if (!h.is_number_integer() || h.get<int64_t>() < 0 || h.get<int64_t>() >= heads)
+          fail(source, "pruned_heads['" + it.key() + "']: head " + h.dump() + " is not in [0, " +
+                           std::to_string(heads) + ")");
+        pruned[static_cast<size_t>(l)].insert(h.get<int64_t>());
+      }
+    }
+  }
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t h = 0; h < heads; ++h)
+      if (!pruned[static_cast<size_t>(l)].count(h)) kept[static_cast<size_t>(l)].push_back(h);
+  return kept;
+}
+
+// Tensors by HF name with a known prefix stripped; takes them out one by one.
+class HfTensors {
+ public:
+  HfTensors(const TensorMap& t, const std::string& prefix, const std::string& source) : source_(source) {
+    for (const auto& [k, v] : t) {
+      std::string name = k.rfind(prefix, 0) == 0 ? k.substr(prefix.size()) : k;
+      // Old BERT files name LayerNorm parameters gamma / beta.
+      for (const auto& [from, to] : {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"},
+                                     {"LayerNorm.beta", "LayerNorm.bias"}})
+        if (name.size() >= from.size() && name.compare(name.size() - from.size(), from.size(), from) == 0)
+          name = name.substr(0, name.size() - from.size()) + to;
+      left_[name] = v;
+      original_[name] = k;
+    }
+  }
+  bool has(const std::string& name) const { return left_.count(name) > 0; }
+  // The tensor, checked against the expected shape (empty = any).
+  torch::Tensor take(const std::string& name, std::vector<int64_t> shape = {}) {
+    auto it = left_.find(name);
+    if (it == left_.end()) fail(source_, "missing tensor '" + name + "'");
+    auto t = it->second;
+    if (!shape.empty() && t.sizes().vec() != shape)
+      fail(source_, "tensor '" + original_[name] + "' has shape " + shape_str(t.sizes()) + ", expected " +
+                        shape_str(shape) + " (from config.json and its pruned_heads)");
+    left_.erase(it);
+    return t.to(torch::kFloat);
+  }
+  void drop_if(const std::function<bool(const std::string&)>& ignorable) {
+    for (auto it = left_.begin(); it != left_.end();) it = ignorable(it->first) ? left_.erase(it) : std::next(it);
+  }
+  void expect_empty() const {
+    if (!left_.empty())
+      fail(source_, "unexpected tensor '" + original_.at(left_.begin()->first) + "' (" +
+                        std::to_string(left_.size()) + " left over)");
+  }
+
+ private:
+  std::string source_;
+  TensorMap left_;
+  std::map<std::string, std::string> original_;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+HfModel import_bert(const nlohmann::json& c, const TensorMap& tensors, const std::string& source) {
+  ModelConfig cfg;
+  cfg.arch = Arch::EncoderClassifier;
+  cfg.vocab_size = req_int(c, "vocab_size", source);
+  cfg.d_model = req_int(c, "hidden_size", source);
+  cfg.n_heads = req_int(c, "num_attention_heads", source);
+  cfg.n_encoder_layers = req_int(c, "num_hidden_layers", source);
+  cfg.d_ff = req_int(c, "intermediate_size", source);
+  cfg.max_positions = req_int(c, "max_position_embeddings", source);
+  cfg.n_segments = opt_int(c, "type_vocab_size", 2, source);
+  cfg.layer_norm_eps = opt_num(c, "layer_norm_eps", 1e-12, source);
+  cfg.dropout = opt_num(c, "hidden_dropout_prob", 0.1, source);
+  cfg.attention_dropout = opt_num(c, "attention_probs_dropout_prob", 0.1, source);
+  cfg.pad_id = opt_int(c, "pad_token_id", 0, source);
+  cfg.activation = parse_hf_activation(c.value("hidden_act", std::string("gelu")), source);
+  if (c.value("position_embedding_type", std::string("absolute")) != "absolute")
+    fail(source, "position_embedding_type '" + c.at("position_embedding_type").get<std::string>() +
+                     "' is not supported (absolute only)");
+  if (cfg.n_heads <= 0 || cfg.d_model % cfg.n_heads != 0)
+    fail(source, "hidden_size must be a multiple of num_attention_heads");
+  cfg.positional = Positional::Learned;
+  cfg.norm = NormPosition::Post;
+  cfg.embed_layer_norm = true;
+  cfg.tie_embeddings = false;
+  cfg.encoder_self_heads = kept_from_pruned(c, cfg.n_encoder_layers, cfg.n_heads, source);
+
+  const bool prefixed = std::any_of(tensors.begin(), tensors.end(), [](const auto& kv) { return kv.first.rfind("bert.", 0) == 0; });
+  HfTensors t(tensors, prefixed ? "bert." : "", source);
+  const bool has_classifier = t.has("classifier.weight");
+  if (has_classifier) {
+    cfg.n_classes = tensors.at("classifier.weight").size(0);
+  } else if (c.contains("id2label") && c.at("id2label").is_object() && !c.at("id2label").empty()) {
+    cfg.n_classes = static_cast<int64_t>(c.at("id2label").size());
+  } else {
+    cfg.n_classes = opt_int(c, "num_labels", 2, source);
+  }
+  try {
+    cfg.finalize();
+  } catch (const std::invalid_argument& e) {
+    fail(source, std::string("config: ") + e.what());
+  }
+  HfModel out;
+  out.model_type = "bert";
+  out.config = c;
+  out.model = Transformer(cfg);
+  TensorMap s = state_dict(*out.model);
+  auto put = [&](const std::string& ours, const std::string& hf) { s[ours] = t.take(hf, s.at(ours).sizes().vec()); };
+  auto linear = [&](const std::string& ours, const std::string& hf) {
+    put(ours + ".weight", hf + ".weight");
+    put(ours + ".bias", hf + ".bias");
+  };
+  put("encoder.embed_tokens.weight", "embeddings.word_embeddings.weight");
+  put("encoder.embed_positions.weight", "embeddings.position_embeddings.weight");
+  put("encoder.embed_segments.weight", "embeddings.token_type_embeddings.weight");
+  linear("encoder.embed_norm", "embeddings.LayerNorm");
+  for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
+    const std::string hf = "encoder.layer." + std::to_string(l) + ".", ours = "encoder.layers." + std::to_string(l) + ".";
+    linear(ours + "self_attn.q_proj", hf + "attention.self.query");
+    linear(ours + "self_attn.k_proj", hf + "attention.self.key");
+    linear(ours + "self_attn.v_proj", hf + "attention.self.value");
+    linear(ours + "self_attn.o_proj", hf + "attention.output.dense");
+    linear(ours + "self_attn_norm", hf + "attention.output.LayerNorm");
+    linear(ours + "ffn.fc1", hf + "intermediate.dense");
+    linear(ours + "ffn.fc2", hf + "output.dense");
+    linear(ours + "ffn_norm", hf + "output.LayerNorm");
+  }
+  // BertModel checkpoints have no classifier (and may have no pooler): those start fresh.
+  for (const auto& [ours, hf] : {std::pair<std::string, std::string>{"pooler", "pooler.dense"}, {"classifier", "classifier"}}) {
+    if (t.has(hf + ".weight")) {
+      linear(ours, hf);
+    } else {
+      out.initialized.push_back(ours + ".weight");
+      out.initialized.push_back(ours + ".bias");
+    }
+  }
+  t.drop_if([](const std::string& n) { return n == "embeddings.position_ids"; });
+  t.expect_empty();
+  load_state_strict(*out.model, s, source);
+  out.model->eval();
+  return out;
+}
+
+HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std::string& source) {
+  ModelConfig cfg;
+  cfg.arch = Arch::DecoderLM;
+  cfg.vocab_size = req_int(c, "vocab_size", source);
+  cfg.d_model = req_int(c, "n_embd", source);
+  cfg.n_heads = req_int(c, "n_head", source);
+  cfg.n_decoder_layers = req_int(c, "n_layer", source);
+  cfg.d_ff = opt_int(c, "n_inner", 4 * cfg.d_model, source);
+  cfg.max_positions = req_int(c, "n_positions", source);
+  cfg.layer_norm_eps = opt_num(c, "layer_norm_epsilon", 1e-5, source);
+  cfg.dropout = opt_num(c, "resid_pdrop", 0.1, source);
+  cfg.attention_dropout = opt_num(c, "attn_pdrop", 0.1, source);
+  cfg.activation = parse_hf_activation(c.value("activation_function", std::string("gelu_new")), source);
+  if (!c.value("scale_attn_weights", true)) fail(source, "scale_attn_weights false is not supported");
+  if (c.value("scale_attn_by_inverse_layer_idx", false))
+    fail(source, "scale_attn_by_inverse_layer_idx true is not supported");
+  if (cfg.n_heads <= 0 || cfg.d_model % cfg.n_heads != 0) fail(source, "n_embd must be a multiple of n_head");
+  const int64_t eos = opt_int(c, "eos_token_id", 0, source);
+  cfg.pad_id = eos >= 0 && eos < cfg.vocab_size ? eos : 0;
+  cfg.positional = Positional::Learned;
+  cfg.norm = NormPosition::Pre;
+  cfg.embed_layer_norm = false;
+
+  const bool prefixed =
+      std::any_of(tensors.begin(), tensors.end(), [](const auto& kv) { return kv.first.rfind("transformer.", 0) == 0; });
+  HfTensors t(tensors, prefixed ? "transformer." : "", source);
+  torch::Tensor lm_head;
+  if (t.has("lm_head.weight")) lm_head = t.take("lm_head.weight");
+  cfg.tie_embeddings = true;
+  cfg.decoder_self_heads = kept_from_pruned(c, cfg.n_decoder_layers, cfg.n_heads, source);
+  try {
+    cfg.finalize();
+  } catch (const std::invalid_argument& e) {
+    fail(source, std::string("config: ") + e.what());
+  }
+  const int64_t C = cfg.d_model, D = cfg.head_dim, F = cfg.d_ff;
+  auto wte = t.take("wte.weight", {cfg.vocab_size, C});
+  if (lm_head.defined() && !(lm_head.sizes() == wte.sizes() && torch::equal(lm_head.to(torch::kFloat), wte))) {
+    cfg.tie_embeddings = false;
+    cfg.finalize();
+  }
+  HfModel out;
+  out.model_type = "gpt2";
+  out.config = c;
+  out.model = Transformer(cfg);
+  TensorMap s = state_dict(*out.model);
+  s["decoder.embed_tokens.weight"] = wte;
+  if (!cfg.tie_embeddings) s["lm_head.weight"] = lm_head;
+  s["decoder.embed_positions.weight"] = t.take("wpe.weight", {cfg.max_positions, C});
+  auto norm = [&](const std::string& ours, const std::string& hf) {
+    s[ours + ".weight"] = t.take(hf + ".weight", {C});
+    s[ours + ".bias"] = t.take(hf + ".bias", {C});
+  };
+  for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
+    const std::string hf = "h." + std::to_string(l) + ".", ours = "decoder.layers." + std::to_string(l) + ".";
+    const int64_t HD = static_cast<int64_t>(cfg.decoder_self_heads[static_cast<size_t>(l)].size()) * D;
+    norm(ours + "self_attn_norm", hf + "ln_1");
+    norm(ours + "ffn_norm", hf + "ln_2");
+    auto w = t.take(hf + "attn.c_attn.weight", {C, 3 * HD});  // Conv1D: [in, out]
+    auto b = t.take(hf + "attn.c_attn.bias", {3 * HD});
+    const char* qkv[] = {"q_proj", "k_proj", "v_proj"};
+    for (int64_t k = 0; k < 3; ++k) {
+      s[ours + "self_attn." + qkv[k] + ".weight"] = w.slice(1, k * HD, (k + 1) * HD).t().contiguous();
+      s[ours + "self_attn." + qkv[k] + ".bias"] = b.slice(0, k * HD, (k + 1) * HD).contiguous();
+    }
+    s[ours + "self_attn.o_proj.weight"] = t.take(hf + "attn.c_proj.weight", {HD, C}).t().contiguous();
+    s[ours + "self_attn.o_proj.bias"] = t.take(hf + "attn.c_proj.bias", {C});
+    s[ours + "ffn.fc1.weight"] = t.take(hf + "mlp.c_fc.weight", {C, F}).t().contiguous();
+    s[ours + "ffn.fc1.bias"] = t.take(hf + "mlp.c_fc.bias", {F});
+    s[ours + "ffn.fc2.weight"] = t.take(hf + "mlp.c_proj.weight", {F, C}).t().contiguous();
+    s[ours + "ffn.fc2.bias"] = t.take(hf + "mlp.c_proj.bias", {C});
+  }
+  norm("decoder.final_norm", "ln_f");
+  // Causal-mask buffers of older files.
+  t.drop_if([](const std::string& n) { return ends_with(n, ".attn.bias") || ends_with(n, ".attn.masked_bias"); });
+  t.expect_empty();
+  load_state_strict(*out.model, s, source);
+  out.model->eval();
+  return out;
+}
+
+}  // namespace
+
+bool is_hf_dir(const std::string& dir) {
+  const std::string path = join_path(dir, kConfigFile);
+  if (!is_file(path)) return false;
+  try {
+    const auto j = nlohmann::json::parse(read_file(path));
+    return j.is_object() && j.contains("model_type") && !j.contains("format");
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source) {
+  if (!config.is_object() || !config.contains("model_type") || !config.at("model_type").is_string())
+    fail(source, "config has no model_type");
+  const auto type = config.at("model_type").get<std::string>();
+  if (type == "bert") return import_bert(config, tensors, source);
+  if (type == "gpt2") return import_gpt2(config, tensors, source);
+  fail(source, "model_type '" + type + "' is not supported (bert, gpt2)");
+}
+
+HfModel import_hf(const std::string& dir) {
+  const std::string cpath = join_path(dir, kConfigFile);
+  if (!is_file(cpath)) throw std::runtime_error("HF checkpoint '" + dir + "': missing config.json");
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_file(cpath));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(cpath + ": not valid JSON: " + e.what());
+  }
+  const std::string wpath = join_path(dir, kWeightsFile);
+  if (!is_file(wpath)) {
+    if (is_file(join_path(dir, "pytorch_model.bin")))
+      throw std::runtime_error(
+          "HF checkpoint '" + dir + "' has only pytorch_model.bin: headprune reads safetensors only (LibTorch "
+          "cannot unpickle HF's state dict from C++, and unpickling runs code). Convert it once in Python: "
+          "from safetensors.torch import save_file; import torch; "
+          "save_file(torch.load('pytorch_model.bin'), 'model.safetensors')");
+    throw std::runtime_error("HF checkpoint '" + dir + "': missing model.safetensors");
+  }
+  try {
+    return import_hf(config, read_safetensors(wpath).tensors, wpath);
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    if (m.rfind(wpath, 0) == 0) throw;
+    throw std::runtime_error(wpath + ": " + m);
+  }
+}
+
+HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {
+  Transformer pruned{nullptr};
+  TransformerImpl* m = &model_in;
+  if (const auto masked = model_in.masked_heads(); !masked.empty()) {
+    pruned = remove_heads(model_in, masked);  // HF has no gates: masked heads leave physically
+    m = pruned.get();
+  }
+  const ModelConfig& cfg = m->config();
+  auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
+  if (cfg.positional != Positional::Learned) bad("HF's BERT and GPT-2 have learned positions, not sinusoidal");
+  if (cfg.head_dim * cfg.n_heads != cfg.d_model) bad("head_dim * n_heads must equal d_model");
+  TensorMap s = state_dict(*m);
+  HfExport out;
+  nlohmann::json c = base_config.is_object() ? base_config : nlohmann::json::object();
+  nlohmann::json pruned_heads = nlohmann::json::object();
+  auto record_pruned = [&](const std::vector<std::vector<int64_t>>& kept) {
+    for (size_t l = 0; l < kept.size(); ++l) {
+      nlohmann::json ids = nlohmann::json::array();
+      for (int64_t h = 0; h < cfg.n_heads; ++h)
+        if (std::find(kept[l].begin(), kept[l].end(), h) == kept[l].end()) ids.push_back(h);
+      if (!ids.empty()) pruned_heads[std::to_string(l)] = ids;
+    }
+  };
+  auto get = [&](const std::string& n) { return s.at(n).contiguous(); };
+  if (cfg.arch == Arch::EncoderClassifier) {
+    if (cfg.norm != NormPosition::Post || !cfg.embed_layer_norm || cfg.n_segments < 1)
+      bad("a BERT needs post-LayerNorm, a LayerNorm after the embeddings and segment embeddings");
+    if (c.value("model_type", std::string("bert")) != "bert") c = nlohmann::json::object();
+    c["model_type"] = "bert";
+    c["architectures"] = {"BertForSequenceClassification"};
+    c["vocab_size"] = cfg.vocab_size;
+    c["hidden_size"] = cfg.d_model;
+    c["num_hidden_layers"] = cfg.n_encoder_layers;
+    c["num_attention_heads"] = cfg.n_heads;
+    c["intermediate_size"] = cfg.d_ff;
+    c["hidden_act"] = hf_activation(cfg.activation);
+    c["max_position_embeddings"] = cfg.max_positions;
+    c["type_vocab_size"] = cfg.n_segments;
+    c["layer_norm_eps"] = cfg.layer_norm_eps;
+    c["hidden_dropout_prob"] = cfg.dropout;
+    c["attention_probs_dropout_prob"] = cfg.attention_dropout;
+    c["pad_token_id"] = cfg.pad_id;
+    c["position_embedding_type"] = "absolute";
+    if (!c.contains("id2label") || c.at("id2label").size() != static_cast<size_t>(cfg.n_classes)) {
+      c["id2label"] = nlohmann::json::object();
+      c["label2id"] = nlohmann::json::object();
+      for (int64_t k = 0; k < cfg.n_classes; ++k) {
+        c["id2label"][std::to_string(k)] = "LABEL_" + std::to_string(k);
+        c["label2id"]["LABEL_" + std::to_string(k)] = k;
+      }
+    }
+    record_pruned(cfg.encoder_self_heads);
+    auto& t = out.tensors;
+    auto linear = [&](const std::string& hf, const std::string& ours) {
+      t[hf + ".weight"] = get(ours + ".weight");
+      t[hf + ".bias"] = get(ours + ".bias");
+    };
+    t["bert.embeddings.word_embeddings.weight"] = get("encoder.embed_tokens.weight");
+    t["bert.embeddings.position_embeddings.weight"] = get("encoder.embed_positions.weight");
+    t["bert.embeddings.token_type_embeddings.weight"] = get("encoder.embed_segments.weight");
+    linear("bert.embeddings.LayerNorm", "encoder.embed_norm");
+    for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
+      const std::string hf = "bert.encoder.layer." + std::to_string(l) + ".",
+                        ours = "encoder.layers." + std::to_string(l) + ".";
+      linear(hf + "attention.self.query", ours + "self_attn.q_proj");
+      linear(hf + "attention.self.key", ours + "self_attn.k_proj");
+      linear(hf + "attention.self.value", ours + "self_attn.v_proj");
+      linear(hf + "attention.output.dense", ours + "self_attn.o_proj");
+      linear(hf + "attention.output.LayerNorm", ours + "self_attn_norm");
+      linear(hf + "intermediate.dense", ours + "ffn.fc1");
+      linear(hf + "output.dense", ours + "ffn.fc2");
+      linear(hf + "output.LayerNorm", ours + "ffn_norm");
+    }
+    linear("bert.pooler.dense", "pooler");
+    linear("classifier", "classifier");
+  } else if (cfg.arch == Arch::DecoderLM) {
+    if (cfg.norm != NormPosition::Pre || cfg.embed_layer_norm)
+      bad("a GPT-2 needs pre-LayerNorm and no LayerNorm after the embeddings");
+    if (c.value("model_type", std::string("gpt2")) != "gpt2") c = nlohmann::json::object();
+    c["model_type"] = "gpt2";
+    c["architectures"] = {"GPT2LMHeadModel"};
+    c["vocab_size"] = cfg.vocab_size;
+    c["n_embd"] = cfg.d_model;
+    c["n_layer"] = cfg.n_decoder_layers;
+    c["n_head"] = cfg.n_heads;
+    c["n_inner"] = cfg.d_ff;
+    c["n_positions"] = cfg.max_positions;
+    c["activation_function"] = hf_activation(cfg.activation);
+    c["layer_norm_epsilon"] = cfg.layer_norm_eps;
+    c["resid_pdrop"] = cfg.dropout;
+    c["attn_pdrop"] = cfg.attention_dropout;
+    c["scale_attn_weights"] = true;
+    c["tie_word_embeddings"] = cfg.tie_embeddings;
+    record_pruned(cfg.decoder_self_heads);
+    auto& t = out.tensors;
+    t["transformer.wte.weight"] = get("decoder.embed_tokens.weight");
+    t["transformer.wpe.weight"] = get("decoder.embed_positions.weight");
+    if (!cfg.tie_embeddings) t["lm_head.weight"] = get("lm_head.weight");
+    for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
+      const std::string hf = "transformer.h." + std::to_string(l) + ".",
+                        ours = "decoder.layers." + std::to_string(l) + ".";
+      t[hf + "ln_1.weight"] = get(ours + "self_attn_norm.weight");
+      t[hf + "ln_1.bias"] = get(ours + "self_attn_norm.bias");
+      t[hf + "ln_2.weight"] = get(ours + "ffn_norm.weight");
+      t[hf + "ln_2.bias"] = get(ours + "ffn_norm.bias");
+      t[hf + "attn.c_attn.weight"] = torch::cat({get(ours + "self_attn.q_proj.weight").t(),
+                                                 get(ours + "self_attn.k_proj.weight").t(),
+                                                 get(ours + "self_attn.v_proj.weight").t()},
+                                                1).contiguous();
+      t[hf + "attn.c_attn.bias"] = torch::cat(
+          {get(ours + "self_attn.q_proj.bias"), get(ours + "self_attn.k_proj.bias"), get(ours + "self_attn.v_proj.bias")});
+      t[hf + "attn.c_proj.weight"] = get(ours + "self_attn.o_proj.weight").t().contiguous();
+      t[hf + "attn.c_proj.bias"] = get(ours + "self_attn.o_proj.bias");
+      t[hf + "mlp.c_fc.weight"] = get(ours + "ffn.fc1.weight").t().contiguous();
+      t[hf + "mlp.c_fc.bias"] = get(ours + "ffn.fc1.bias");
+      t[hf + "mlp.c_proj.weight"] = get(ours + "ffn.fc2.weight").t().contiguous();
+      t[hf + "mlp.c_proj.bias"] = get(ours + "ffn.fc2.bias");
+    }
+    t["transformer.ln_f.weight"] = get("decoder.final_norm.weight");
+    t["transformer.ln_f.bias"] = get("decoder.final_norm.bias");
+  } else {
+    bad("encoder_decoder models have no HF export (BERT and GPT-2 only)");
+  }
+  c["pruned_heads"] = pruned_heads;
+  out.config = c;
+  return out;
+}
+
+void export_hf(const std::string& dir, TransformerImpl& model, const nlohmann::json& base_config) {
+  const auto e = to_hf(model, base_config);
+  make_directories(dir);
+  write_safetensors(join_path(dir, kWeightsFile), e.tensors, {{"format", "pt"}});
+  write_file_atomic(join_path(dir, kConfigFile), e.config.dump(2) + "\n");
+}
+
+}  // namespace hp
