@@ -222,7 +222,14 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
 
   auto penalty = [&]() {
     auto la = gates.log_alpha();
-    if (!pass) return coef * gates.dist().p_open(la).sum() / n_layers;
+    if (!pass) {
+      const auto open = gates.dist().p_open(la).sum();
+      // Without a target: Voita's λ·Σ P(open) / layers. With one: a two-sided pull of the expected
+      // number of open heads to the target (the quadratic term of CoFi's Lagrangian), since the
+      // one-sided L0 term cannot reopen gates it has closed.
+      if (!opts.target_kept) return coef * open / n_layers;
+      return coef * (open - static_cast<double>(*opts.target_kept)).pow(2) / n_layers;
+    }
     auto p0 = gates.dist().p_zero(la), p1 = gates.dist().p_one(la);
     auto t = pass_penalty(p0, p1, target_closed);
     if (opts.method == GateMethod::PassConc)
@@ -275,15 +282,8 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
       }
     }
     const int64_t closed = record(step);
-    if (opts.target_kept) {
-      if (pass) {
-        if (closed != static_cast<int64_t>(target_closed)) coef = std::min(opts.coef_max, coef * opts.coef_growth);
-      } else if (closed < static_cast<int64_t>(target_closed)) {
-        coef = std::min(opts.coef_max, coef * opts.coef_growth);
-      } else if (closed > static_cast<int64_t>(target_closed)) {
-        coef /= opts.coef_growth;
-      }
-    }
+    if (opts.target_kept && closed != static_cast<int64_t>(target_closed))
+      coef = std::min(opts.coef_max, coef * opts.coef_growth);
     return closed;
   };
 

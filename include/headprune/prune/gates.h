@@ -1,8 +1,10 @@
 // Learned head gates, trained jointly with the model to a head budget:
 //   hard_concrete  Voita et al. 2019 §6 (Louizos et al. 2018): a Hard Concrete gate per head and
 //                  the expected-L0 penalty λ · Σ_h P(g_h ≠ 0), averaged over the gated layers as
-//                  Voita's code does. With a target head count, λ is steered each period (×growth
-//                  while too many heads are open, ÷growth while too few) until the count is exact.
+//                  Voita's code does. With a target of K kept heads the penalty becomes
+//                  λ · (Σ_h P(g_h ≠ 0) − K)² / layers, which pulls both ways (the one-sided L0 term
+//                  cannot reopen the gates it closes), and λ grows ×growth each period while the
+//                  count differs from K.
 //   pass           "Pruning Attention Heads with Almost-sure Sparsity Targets": the penalty
 //                  c · [Σ_h P(g_h not binary) + |K0 − Σ_h P(g_h = 0)| + |(N − K0) − Σ_h P(g_h = 1)|]
 //                  for K0 = N − target closed gates; c grows ×growth each period while the count
