@@ -132,6 +132,32 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// The name tables: HF module (without the bert. / transformer. prefix) -> headprune module. Every
+// entry stands for its .weight and .bias; import and export both read them.
+struct Rename {
+  const char* hf;
+  const char* ours;
+};
+constexpr Rename kBertEmbeddings[] = {{"embeddings.word_embeddings", "encoder.embed_tokens"},
+                                      {"embeddings.position_embeddings", "encoder.embed_positions"},
+                                      {"embeddings.token_type_embeddings", "encoder.embed_segments"}};
+constexpr Rename kBertEmbeddingNorm = {"embeddings.LayerNorm", "encoder.embed_norm"};
+constexpr Rename kBertLayer[] = {  // per layer: encoder.layer.L.<hf> -> encoder.layers.L.<ours>
+    {"attention.self.query", "self_attn.q_proj"},        {"attention.self.key", "self_attn.k_proj"},
+    {"attention.self.value", "self_attn.v_proj"},        {"attention.output.dense", "self_attn.o_proj"},
+    {"attention.output.LayerNorm", "self_attn_norm"},    {"intermediate.dense", "ffn.fc1"},
+    {"output.dense", "ffn.fc2"},                         {"output.LayerNorm", "ffn_norm"}};
+constexpr Rename kBertHeads[] = {{"pooler.dense", "pooler"}, {"classifier", "classifier"}};  // classifier: no prefix
+constexpr Rename kGpt2LayerNorms[] = {{"ln_1", "self_attn_norm"}, {"ln_2", "ffn_norm"}};  // per layer h.L.
+constexpr Rename kGpt2LayerConv1D[] = {  // per layer; Conv1D weights are [in, out]: transposed
+    {"attn.c_proj", "self_attn.o_proj"}, {"mlp.c_fc", "ffn.fc1"}, {"mlp.c_proj", "ffn.fc2"}};
+constexpr const char* kGpt2Qkv[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};  // attn.c_attn
+
+std::string bert_layer(int64_t l, bool hf) {
+  return (hf ? "encoder.layer." : "encoder.layers.") + std::to_string(l) + ".";
+}
+std::string gpt2_layer(int64_t l, bool hf) { return (hf ? "h." : "decoder.layers.") + std::to_string(l) + "."; }
+
 HfModel import_bert(const nlohmann::json& c, const TensorMap& tensors, const std::string& source) {
   ModelConfig cfg;
   cfg.arch = Arch::EncoderClassifier;
@@ -183,28 +209,17 @@ HfModel import_bert(const nlohmann::json& c, const TensorMap& tensors, const std
     put(ours + ".weight", hf + ".weight");
     put(ours + ".bias", hf + ".bias");
   };
-  put("encoder.embed_tokens.weight", "embeddings.word_embeddings.weight");
-  put("encoder.embed_positions.weight", "embeddings.position_embeddings.weight");
-  put("encoder.embed_segments.weight", "embeddings.token_type_embeddings.weight");
-  linear("encoder.embed_norm", "embeddings.LayerNorm");
-  for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
-    const std::string hf = "encoder.layer." + std::to_string(l) + ".", ours = "encoder.layers." + std::to_string(l) + ".";
-    linear(ours + "self_attn.q_proj", hf + "attention.self.query");
-    linear(ours + "self_attn.k_proj", hf + "attention.self.key");
-    linear(ours + "self_attn.v_proj", hf + "attention.self.value");
-    linear(ours + "self_attn.o_proj", hf + "attention.output.dense");
-    linear(ours + "self_attn_norm", hf + "attention.output.LayerNorm");
-    linear(ours + "ffn.fc1", hf + "intermediate.dense");
-    linear(ours + "ffn.fc2", hf + "output.dense");
-    linear(ours + "ffn_norm", hf + "output.LayerNorm");
-  }
+  for (const auto& r : kBertEmbeddings) put(std::string(r.ours) + ".weight", std::string(r.hf) + ".weight");
+  linear(kBertEmbeddingNorm.ours, kBertEmbeddingNorm.hf);
+  for (int64_t l = 0; l < cfg.n_encoder_layers; ++l)
+    for (const auto& r : kBertLayer) linear(bert_layer(l, false) + r.ours, bert_layer(l, true) + r.hf);
   // BertModel checkpoints have no classifier (and may have no pooler): those start fresh.
-  for (const auto& [ours, hf] : {std::pair<std::string, std::string>{"pooler", "pooler.dense"}, {"classifier", "classifier"}}) {
-    if (t.has(hf + ".weight")) {
-      linear(ours, hf);
+  for (const auto& r : kBertHeads) {
+    if (t.has(std::string(r.hf) + ".weight")) {
+      linear(r.ours, r.hf);
     } else {
-      out.initialized.push_back(ours + ".weight");
-      out.initialized.push_back(ours + ".bias");
+      out.initialized.push_back(std::string(r.ours) + ".weight");
+      out.initialized.push_back(std::string(r.ours) + ".bias");
     }
   }
   t.drop_if([](const std::string& n) { return n == "embeddings.position_ids"; });
@@ -249,7 +264,7 @@ HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std
   } catch (const std::invalid_argument& e) {
     fail(source, std::string("config: ") + e.what());
   }
-  const int64_t C = cfg.d_model, D = cfg.head_dim, F = cfg.d_ff;
+  const int64_t C = cfg.d_model, D = cfg.head_dim;
   auto wte = t.take("wte.weight", {cfg.vocab_size, C});
   if (lm_head.defined() && !(lm_head.sizes() == wte.sizes() && torch::equal(lm_head.to(torch::kFloat), wte))) {
     cfg.tie_embeddings = false;
@@ -268,23 +283,21 @@ HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std
     s[ours + ".bias"] = t.take(hf + ".bias", {C});
   };
   for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
-    const std::string hf = "h." + std::to_string(l) + ".", ours = "decoder.layers." + std::to_string(l) + ".";
+    const std::string hf = gpt2_layer(l, true), ours = gpt2_layer(l, false);
     const int64_t HD = static_cast<int64_t>(cfg.decoder_self_heads[static_cast<size_t>(l)].size()) * D;
-    norm(ours + "self_attn_norm", hf + "ln_1");
-    norm(ours + "ffn_norm", hf + "ln_2");
+    for (const auto& r : kGpt2LayerNorms) norm(ours + r.ours, hf + r.hf);
     auto w = t.take(hf + "attn.c_attn.weight", {C, 3 * HD});  // Conv1D: [in, out]
     auto b = t.take(hf + "attn.c_attn.bias", {3 * HD});
-    const char* qkv[] = {"q_proj", "k_proj", "v_proj"};
     for (int64_t k = 0; k < 3; ++k) {
-      s[ours + "self_attn." + qkv[k] + ".weight"] = w.slice(1, k * HD, (k + 1) * HD).t().contiguous();
-      s[ours + "self_attn." + qkv[k] + ".bias"] = b.slice(0, k * HD, (k + 1) * HD).contiguous();
+      s[ours + kGpt2Qkv[k] + ".weight"] = w.slice(1, k * HD, (k + 1) * HD).t().contiguous();
+      s[ours + kGpt2Qkv[k] + ".bias"] = b.slice(0, k * HD, (k + 1) * HD).contiguous();
     }
-    s[ours + "self_attn.o_proj.weight"] = t.take(hf + "attn.c_proj.weight", {HD, C}).t().contiguous();
-    s[ours + "self_attn.o_proj.bias"] = t.take(hf + "attn.c_proj.bias", {C});
-    s[ours + "ffn.fc1.weight"] = t.take(hf + "mlp.c_fc.weight", {C, F}).t().contiguous();
-    s[ours + "ffn.fc1.bias"] = t.take(hf + "mlp.c_fc.bias", {F});
-    s[ours + "ffn.fc2.weight"] = t.take(hf + "mlp.c_proj.weight", {F, C}).t().contiguous();
-    s[ours + "ffn.fc2.bias"] = t.take(hf + "mlp.c_proj.bias", {C});
+    for (const auto& r : kGpt2LayerConv1D) {
+      const auto& ours_w = s.at(ours + r.ours + ".weight");  // [out, in] as built from the config
+      s[ours + r.ours + ".weight"] =
+          t.take(hf + r.hf + ".weight", {ours_w.size(1), ours_w.size(0)}).t().contiguous();
+      s[ours + r.ours + ".bias"] = t.take(hf + r.hf + ".bias", {ours_w.size(0)});
+    }
   }
   norm("decoder.final_norm", "ln_f");
   // Causal-mask buffers of older files.
@@ -402,24 +415,12 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {
       t[hf + ".weight"] = get(ours + ".weight");
       t[hf + ".bias"] = get(ours + ".bias");
     };
-    t["bert.embeddings.word_embeddings.weight"] = get("encoder.embed_tokens.weight");
-    t["bert.embeddings.position_embeddings.weight"] = get("encoder.embed_positions.weight");
-    t["bert.embeddings.token_type_embeddings.weight"] = get("encoder.embed_segments.weight");
-    linear("bert.embeddings.LayerNorm", "encoder.embed_norm");
-    for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
-      const std::string hf = "bert.encoder.layer." + std::to_string(l) + ".",
-                        ours = "encoder.layers." + std::to_string(l) + ".";
-      linear(hf + "attention.self.query", ours + "self_attn.q_proj");
-      linear(hf + "attention.self.key", ours + "self_attn.k_proj");
-      linear(hf + "attention.self.value", ours + "self_attn.v_proj");
-      linear(hf + "attention.output.dense", ours + "self_attn.o_proj");
-      linear(hf + "attention.output.LayerNorm", ours + "self_attn_norm");
-      linear(hf + "intermediate.dense", ours + "ffn.fc1");
-      linear(hf + "output.dense", ours + "ffn.fc2");
-      linear(hf + "output.LayerNorm", ours + "ffn_norm");
-    }
-    linear("bert.pooler.dense", "pooler");
-    linear("classifier", "classifier");
+    for (const auto& r : kBertEmbeddings) t["bert." + std::string(r.hf) + ".weight"] = get(std::string(r.ours) + ".weight");
+    linear("bert." + std::string(kBertEmbeddingNorm.hf), kBertEmbeddingNorm.ours);
+    for (int64_t l = 0; l < cfg.n_encoder_layers; ++l)
+      for (const auto& r : kBertLayer) linear("bert." + bert_layer(l, true) + r.hf, bert_layer(l, false) + r.ours);
+    for (const auto& r : kBertHeads)
+      linear((std::string(r.ours) == "classifier" ? "" : "bert.") + std::string(r.hf), r.ours);
   } else if (cfg.arch == Arch::DecoderLM) {
     if (cfg.norm != NormPosition::Pre || cfg.embed_layer_norm)
       bad("a GPT-2 needs pre-LayerNorm and no LayerNorm after the embeddings");
@@ -444,24 +445,22 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {
     t["transformer.wpe.weight"] = get("decoder.embed_positions.weight");
     if (!cfg.tie_embeddings) t["lm_head.weight"] = get("lm_head.weight");
     for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
-      const std::string hf = "transformer.h." + std::to_string(l) + ".",
-                        ours = "decoder.layers." + std::to_string(l) + ".";
-      t[hf + "ln_1.weight"] = get(ours + "self_attn_norm.weight");
-      t[hf + "ln_1.bias"] = get(ours + "self_attn_norm.bias");
-      t[hf + "ln_2.weight"] = get(ours + "ffn_norm.weight");
-      t[hf + "ln_2.bias"] = get(ours + "ffn_norm.bias");
-      t[hf + "attn.c_attn.weight"] = torch::cat({get(ours + "self_attn.q_proj.weight").t(),
-                                                 get(ours + "self_attn.k_proj.weight").t(),
-                                                 get(ours + "self_attn.v_proj.weight").t()},
-                                                1).contiguous();
-      t[hf + "attn.c_attn.bias"] = torch::cat(
-          {get(ours + "self_attn.q_proj.bias"), get(ours + "self_attn.k_proj.bias"), get(ours + "self_attn.v_proj.bias")});
-      t[hf + "attn.c_proj.weight"] = get(ours + "self_attn.o_proj.weight").t().contiguous();
-      t[hf + "attn.c_proj.bias"] = get(ours + "self_attn.o_proj.bias");
-      t[hf + "mlp.c_fc.weight"] = get(ours + "ffn.fc1.weight").t().contiguous();
-      t[hf + "mlp.c_fc.bias"] = get(ours + "ffn.fc1.bias");
-      t[hf + "mlp.c_proj.weight"] = get(ours + "ffn.fc2.weight").t().contiguous();
-      t[hf + "mlp.c_proj.bias"] = get(ours + "ffn.fc2.bias");
+      const std::string hf = "transformer." + gpt2_layer(l, true), ours = gpt2_layer(l, false);
+      for (const auto& r : kGpt2LayerNorms) {
+        t[hf + r.hf + ".weight"] = get(ours + r.ours + ".weight");
+        t[hf + r.hf + ".bias"] = get(ours + r.ours + ".bias");
+      }
+      std::vector<torch::Tensor> w, b;
+      for (const char* m : kGpt2Qkv) {
+        w.push_back(get(ours + m + ".weight").t());
+        b.push_back(get(ours + m + ".bias"));
+      }
+      t[hf + "attn.c_attn.weight"] = torch::cat(w, 1).contiguous();
+      t[hf + "attn.c_attn.bias"] = torch::cat(b);
+      for (const auto& r : kGpt2LayerConv1D) {
+        t[hf + r.hf + ".weight"] = get(ours + r.ours + ".weight").t().contiguous();
+        t[hf + r.hf + ".bias"] = get(ours + r.ours + ".bias");
+      }
     }
     t["transformer.ln_f.weight"] = get("decoder.final_norm.weight");
     t["transformer.ln_f.bias"] = get("decoder.final_norm.bias");
