@@ -30,7 +30,7 @@ void run_bench(const BenchCliOptions& o, Context& ctx) {
   ProgressBar bar("bench", total, "shape");
   const auto recs = bench_models(models, o.bench, [&](int64_t done, int64_t) { bar.update(done); });
   bar.finish();
-  const auto env = bench_environment();
+  const auto env = bench_environment();  // after the runs: peak memory included
   ctx.out << "threads " << env["threads"] << ", " << env["blas"].get<std::string>() << ", LibTorch "
           << env["torch"].get<std::string>() << "; " << o.bench.reps << " repetitions after " << o.bench.warmup
           << " warm-up, models interleaved\n";
@@ -48,10 +48,9 @@ void run_bench(const BenchCliOptions& o, Context& ctx) {
             << ("x" + fmt(r.ideal_speedup, 2)) << std::setw(10) << ("x" + fmt(r.measured_speedup, 2)) << "\n";
     jr.push_back(r.to_json());
   }
-  const auto env_end = bench_environment();
-  ctx.out << "peak resident memory " << env_end["peak_rss_kb"].get<int64_t>() / 1024 << " MiB (whole process)\n";
+  ctx.out << "peak resident memory " << env["peak_rss_kb"].get<int64_t>() / 1024 << " MiB (whole process)\n";
   if (!o.json_path.empty()) {
-    nlohmann::json out = {{"environment", env_end}, {"warmup", o.bench.warmup}, {"reps", o.bench.reps},
+    nlohmann::json out = {{"environment", env}, {"warmup", o.bench.warmup}, {"reps", o.bench.reps},
                           {"records", jr}};
     write_file_atomic(o.json_path, out.dump(2) + "\n");
   }

@@ -8,7 +8,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "headprune/prune/plan.h"
 #include "headprune/train/run_config.h"
 
 namespace hp::cli {
@@ -41,24 +40,35 @@ void add_finetune_options(CLI::App* sub, FinetuneArgs& f) {
       ->capture_default_str();
 }
 
-// Training data and options for recovery fine-tuning: the run config's train split and train
-// section, or the synthetic task's.
-std::pair<TrainData, TrainOptions> finetune_setup(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm,
-                                                  uint64_t seed) {
+TrainData finetune_data(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm, uint64_t seed) {
   DataArgs train_args = d;
   train_args.split = "train";
   train_args.max_examples = 0;
   train_args.synthetic_n = f.synthetic_train;
   DataArgs valid_args = d;
   valid_args.split = "valid";
-  TrainData td{load_data(train_args, lm, seed).examples, load_data(valid_args, lm, seed).examples};
+  return {load_data(train_args, lm, seed).examples, load_data(valid_args, lm, seed).examples};
+}
+
+TrainOptions finetune_options(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm, uint64_t seed) {
   TrainOptions to = d.config_path.empty() ? synthetic_run_config(lm.model->config().arch).train
                                           : read_run_config(d.config_path).train;
   if (f.lr > 0) to.lr = f.lr;
   to.warmup_steps = std::min<int64_t>(to.warmup_steps, std::max<int64_t>(1, f.steps / 10));
   to.seed = seed;
   to.log_every = std::max<int64_t>(1, f.steps / 5);
-  return {std::move(td), to};
+  return to;
+}
+
+std::pair<TrainData, TrainOptions> finetune_setup(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm,
+                                                  uint64_t seed) {
+  return {finetune_data(d, f, lm, seed), finetune_options(d, f, lm, seed)};
+}
+
+std::map<std::string, std::string> tokenizer_extras(const std::string& checkpoint) {
+  std::map<std::string, std::string> extras;
+  if (auto tok = read_checkpoint_file(checkpoint, kTokenizerFile); !tok.empty()) extras[kTokenizerFile] = std::move(tok);
+  return extras;
 }
 
 std::string fmt(double v, int prec) {
@@ -78,8 +88,7 @@ void StageTable::record(const std::string& stage, TransformerImpl& m) {
   std::vector<Metric> ms = {metric};
   if (metric != Metric::Loss) ms.push_back(Metric::Loss);
   const auto r = measure(m, set, ms, options);
-  const auto heads = static_cast<int64_t>(kept_heads(m.config()).size() - m.masked_heads().size());
-  rows.push_back({stage, heads, m.n_parameters(), r.at(metric).value(), r.at(Metric::Loss).value()});
+  rows.push_back({stage, m.n_active_heads(), m.n_parameters(), r.at(metric).value(), r.at(Metric::Loss).value()});
 }
 
 void StageTable::print(std::ostream& out) const {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include <iosfwd>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -43,10 +44,17 @@ struct FinetuneArgs {
 };
 // Adds --finetune-steps, --finetune-lr and --synthetic-train.
 void add_finetune_options(CLI::App* sub, FinetuneArgs& f);
-// Training data and options: the run config's train split and train section, or the synthetic
-// task's; warm-up capped at a tenth of f.steps.
+// Training data: the run config's train and valid splits, or the synthetic task's.
+TrainData finetune_data(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm, uint64_t seed);
+// Training options: the run config's train section (or the synthetic task's), warm-up capped at a
+// tenth of f.steps.
+TrainOptions finetune_options(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm, uint64_t seed);
+// Both.
 std::pair<TrainData, TrainOptions> finetune_setup(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm,
                                                   uint64_t seed);
+
+// The files a checkpoint derived from `checkpoint` carries along: its tokenizer, if it has one.
+std::map<std::string, std::string> tokenizer_extras(const std::string& checkpoint);
 
 // The metric (and loss) of a model at successive stages (before, masked, removed, fine-tuned).
 struct StageTable {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app.h"
+#include "common.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/hf.h"
@@ -38,9 +39,7 @@ void run_export(const ExportOptions& o, Context& ctx) {
             << ", pruned_heads " << cfg.at("pruned_heads").dump() << ")\n";
   }
   if (!o.native_dir.empty()) {
-    std::map<std::string, std::string> extras;
-    if (const auto tok = read_checkpoint_file(o.checkpoint, kTokenizerFile); !tok.empty()) extras[kTokenizerFile] = tok;
-    save_checkpoint(o.native_dir, *model, extras);
+    save_checkpoint(o.native_dir, *model, tokenizer_extras(o.checkpoint));
     ctx.out << "wrote " << o.native_dir << " (headprune checkpoint)\n";
   }
 }

@@ -64,13 +64,14 @@ void run_gates(GatesCliOptions o, Context& ctx) {
   MetricOptions mo;
   mo.decode.beam_size = o.beam;
   StageTable table{metric, set, mo, {}};
-  std::map<std::string, std::string> extras;
-  if (const auto tok = read_checkpoint_file(o.checkpoint, "tokenizer.json"); !tok.empty()) extras["tokenizer.json"] = tok;
+  const auto extras = tokenizer_extras(o.checkpoint);
 
+  // One training set serves the gate training and the fine-tuning after it.
+  const TrainData td = finetune_data(o.data, o.ft, lm, ctx.seed);
   FinetuneArgs train_args = o.ft;
   train_args.steps = o.steps;
   train_args.lr = o.lr;
-  auto [td, to] = finetune_setup(o.data, train_args, lm, ctx.seed);
+  TrainOptions to = finetune_options(o.data, train_args, lm, ctx.seed);
   to.max_steps = o.steps;
   to.eval_every = o.steps + o.gate.max_extra_steps;
   if (o.from_scratch) {
@@ -114,11 +115,11 @@ void run_gates(GatesCliOptions o, Context& ctx) {
   Transformer result = apply_plan_remove(model, plan);
   table.record("removed", *result);
   if (o.ft.steps > 0) {
-    auto [ftd, fto] = finetune_setup(o.data, o.ft, lm, ctx.seed);
+    TrainOptions fto = finetune_options(o.data, o.ft, lm, ctx.seed);
     fto.max_steps = o.ft.steps;
     fto.eval_every = o.ft.steps;
     fto.save_every = o.ft.steps;
-    train_model(result, ftd, fto, o.out_dir + "/finetune", extras);
+    train_model(result, td, fto, o.out_dir + "/finetune", extras);
     result->eval();
     table.record("fine-tuned", *result);
   }
@@ -133,9 +134,8 @@ void run_gates(GatesCliOptions o, Context& ctx) {
     for (size_t i = 0; i < head_names.size(); ++i)
       csv << r.at("step").get<int64_t>() << "," << head_names[i].get<std::string>() << ","
           << r.at("p_open")[i].get<double>() << "," << r.at("log_alpha")[i].get<double>() << "\n";
-  const auto empty = emptied_layers(cfg, res.closed);
   nlohmann::json jempty = nlohmann::json::array();
-  for (const auto& [t, l] : empty) jempty.push_back(to_string(t) + ":" + std::to_string(l));
+  for (const auto& [t, l] : res.emptied) jempty.push_back(to_string(t) + ":" + std::to_string(l));
   nlohmann::json gates_json = {{"checkpoint", o.checkpoint}, {"from_scratch", o.from_scratch},
                                {"options", o.gate.to_json()}, {"train_steps", o.steps},
                                {"result", res.to_json()},     {"emptied_layers", jempty},
@@ -148,7 +148,7 @@ void run_gates(GatesCliOptions o, Context& ctx) {
   table.print(ctx.out);
   ctx.out << "kept " << res.kept.size() << "/" << n_heads << " heads (" << kept_by_type(cfg, res.kept) << ")"
           << (o.gate.target_kept ? ", target " + std::to_string(*o.gate.target_kept) : std::string()) << "; "
-          << empty.size() << " attention layers emptied; " << res.steps << " steps, " << fmt(wall, 1) << " s\n";
+          << res.emptied.size() << " attention layers emptied; " << res.steps << " steps, " << fmt(wall, 1) << " s\n";
   ctx.out << "saved " << o.out_dir << "/model, plan.json, gates.json, gates_log.csv\n";
   if (!res.reached_target)
     throw std::runtime_error("gates: kept " + std::to_string(res.kept.size()) + " heads, not the target " +

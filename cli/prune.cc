@@ -132,8 +132,7 @@ void run_prune(const PruneCliOptions& o, Context& ctx) {
   }
   make_directories(o.out_dir);
   nlohmann::json compensation_table;
-  std::map<std::string, std::string> extras;  // the tokenizer travels with the pruned model
-  if (const auto tok = read_checkpoint_file(o.checkpoint, "tokenizer.json"); !tok.empty()) extras["tokenizer.json"] = tok;
+  const auto extras = tokenizer_extras(o.checkpoint);  // the tokenizer travels with the pruned model
   if (o.ft.steps > 0) {
     auto [td, to] = finetune_setup(o.data, o.ft, lm, ctx.seed);
     to.max_steps = o.ft.steps;

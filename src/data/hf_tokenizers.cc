@@ -87,27 +87,23 @@ std::string lower_case(const std::string& s) {
   return out;
 }
 
-std::string nfc(const std::string& s) {
+// Unicode normalization form NFC (decompose = false) or NFD (true).
+std::string normalize(const std::string& s, bool decompose) {
+  const char* form = decompose ? "NFD" : "NFC";
   UErrorCode err = U_ZERO_ERROR;
-  const icu::Normalizer2* norm = icu::Normalizer2::getNFCInstance(err);
-  if (U_FAILURE(err)) throw std::runtime_error("ICU: no NFC normalizer");
+  const icu::Normalizer2* norm =
+      decompose ? icu::Normalizer2::getNFDInstance(err) : icu::Normalizer2::getNFCInstance(err);
+  if (U_FAILURE(err)) throw std::runtime_error(std::string("ICU: no ") + form + " normalizer");
   icu::UnicodeString d = norm->normalize(icu::UnicodeString::fromUTF8(s), err);
-  if (U_FAILURE(err)) throw std::runtime_error("ICU: NFC normalization failed");
+  if (U_FAILURE(err)) throw std::runtime_error(std::string("ICU: ") + form + " normalization failed");
   std::string out;
   d.toUTF8String(out);
   return out;
 }
 
 std::string strip_accents(const std::string& s) {
-  UErrorCode err = U_ZERO_ERROR;
-  const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(err);
-  if (U_FAILURE(err)) throw std::runtime_error("ICU: no NFD normalizer");
-  icu::UnicodeString d = nfd->normalize(icu::UnicodeString::fromUTF8(s), err);
-  if (U_FAILURE(err)) throw std::runtime_error("ICU: NFD normalization failed");
-  std::string nfd_utf8;
-  d.toUTF8String(nfd_utf8);
   std::vector<UChar32> kept;
-  for (auto c : code_points(nfd_utf8))
+  for (auto c : code_points(normalize(s, true)))
     if (u_charType(c) != U_NON_SPACING_MARK) kept.push_back(c);
   return utf8(kept);
 }
@@ -158,7 +154,7 @@ std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& t
       cleaned.push_back(c);
     }
   }
-  cleaned = code_points(nfc(utf8(cleaned)));  // as HF's BasicTokenizer (NFC before splitting)
+  cleaned = code_points(normalize(utf8(cleaned), false));  // as HF's BasicTokenizer (NFC before splitting)
   std::vector<std::string> words;
   std::vector<UChar32> cur;
   auto flush_word = [&] {

@@ -151,8 +151,7 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
         rec.examples_per_s = 1000.0 * static_cast<double>(b) / rec.median_ms;
         rec.tokens_per_s = rec.examples_per_s * static_cast<double>(t);
         rec.params = models[i].model->n_parameters();
-        for (auto ty : cfg.attn_types()) rec.heads += cfg.n_heads_kept(ty);
-        rec.heads -= static_cast<int64_t>(models[i].model->masked_heads().size());
+        rec.heads = models[i].model->n_active_heads();
         rec.gflops = forward_flops(cfg, b, t) / 1e9;
         rec.ideal_speedup = out.size() > first ? out[first].gflops / rec.gflops : 1.0;
         rec.measured_speedup = out.size() > first ? out[first].median_ms / rec.median_ms : 1.0;

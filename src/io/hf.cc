@@ -86,6 +86,10 @@ std::vector<std::vector<int64_t>> kept_from_pruned(const nlohmann::json& c, int6
   return kept;
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // Tensors by HF name with a known prefix stripped; takes them out one by one.
 class HfTensors {
  public:
@@ -95,8 +99,7 @@ class HfTensors {
       // Old BERT files name LayerNorm parameters gamma / beta.
       for (const auto& [from, to] : {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"},
                                      {"LayerNorm.beta", "LayerNorm.bias"}})
-        if (name.size() >= from.size() && name.compare(name.size() - from.size(), from.size(), from) == 0)
-          name = name.substr(0, name.size() - from.size()) + to;
+        if (ends_with(name, from)) name = name.substr(0, name.size() - from.size()) + to;
       left_[name] = v;
       original_[name] = k;
     }
@@ -127,10 +130,6 @@ class HfTensors {
   TensorMap left_;
   std::map<std::string, std::string> original_;
 };
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // The name tables: HF module (without the bert. / transformer. prefix) -> headprune module. Every
 // entry stands for its .weight and .bias; import and export both read them.

@@ -298,6 +298,12 @@ std::vector<HeadId> TransformerImpl::masked_heads() {
   return out;
 }
 
+int64_t TransformerImpl::n_active_heads() {
+  int64_t n = 0;
+  for (auto t : cfg_.attn_types()) n += cfg_.n_heads_kept(t);
+  return n - static_cast<int64_t>(masked_heads().size());
+}
+
 int64_t TransformerImpl::n_parameters() {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();

@@ -117,8 +117,7 @@ nlohmann::json GateOptions::to_json() const {
           {"max_extra_steps", max_extra_steps}};
 }
 
-HeadGateSet::HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha)
-    : model_(model), dist_(dist) {
+HeadGateSet::HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha) : dist_(dist) {
   for (const auto& g : model.gates()) {
     if (g.heads.empty()) continue;
     modules_.push_back(&model.attention(g.type, g.layer));
@@ -175,7 +174,7 @@ nlohmann::json GateTrainResult::to_json() const {
           {"reached_target", reached_target},
           {"steps", steps},
           {"final_coef", final_coef},
-          {"empty_layers", empty_layers}};
+          {"empty_layers", emptied.size()}};
 }
 
 std::vector<std::pair<AttnType, int64_t>> emptied_layers(const ModelConfig& cfg, const std::vector<HeadId>& closed) {
@@ -241,16 +240,17 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
     torch::NoGradGuard no_grad;
     auto la = gates.log_alpha().detach();
     auto po = gates.dist().p_open(la);
+    const double expected_open = po.sum().item<double>();
     const int64_t closed = gates.n_closed();
     std::vector<double> p(po.data_ptr<float>(), po.data_ptr<float>() + n);
     std::vector<double> a(la.data_ptr<float>(), la.data_ptr<float>() + n);
     res.log.push_back({{"step", step},
                        {"coef", coef},
-                       {"expected_open", po.sum().item<double>()},
+                       {"expected_open", expected_open},
                        {"closed", closed},
                        {"p_open", p},
                        {"log_alpha", a}});
-    if (on_period) on_period({step, coef, po.sum().item<double>(), closed, n});
+    if (on_period) on_period({step, coef, expected_open, closed, n});
     return closed;
   };
 
@@ -263,8 +263,7 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
         gates.attach_deterministic();
         ScoreOptions so;
         so.seed = train.seed;
-        auto conf = score_heads(*model, conf_set, ScoreMethod::Confidence, so);
-        model->train();
+        auto conf = score_heads(*model, conf_set, ScoreMethod::Confidence, so);  // restores train mode
         double mx = 0;
         for (int64_t i = 0; i < n; ++i) {
           confidence[i] += conf.at(gates.heads()[i]);
@@ -314,7 +313,7 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   for (int64_t i = 0; i < n; ++i) (closed[i] ? res.closed : res.kept).push_back(gates.heads()[i]);
   if (res.log.empty() || res.log.back().at("step").get<int64_t>() != tr.steps) record(tr.steps);
   res.reached_target = !opts.target_kept || static_cast<int64_t>(res.kept.size()) == *opts.target_kept;
-  res.empty_layers = static_cast<int64_t>(emptied_layers(model->config(), res.closed).size());
+  res.emptied = emptied_layers(model->config(), res.closed);
   if (!res.reached_target)
     log_warn("gates", "kept " + std::to_string(res.kept.size()) + " heads, not the target " +
                           std::to_string(*opts.target_kept) + "; train longer (--extra-steps) or raise --coef");

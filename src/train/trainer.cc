@@ -228,8 +228,8 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
         auto extra = hooks->extra_loss(st.step + 1);
         if (extra.defined()) loss = loss + extra;
       }
-      if (!std::isfinite(loss.item<double>()))
-        throw std::runtime_error("train: loss became " + std::to_string(loss.item<double>()) + " at step " +
+      if (const double total = loss.item<double>(); !std::isfinite(total))
+        throw std::runtime_error("train: loss became " + std::to_string(total) + " at step " +
                                  std::to_string(st.step + 1) + " (try a lower lr or more warm-up)");
       loss.backward();
       if (hooks && hooks->after_backward) hooks->after_backward(st.step + 1);

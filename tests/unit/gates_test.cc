@@ -138,14 +138,13 @@ TEST(GateTraining, ConcentratorEmptiesWholeLayers) {
   // 4 layers of 4 heads, keep 4: PASSCONC with a strong concentrator packs them into few layers.
   auto conc = train_tiny(GateMethod::PassConc, 4, 5.0, 4);
   ASSERT_TRUE(conc.res.reached_target);
-  EXPECT_GE(conc.res.empty_layers, 2);
-  EXPECT_EQ(conc.res.empty_layers,
-            static_cast<int64_t>(emptied_layers(conc.model->config(), conc.res.closed).size()));
+  EXPECT_GE(conc.res.emptied.size(), 2u);
+  EXPECT_EQ(conc.res.emptied, emptied_layers(conc.model->config(), conc.res.closed));
   auto plain = train_tiny(GateMethod::Pass, 4, 1.0, 4);
   ASSERT_TRUE(plain.res.reached_target);
-  EXPECT_LT(plain.res.empty_layers, conc.res.empty_layers);
-  std::cout << "empty layers: pass " << plain.res.empty_layers << " (" << plain.res.steps << " steps), passconc "
-            << conc.res.empty_layers << " (" << conc.res.steps << " steps)\n";
+  EXPECT_LT(plain.res.emptied.size(), conc.res.emptied.size());
+  std::cout << "empty layers: pass " << plain.res.emptied.size() << " (" << plain.res.steps << " steps), passconc "
+            << conc.res.emptied.size() << " (" << conc.res.steps << " steps)\n";
   set_log_level(LogLevel::Info);
 }
 

@@ -127,6 +127,7 @@ class TransformerImpl : public torch::nn::Module {
   void reset_gates();                      // all gates back to 1
   void set_gates_requires_grad(bool on);   // gates become leaves; .grad() after backward
   std::vector<HeadId> masked_heads();      // heads whose gate is 0
+  int64_t n_active_heads();                // heads kept and not masked
   int64_t n_parameters();
 
   Stack encoder{nullptr}, decoder{nullptr};

@@ -99,7 +99,6 @@ class HeadGateSet {
 
  private:
   void attach(const torch::Tensor& g);
-  TransformerImpl& model_;
   HardConcrete dist_;
   torch::Tensor log_alpha_;
   std::vector<HeadId> heads_;
@@ -114,7 +113,7 @@ struct GateTrainResult {
   bool reached_target = true;
   int64_t steps = 0;
   double final_coef = 0;
-  int64_t empty_layers = 0;  // attention layers whose every gate is closed
+  std::vector<std::pair<AttnType, int64_t>> emptied;  // attention layers whose every gate is closed
   nlohmann::json log = nlohmann::json::array();  // one record per period (for plots)
   nlohmann::json to_json() const;
 };
