@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "headprune/data/hf_tokenizers.h"
+#include "headprune/io/hf.h"
 #include "headprune/train/run_config.h"
 
 namespace hp::cli {
@@ -36,6 +38,8 @@ void add_finetune_options(CLI::App* sub, FinetuneArgs& f) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--finetune-lr", f.lr, "fine-tuning learning rate (default: the run config's)");
+  sub->add_option("--finetune-batch-tokens", f.batch_tokens, "tokens per fine-tuning batch (default: the run config's)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--synthetic-train", f.synthetic_train, "training examples of the synthetic task for fine-tuning")
       ->capture_default_str();
 }
@@ -50,10 +54,15 @@ TrainData finetune_data(const DataArgs& d, const FinetuneArgs& f, const LoadedMo
   return {load_data(train_args, lm, seed).examples, load_data(valid_args, lm, seed).examples};
 }
 
+TrainOptions run_train_options(const DataArgs& d, const LoadedModel& lm) {
+  return d.config_path.empty() ? synthetic_run_config(lm.model->config().arch).train
+                               : read_run_config(d.config_path, /*require_model=*/false).train;
+}
+
 TrainOptions finetune_options(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm, uint64_t seed) {
-  TrainOptions to = d.config_path.empty() ? synthetic_run_config(lm.model->config().arch).train
-                                          : read_run_config(d.config_path).train;
+  TrainOptions to = run_train_options(d, lm);
   if (f.lr > 0) to.lr = f.lr;
+  if (f.batch_tokens > 0) to.batch_tokens = f.batch_tokens;
   to.warmup_steps = std::min<int64_t>(to.warmup_steps, std::max<int64_t>(1, f.steps / 10));
   to.seed = seed;
   to.log_every = std::max<int64_t>(1, f.steps / 5);
@@ -67,7 +76,10 @@ std::pair<TrainData, TrainOptions> finetune_setup(const DataArgs& d, const Finet
 
 std::map<std::string, std::string> tokenizer_extras(const std::string& checkpoint) {
   std::map<std::string, std::string> extras;
-  if (auto tok = read_checkpoint_file(checkpoint, kTokenizerFile); !tok.empty()) extras[kTokenizerFile] = std::move(tok);
+  if (!is_hf_dir(checkpoint))
+    if (auto tok = read_checkpoint_file(checkpoint, kTokenizerFile); !tok.empty()) extras[kTokenizerFile] = std::move(tok);
+  for (const auto& f : hf_tokenizer_files())
+    if (auto bytes = read_checkpoint_file(checkpoint, f); !bytes.empty()) extras[f] = std::move(bytes);
   return extras;
 }
 

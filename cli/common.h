@@ -39,21 +39,25 @@ EvalSet load_data(const DataArgs& d, const LoadedModel& m, uint64_t seed);
 // Recovery fine-tuning after pruning (prune, curve, gates).
 struct FinetuneArgs {
   int64_t steps = 0;
-  double lr = 0;  // 0 = the run config's
+  double lr = 0;            // 0 = the run config's
+  int64_t batch_tokens = 0;  // 0 = the run config's
   int64_t synthetic_train = 4000;
 };
-// Adds --finetune-steps, --finetune-lr and --synthetic-train.
+// Adds --finetune-steps, --finetune-lr, --finetune-batch-tokens and --synthetic-train.
 void add_finetune_options(CLI::App* sub, FinetuneArgs& f);
 // Training data: the run config's train and valid splits, or the synthetic task's.
 TrainData finetune_data(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm, uint64_t seed);
-// Training options: the run config's train section (or the synthetic task's), warm-up capped at a
-// tenth of f.steps.
+// The run config's train section (or the synthetic task's), as ordinary training uses it.
+TrainOptions run_train_options(const DataArgs& d, const LoadedModel& lm);
+// Training options: the run config's train section (or the synthetic task's) with f's overrides,
+// warm-up capped at a tenth of f.steps.
 TrainOptions finetune_options(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm, uint64_t seed);
 // Both.
 std::pair<TrainData, TrainOptions> finetune_setup(const DataArgs& d, const FinetuneArgs& f, const LoadedModel& lm,
                                                   uint64_t seed);
 
-// The files a checkpoint derived from `checkpoint` carries along: its tokenizer, if it has one.
+// The files a checkpoint derived from `checkpoint` carries along: its tokenizer (headprune's
+// tokenizer.json or an HF tokenizer's vocab.txt / vocab.json / merges.txt / tokenizer_config.json).
 std::map<std::string, std::string> tokenizer_extras(const std::string& checkpoint);
 
 // The metric (and loss) of a model at successive stages (before, masked, removed, fine-tuned).

@@ -34,6 +34,8 @@ void run_export(const ExportOptions& o, Context& ctx) {
   }
   if (!o.hf_dir.empty()) {
     export_hf(o.hf_dir, *model, base);
+    for (const auto& [name, bytes] : tokenizer_extras(o.checkpoint))  // an HF tokenizer goes along
+      if (name != kTokenizerFile) write_file_atomic(join_path(o.hf_dir, name), bytes);
     const auto cfg = nlohmann::json::parse(read_file(join_path(o.hf_dir, kConfigFile)));
     ctx.out << "wrote " << o.hf_dir << " (" << cfg.at("model_type").get<std::string>()
             << ", pruned_heads " << cfg.at("pruned_heads").dump() << ")\n";

@@ -21,7 +21,7 @@ struct ImportanceCliOptions {
   DataArgs data;
   int64_t beam = 1, bootstrap = 1000;
   double alpha = 0.01;
-  std::vector<int64_t> special_ids = {Tokenizer::kEos};
+  std::vector<int64_t> special_ids;  // empty: the tokenizer's eos ([SEP]), or </s> without one
   bool json = false, cost = false;
 };
 
@@ -44,6 +44,7 @@ void run_importance(const ImportanceCliOptions& o, Context& ctx) {
   so.bootstrap_samples = o.bootstrap;
   so.significance = o.alpha;
   so.special_ids = o.special_ids;
+  if (so.special_ids.empty()) so.special_ids = {lm.tokenizer ? lm.tokenizer->specials().eos : Tokenizer::kEos};
   so.seed = ctx.seed;
   PhaseProgress progress;
   so.progress = progress.callback();
@@ -161,7 +162,7 @@ void register_importance(CLI::App& app, Context& ctx) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--alpha", o->alpha, "significance level")->capture_default_str();
-  sub->add_option("--special-ids", o->special_ids, "confidence: key token ids excluded (eos / [SEP])")
+  sub->add_option("--special-ids", o->special_ids, "confidence: key token ids excluded (default: the tokenizer's eos / [SEP])")
       ->capture_default_str();
   sub->add_option("--out", o->out_dir, "write importance.json and importance.csv here");
   sub->add_flag("--json", o->json, "print the maps as JSON instead of heat maps");

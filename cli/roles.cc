@@ -35,7 +35,7 @@ std::string pct(double v) { return fmt(100.0 * v, 1) + "%"; }
 void run_roles(const RolesCliOptions& o, Context& ctx) {
   LoadedModel lm = open_model(o.checkpoint);
   if (!lm.tokenizer)
-    throw std::invalid_argument(o.checkpoint + ": no tokenizer.json (roles need a model trained on text, not the "
+    throw std::invalid_argument(o.checkpoint + ": no tokenizer (tokenizer.json, or an HF vocab.txt / vocab.json + merges.txt; roles need a model trained on text, not the "
                                                "synthetic task)");
   const std::string conllu = resolve_data_path(o.data_root, o.conllu);
   const auto sentences = read_conllu(conllu, o.max_sentences);

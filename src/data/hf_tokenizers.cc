@@ -1,6 +1,7 @@
 // WordPiece (BERT) and byte-level BPE (GPT-2) tokenizers (see header).
 #include "headprune/data/hf_tokenizers.h"
 
+#include <algorithm>
 #include <climits>
 #include <stdexcept>
 
@@ -229,6 +230,23 @@ std::optional<int64_t> WordPieceTokenizer::id(const std::string& token) const {
   return it->second;
 }
 
+const std::string& WordPieceTokenizer::token(int64_t id) const {
+  if (id < 0 || id >= vocab_size())
+    throw std::invalid_argument("WordPiece: id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                std::to_string(vocab_size()) + ")");
+  return vocab_[static_cast<size_t>(id)];
+}
+
+std::string WordPieceTokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::string out;
+  for (const int64_t i : ids) {
+    const std::string& t = token(i);
+    if (t.rfind("##", 0) == 0) out += t.substr(2);
+    else out += (out.empty() ? "" : " ") + t;
+  }
+  return out;
+}
+
 // ---- byte-level BPE -------------------------------------------------------------------------
 
 const std::vector<std::string>& ByteLevelBpeTokenizer::byte_symbols() {
@@ -395,6 +413,160 @@ std::string ByteLevelBpeTokenizer::decode(const std::vector<int64_t>& ids) const
     }
   }
   return out;
+}
+
+std::optional<int64_t> ByteLevelBpeTokenizer::id(const std::string& token) const {
+  const auto it = ids_.find(token);
+  if (it == ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string& ByteLevelBpeTokenizer::token(int64_t id) const {
+  const auto it = by_id_.find(id);
+  if (it == by_id_.end()) throw std::invalid_argument("byte-level BPE: id " + std::to_string(id) + " is not in the vocabulary");
+  return it->second;
+}
+
+// ---- behind the Tokenizer interface ----------------------------------------------------------
+
+namespace {
+
+// An HF tokenizer (WordPieceTokenizer or ByteLevelBpeTokenizer) behind the Tokenizer interface;
+// decode() leaves out the special ids in `skip`.
+template <typename T>
+class HfBackend : public Tokenizer::Backend {
+ public:
+  HfBackend(T t, std::vector<int64_t> skip, std::string kind)
+      : t_(std::move(t)), skip_(std::move(skip)), kind_(std::move(kind)) {}
+  std::vector<int64_t> encode(const std::string& text) const override { return t_.encode(text); }
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::vector<int64_t> kept;
+    for (const int64_t i : ids)
+      if (std::find(skip_.begin(), skip_.end(), i) == skip_.end()) kept.push_back(i);
+    return t_.decode(kept);
+  }
+  int64_t vocab_size() const override { return t_.vocab_size(); }
+  const std::string& piece(int64_t id) const override { return t_.token(id); }
+  std::string kind() const override { return kind_; }
+
+ private:
+  T t_;
+  std::vector<int64_t> skip_;
+  std::string kind_;
+};
+
+std::string in_dir(const std::string& dir, const std::string& file) {
+  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+std::string special(const std::map<std::string, std::string>& m, const std::string& key, const std::string& fallback) {
+  const auto it = m.find(key);
+  return it == m.end() ? fallback : it->second;
+}
+
+template <typename T>
+int64_t special_id(const T& t, const std::string& token, const std::string& role) {
+  const auto id = t.id(token);
+  if (!id) throw std::invalid_argument("tokenizer: the " + role + " token '" + token + "' is not in the vocabulary");
+  return *id;
+}
+
+// tokenizer_config.json: special tokens as strings or {"content": ...} objects, and flags.
+struct HfTokenizerConfig {
+  std::map<std::string, std::string> specials;
+  nlohmann::json raw = nlohmann::json::object();
+};
+
+HfTokenizerConfig read_tokenizer_config(const std::string& dir) {
+  HfTokenizerConfig c;
+  const std::string path = in_dir(dir, "tokenizer_config.json");
+  if (!is_file(path)) return c;
+  try {
+    c.raw = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!c.raw.is_object()) throw std::runtime_error(path + ": expected a JSON object");
+  for (const char* key : {"cls_token", "sep_token", "pad_token", "unk_token", "bos_token", "eos_token"}) {
+    if (!c.raw.contains(key) || c.raw[key].is_null()) continue;
+    const auto& v = c.raw[key];
+    if (v.is_string()) c.specials[key] = v.get<std::string>();
+    else if (v.is_object() && v.contains("content") && v["content"].is_string())
+      c.specials[key] = v["content"].get<std::string>();
+    else throw std::runtime_error(path + ": \"" + key + "\" should be a string or {\"content\": ...}, got " + v.dump());
+  }
+  return c;
+}
+
+template <typename T>
+T flag(const nlohmann::json& j, const char* key, T fallback, const std::string& dir) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  try {
+    return j[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw std::runtime_error(in_dir(dir, "tokenizer_config.json") + ": \"" + key + "\" has the wrong type: " +
+                             j[key].dump());
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& hf_tokenizer_files() {
+  static const std::vector<std::string> files = {"vocab.txt", "vocab.json", "merges.txt", "tokenizer_config.json",
+                                                 "special_tokens_map.json"};
+  return files;
+}
+
+Tokenizer as_tokenizer(WordPieceTokenizer wp, const std::map<std::string, std::string>& st) {
+  Tokenizer::Specials sp;
+  sp.pad = special_id(wp, special(st, "pad_token", "[PAD]"), "padding");
+  sp.bos = special_id(wp, special(st, "cls_token", "[CLS]"), "classification ([CLS])");
+  sp.eos = special_id(wp, special(st, "sep_token", "[SEP]"), "separator ([SEP])");
+  sp.unk = special_id(wp, special(st, "unk_token", "[UNK]"), "unknown");
+  std::vector<int64_t> skip = {sp.pad, sp.bos, sp.eos};
+  return Tokenizer(std::make_shared<HfBackend<WordPieceTokenizer>>(std::move(wp), std::move(skip), "wordpiece"), sp);
+}
+
+Tokenizer as_tokenizer(ByteLevelBpeTokenizer bpe, const std::map<std::string, std::string>& st) {
+  Tokenizer::Specials sp;
+  sp.eos = special_id(bpe, special(st, "eos_token", "<|endoftext|>"), "end of text");
+  sp.bos = special_id(bpe, special(st, "bos_token", "<|endoftext|>"), "start of text");
+  sp.unk = special_id(bpe, special(st, "unk_token", "<|endoftext|>"), "unknown");
+  sp.pad = special_id(bpe, special(st, "pad_token", special(st, "eos_token", "<|endoftext|>")), "padding");
+  std::vector<int64_t> skip = {sp.pad, sp.bos, sp.eos, sp.unk};
+  return Tokenizer(std::make_shared<HfBackend<ByteLevelBpeTokenizer>>(std::move(bpe), std::move(skip), "byte-level-bpe"),
+                   sp);
+}
+
+std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir) {
+  const std::string vocab_txt = in_dir(dir, "vocab.txt"), vocab_json = in_dir(dir, "vocab.json"),
+                    merges = in_dir(dir, "merges.txt");
+  if (is_file(vocab_txt)) {
+    const auto cfg = read_tokenizer_config(dir);
+    WordPieceTokenizer::Options o;
+    o.do_lower_case = flag<bool>(cfg.raw, "do_lower_case", true, dir);
+    if (cfg.raw.contains("strip_accents") && !cfg.raw["strip_accents"].is_null())
+      o.strip_accents = flag<bool>(cfg.raw, "strip_accents", true, dir);
+    o.tokenize_chinese_chars = flag<bool>(cfg.raw, "tokenize_chinese_chars", true, dir);
+    o.unk_token = special(cfg.specials, "unk_token", "[UNK]");
+    try {
+      return as_tokenizer(WordPieceTokenizer::load(vocab_txt, o), cfg.specials);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(vocab_txt + ": " + e.what());
+    }
+  }
+  if (is_file(vocab_json) || is_file(merges)) {
+    if (!is_file(vocab_json) || !is_file(merges))
+      throw std::runtime_error(dir + ": a GPT-2 tokenizer needs both vocab.json and merges.txt, found only " +
+                               (is_file(vocab_json) ? "vocab.json" : "merges.txt"));
+    const auto cfg = read_tokenizer_config(dir);
+    try {
+      return as_tokenizer(ByteLevelBpeTokenizer::load(vocab_json, merges), cfg.specials);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(vocab_json + ": " + e.what());
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace hp

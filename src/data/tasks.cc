@@ -64,13 +64,13 @@ Example classification_example(const Tokenizer& tok, const std::string& a, const
     if (ta.size() >= tb.size()) ta.pop_back();
     else tb.pop_back();
   }
-  e.src.push_back(Tokenizer::kBos);
+  e.src.push_back(tok.specials().bos);
   e.src.insert(e.src.end(), ta.begin(), ta.end());
-  e.src.push_back(Tokenizer::kEos);
+  e.src.push_back(tok.specials().eos);
   e.segments.assign(e.src.size(), 0);
   if (!b.empty()) {
     e.src.insert(e.src.end(), tb.begin(), tb.end());
-    e.src.push_back(Tokenizer::kEos);
+    e.src.push_back(tok.specials().eos);
     e.segments.resize(e.src.size(), 1);
   }
   e.label = label;
@@ -80,16 +80,16 @@ Example classification_example(const Tokenizer& tok, const std::string& a, const
 Example translation_source(const Tokenizer& tok, const std::string& src, int64_t max_len) {
   Example e;
   e.src = truncate(tok.encode(src), max_len > 0 ? max_len - 1 : 0);
-  e.src.push_back(Tokenizer::kEos);
+  e.src.push_back(tok.specials().eos);
   return e;
 }
 
 Example translation_example(const Tokenizer& tok, const std::string& src, const std::string& tgt, int64_t max_len) {
   Example e = translation_source(tok, src, max_len);
-  e.tgt.push_back(Tokenizer::kBos);
+  e.tgt.push_back(tok.specials().bos);
   auto t = truncate(tok.encode(tgt), max_len > 0 ? max_len - 1 : 0);
   e.tgt.insert(e.tgt.end(), t.begin(), t.end());
-  e.tgt.push_back(Tokenizer::kEos);
+  e.tgt.push_back(tok.specials().eos);
   return e;
 }
 
@@ -99,7 +99,7 @@ std::vector<Example> lm_blocks(const Tokenizer& tok, const std::vector<std::stri
   for (const auto& l : lines) {
     auto ids = tok.encode(l);
     stream.insert(stream.end(), ids.begin(), ids.end());
-    stream.push_back(Tokenizer::kEos);  // line boundary
+    stream.push_back(tok.specials().eos);  // line boundary
   }
   std::vector<Example> out;
   // Blocks overlap by one token so every token after the first is predicted exactly once.

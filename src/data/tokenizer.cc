@@ -392,6 +392,17 @@ std::string string_field(const json& j, const char* key, const std::string& what
 Tokenizer::Tokenizer(std::shared_ptr<const Model> model)
     : model_(std::move(model)), cache_(std::make_shared<Cache>()) {}
 
+Tokenizer::Tokenizer(std::shared_ptr<const Backend> backend, const Specials& specials)
+    : backend_(std::move(backend)), specials_(specials) {
+  if (!backend_) throw std::invalid_argument("tokenizer: no backend");
+  for (const int64_t id : {specials.pad, specials.bos, specials.eos, specials.unk})
+    if (id < 0 || id >= backend_->vocab_size())
+      throw std::invalid_argument("tokenizer: special id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                  std::to_string(backend_->vocab_size()) + ")");
+}
+
+std::string Tokenizer::kind() const { return backend_ ? backend_->kind() : kType; }
+
 Tokenizer Tokenizer::train(const std::vector<std::string>& sentences, const TokenizerTrainOptions& opts) {
   auto bad = [](const std::string& msg) { throw std::invalid_argument("tokenizer training: " + msg); };
   if (opts.model_type != "bpe")
@@ -533,6 +544,7 @@ Tokenizer Tokenizer::load(const std::string& path) { return from_serialized(read
 void Tokenizer::save(const std::string& path) const { write_file_atomic(path, serialized()); }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
+  if (backend_) return backend_->encode(text);
   std::vector<int64_t> out;
   for_each_word(text, [&](const std::string& w) {
     {
@@ -553,6 +565,7 @@ std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
 }
 
 std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  if (backend_) return backend_->decode(ids);
   const int64_t n = vocab_size();
   std::string joined;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -578,11 +591,17 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
   return text;
 }
 
-int64_t Tokenizer::vocab_size() const { return static_cast<int64_t>(model_->pieces.size()); }
+int64_t Tokenizer::vocab_size() const {
+  return backend_ ? backend_->vocab_size() : static_cast<int64_t>(model_->pieces.size());
+}
 
-std::string Tokenizer::serialized() const { return model_->json; }
+std::string Tokenizer::serialized() const {
+  if (backend_) throw std::logic_error("tokenizer: a " + backend_->kind() + " tokenizer is kept in its own files");
+  return model_->json;
+}
 
 const std::string& Tokenizer::piece(int64_t id) const {
+  if (backend_) return backend_->piece(id);
   if (id < 0 || id >= vocab_size())
     throw std::invalid_argument("tokenizer: piece id " + std::to_string(id) +
                                 " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");

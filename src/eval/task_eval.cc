@@ -56,7 +56,7 @@ EvalSet load_eval_set(const ModelConfig& cfg, const std::optional<Tokenizer>& to
     spec["n_train"] = spec["n_valid"] = spec["n_test"] = synthetic_n;
     where = "the synthetic task";
   } else {
-    spec = read_run_config(config_path).data;
+    spec = read_run_config(config_path, /*require_model=*/false).data;
     where = config_path;
     if (spec.value("kind", "synthetic") != "synthetic" && !tokenizer)
       throw std::runtime_error("the checkpoint has no tokenizer, but " + config_path + " needs one to read its data");

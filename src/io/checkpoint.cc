@@ -1,5 +1,7 @@
 // Checkpoint directories (see header).
 #include "headprune/io/checkpoint.h"
+
+#include "headprune/data/hf_tokenizers.h"
 #include "headprune/io/hf.h"
 
 #include <algorithm>
@@ -120,8 +122,16 @@ LoadedModel open_model(const std::string& dir) {
   LoadedModel m;
   m.dir = dir;
   m.model = load_checkpoint(dir);
+  // headprune's own tokenizer.json, else the HF tokenizer files (vocab.txt or vocab.json + merges.txt)
+  // of an HF directory or carried along into a headprune checkpoint. An HF directory's own
+  // tokenizer.json (the "fast" tokenizer format) is not read.
   const std::string tok = join_path(dir, kTokenizerFile);
-  if (is_file(tok)) m.tokenizer = Tokenizer::load(tok);
+  if (is_file(tok) && !is_hf_dir(dir)) m.tokenizer = Tokenizer::load(tok);
+  else m.tokenizer = load_hf_tokenizer(dir);
+  if (m.tokenizer && m.tokenizer->vocab_size() > m.model->config().vocab_size)
+    throw std::runtime_error(dir + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
+                             " entries but the model's vocabulary only " +
+                             std::to_string(m.model->config().vocab_size));
   return m;
 }
 

@@ -198,21 +198,21 @@ ModelPointers head_pointers(TransformerImpl& model, const Tokenizer& tok, const 
   for (size_t s = 0; s < sentences.size(); ++s) {
     Item it;
     it.sentence = s;
-    if (lead_bos) it.ex.src.push_back(Tokenizer::kBos);
+    if (lead_bos) it.ex.src.push_back(tok.specials().bos);
     for (const auto& w : sentences[s].words) {
       auto ids = tok.encode(w.form);
-      if (ids.empty()) ids.push_back(Tokenizer::kUnk);
+      if (ids.empty()) ids.push_back(tok.specials().unk);
       const auto b = static_cast<int64_t>(it.ex.src.size());
       it.ex.src.insert(it.ex.src.end(), ids.begin(), ids.end());
       it.spans.emplace_back(b, static_cast<int64_t>(it.ex.src.size()));
     }
-    if (trail_eos) it.ex.src.push_back(Tokenizer::kEos);
+    if (trail_eos) it.ex.src.push_back(tok.specials().eos);
     if (static_cast<int64_t>(it.ex.src.size()) > cfg.max_positions) continue;
     if (cfg.arch == Arch::EncoderClassifier) {
       it.ex.segments.assign(it.ex.src.size(), 0);
       it.ex.label = 0;
     }
-    if (cfg.arch == Arch::EncoderDecoder) it.ex.tgt = {Tokenizer::kBos, Tokenizer::kEos};
+    if (cfg.arch == Arch::EncoderDecoder) it.ex.tgt = {tok.specials().bos, tok.specials().eos};
     items.push_back(std::move(it));
   }
   for (const auto& it : items) mp.sentences.push_back(sentences[it.sentence]);

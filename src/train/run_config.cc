@@ -11,7 +11,7 @@ nlohmann::json RunConfig::to_json(const TrainOptions& effective) const {
   return {{"model", model.to_json()}, {"data", data}, {"train", effective.to_json()}};
 }
 
-RunConfig read_run_config(const std::string& path) {
+RunConfig read_run_config(const std::string& path, bool require_model) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_file(path), nullptr, true, /*ignore_comments=*/true);
@@ -19,15 +19,19 @@ RunConfig read_run_config(const std::string& path) {
     throw std::runtime_error(path + ": not valid JSON: " + e.what());
   }
   try {
-    if (!j.is_object() || !j.contains("model") || !j.contains("data"))
-      throw std::invalid_argument("expected an object with \"model\", \"data\" and optional \"train\" sections");
+    if (!j.is_object() || (require_model && !j.contains("model")) || !j.contains("data"))
+      throw std::invalid_argument(require_model
+                                      ? "expected an object with \"model\", \"data\" and optional \"train\" sections"
+                                      : "expected an object with a \"data\" section (\"model\" and \"train\" optional)");
     for (auto it = j.begin(); it != j.end(); ++it)
       if (it.key() != "model" && it.key() != "data" && it.key() != "train")
         throw std::invalid_argument("unknown section '" + it.key() + "'");
     RunConfig rc;
-    nlohmann::json m = j.at("model");
-    if (m.is_object() && !m.contains("vocab_size")) m["vocab_size"] = 8;  // replaced by the tokenizer's size
-    rc.model = ModelConfig::from_json(m);
+    if (j.contains("model")) {
+      nlohmann::json m = j.at("model");
+      if (m.is_object() && !m.contains("vocab_size")) m["vocab_size"] = 8;  // replaced by the tokenizer's size
+      rc.model = ModelConfig::from_json(m);
+    }
     rc.data = j.at("data");
     if (j.contains("train")) rc.train = TrainOptions::from_json(j.at("train"));
     return rc;

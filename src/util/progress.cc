@@ -23,9 +23,11 @@ std::string ProgressBar::format_duration(double s) {
 }
 
 void ProgressBar::update(int64_t done, const std::string& extra) {
-  if (!tty_ || finished_) return;
+  if (finished_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (done < total_ && now - last_draw_ < std::chrono::milliseconds(200)) return;
+  const auto interval = tty_ ? std::chrono::milliseconds(200) : std::chrono::milliseconds(30000);
+  if (!tty_ && last_draw_ < start_) last_draw_ = start_;  // the first plain line after 30 s
+  if (now - last_draw_ < interval && (tty_ ? done < total_ : true)) return;
   last_draw_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
@@ -35,9 +37,14 @@ void ProgressBar::update(int64_t done, const std::string& extra) {
   if (filled < width) bar += '>';
   bar.resize(width, ' ');
   const std::string eta = rate > 0 ? format_duration(static_cast<double>(total_ - done) / rate) : "?";
-  std::fprintf(stderr, "\r[%s] %lld/%lld [%s] %3.0f%% %.1f %s/s ETA %s %s\033[K", label_.c_str(),
-               static_cast<long long>(done), static_cast<long long>(total_), bar.c_str(), 100.0 * frac, rate,
-               unit_.c_str(), eta.c_str(), extra.c_str());
+  if (tty_)
+    std::fprintf(stderr, "\r[%s] %lld/%lld [%s] %3.0f%% %.1f %s/s ETA %s %s\033[K", label_.c_str(),
+                 static_cast<long long>(done), static_cast<long long>(total_), bar.c_str(), 100.0 * frac, rate,
+                 unit_.c_str(), eta.c_str(), extra.c_str());
+  else
+    std::fprintf(stderr, "[%s] %lld/%lld %3.0f%% %.2f %s/s elapsed %s ETA %s %s\n", label_.c_str(),
+                 static_cast<long long>(done), static_cast<long long>(total_), 100.0 * frac, rate, unit_.c_str(),
+                 format_duration(elapsed).c_str(), eta.c_str(), extra.c_str());
   std::fflush(stderr);
 }
 

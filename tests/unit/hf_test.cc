@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "headprune/data/hf_tokenizers.h"
+#include "headprune/data/tasks.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/hf.h"
@@ -121,6 +123,84 @@ TEST(HfRoundTrip, HeadpruneModelsExportWhenHfCanExpressThem) {
   EXPECT_LT(test::max_abs_diff(logits(*import_hf(dir / "bert").model, b), logits(*m, b)), 1e-5);
   auto ed = test::make_model(Arch::EncoderDecoder);
   EXPECT_THROW(to_hf(*ed), std::invalid_argument);
+}
+
+// A fixture copied into `dir`, so that tokenizer files can be added beside it.
+fs::path copy_fixture(const fs::path& dir, const std::string& name) {
+  const fs::path d = dir / name;
+  fs::create_directories(d);
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(fixture(name) + "/" + f, d / f);
+  return d;
+}
+
+void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
+
+// open_model(dir) fails with a message containing `what`.
+void expect_open_error(const fs::path& dir, const std::string& what) {
+  try {
+    open_model(dir.string());
+    ADD_FAILURE() << "expected an error containing: " << what;
+  } catch (const std::runtime_error& err) {
+    EXPECT_NE(std::string(err.what()).find(what), std::string::npos) << err.what();
+  }
+}
+
+TEST(HfText, BertDirectoryReadsTextThroughItsWordPieceVocabulary) {
+  test::TempDir dir;
+  const fs::path d = copy_fixture(dir.path, "bert");
+  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "movie", "##s", "great", "!"};
+  while (vocab.size() < 40) vocab.push_back("[unused" + std::to_string(vocab.size()) + "]");  // the model's 40
+  std::string text;
+  for (const auto& v : vocab) text += v + "\n";
+  write_text(d / "vocab.txt", text);
+  write_text(d / "tokenizer_config.json", R"({"do_lower_case": true, "cls_token": {"content": "[CLS]"}})");
+  LoadedModel lm = open_model(d.string());
+  ASSERT_TRUE(lm.tokenizer);
+  EXPECT_EQ(lm.tokenizer->kind(), "wordpiece");
+  const auto sp = lm.tokenizer->specials();
+  EXPECT_EQ(std::vector<int64_t>({sp.pad, sp.bos, sp.eos, sp.unk}), std::vector<int64_t>({0, 2, 3, 1}));
+  // [CLS] the movie ##s [UNK] great ! [SEP]: framing uses the vocabulary's own specials.
+  const Example e = classification_example(*lm.tokenizer, "The movies WERE great!", "", 1, 0);
+  EXPECT_EQ(e.src, (std::vector<int64_t>{2, 4, 5, 6, 1, 7, 8, 3}));
+  EXPECT_EQ(lm.tokenizer->decode(e.src), "the movies [UNK] great !");
+  {
+    torch::NoGradGuard ng;
+    Batch b;
+    b.input_ids = torch::tensor(e.src).unsqueeze(0);
+    b.attention_mask = torch::ones_like(b.input_ids);
+    b.segment_ids = torch::zeros_like(b.input_ids);
+    EXPECT_EQ(lm.model->forward(b).logits.sizes(), (std::vector<int64_t>{1, 3}));
+  }
+  // A vocabulary larger than the model's embedding table is refused, naming the directory.
+  write_text(d / "vocab.txt", text + "extra\n");
+  expect_open_error(d, "41 entries but the model's vocabulary only 40");
+  // A special token the vocabulary lacks is named.
+  write_text(d / "vocab.txt", text);
+  write_text(d / "tokenizer_config.json", R"({"sep_token": "[END]"})");
+  expect_open_error(d, "'[END]' is not in the vocabulary");
+}
+
+TEST(HfText, Gpt2DirectoryReadsTextThroughItsByteLevelBpe) {
+  test::TempDir dir;
+  const fs::path d = copy_fixture(dir.path, "gpt2");
+  // "\u0120" (Ġ) is the byte-level symbol of a space.
+  write_text(d / "vocab.json", R"({"h": 0, "e": 1, "l": 2, "o": 3, "\u0120": 4, "w": 5, "r": 6, "d": 7, "he": 8,
+    "ll": 9, "hell": 10, "hello": 11, "\u0120w": 12, "or": 13, "\u0120wor": 14, "ld": 15, "\u0120world": 16,
+    "<|endoftext|>": 49})");
+  write_text(d / "merges.txt", "#version: 0.2\nh e\nl l\nhe ll\nhell o\n\u0120 w\no r\n\u0120w or\nl d\n\u0120wor ld\n");
+  const LoadedModel lm = open_model(d.string());
+  ASSERT_TRUE(lm.tokenizer);
+  EXPECT_EQ(lm.tokenizer->kind(), "byte-level-bpe");
+  EXPECT_EQ(lm.tokenizer->specials().eos, 49);
+  EXPECT_EQ(lm.tokenizer->encode("hello world"), (std::vector<int64_t>{11, 16}));
+  // Lines end with <|endoftext|>, GPT-2's document separator.
+  const auto blocks = lm_blocks(*lm.tokenizer, {"hello world", "hello"}, 8);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0].src, (std::vector<int64_t>{11, 16, 49, 11, 49}));
+  EXPECT_EQ(lm.tokenizer->decode(blocks[0].src), "hello worldhello");
+  // Only one of the two files is an error naming what is missing.
+  fs::remove(d / "merges.txt");
+  expect_open_error(d, "needs both vocab.json and merges.txt");
 }
 
 TEST(HfImport, BadInputIsAClearError) {

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "headprune/data/tokenizer.h"
+
 namespace hp {
 
 class WordPieceTokenizer {
@@ -37,7 +39,10 @@ class WordPieceTokenizer {
   std::vector<std::string> basic_tokenize(const std::string& text) const;  // words and punctuation
   std::vector<std::string> tokenize(const std::string& text) const;        // word pieces
   std::vector<int64_t> encode(const std::string& text) const;              // ids, no [CLS]/[SEP]
+  // Tokens joined by spaces, "##" continuations glued to the token before.
+  std::string decode(const std::vector<int64_t>& ids) const;
   std::optional<int64_t> id(const std::string& token) const;
+  const std::string& token(int64_t id) const;  // out of range is std::invalid_argument
   int64_t vocab_size() const { return static_cast<int64_t>(vocab_.size()); }
 
  private:
@@ -59,7 +64,10 @@ class ByteLevelBpeTokenizer {
   std::vector<std::string> tokenize(const std::string& text) const;      // byte-level BPE tokens
   std::vector<int64_t> encode(const std::string& text) const;
   std::string decode(const std::vector<int64_t>& ids) const;  // an unknown id is std::invalid_argument
-  int64_t vocab_size() const { return static_cast<int64_t>(by_id_.size()); }
+  std::optional<int64_t> id(const std::string& token) const;
+  const std::string& token(int64_t id) const;  // an unknown id is std::invalid_argument
+  // One past the largest id (ids need not be contiguous).
+  int64_t vocab_size() const { return by_id_.empty() ? 0 : by_id_.rbegin()->first + 1; }
 
   // GPT-2's reversible map from the 256 byte values to printable code points, as UTF-8.
   static const std::vector<std::string>& byte_symbols();
@@ -70,5 +78,21 @@ class ByteLevelBpeTokenizer {
   std::map<int64_t, std::string> by_id_;
   std::map<std::pair<std::string, std::string>, int64_t> ranks_;
 };
+
+// ---- behind headprune's Tokenizer interface, so data framing and decoding work unchanged ------
+
+// Files of an HF tokenizer in a checkpoint directory; commands copy them along with a model.
+const std::vector<std::string>& hf_tokenizer_files();  // vocab.txt, vocab.json, merges.txt, ...
+
+// Specials from tokenizer_config.json's cls/sep/pad/unk tokens (defaults [CLS], [SEP], [PAD], [UNK]);
+// an absent token is std::invalid_argument naming it.
+Tokenizer as_tokenizer(WordPieceTokenizer wp, const std::map<std::string, std::string>& special_tokens = {});
+// GPT-2: bos = eos = pad = unk = "<|endoftext|>" (or tokenizer_config.json's bos/eos/unk tokens).
+Tokenizer as_tokenizer(ByteLevelBpeTokenizer bpe, const std::map<std::string, std::string>& special_tokens = {});
+
+// The tokenizer of an HF directory: vocab.txt (BERT WordPiece; do_lower_case, strip_accents,
+// tokenize_chinese_chars and the special tokens from tokenizer_config.json when present) or
+// vocab.json + merges.txt (GPT-2). std::nullopt when the directory has neither; errors name the file.
+std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir);
 
 }  // namespace hp

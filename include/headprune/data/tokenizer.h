@@ -22,8 +22,25 @@ struct TokenizerTrainOptions {
 
 class Tokenizer {
  public:
-  // Fixed special ids so models agree: 0 <pad>, 1 <s> (bos / [CLS]), 2 </s> (eos / [SEP]), 3 <unk>.
+  // Fixed special ids of headprune's own BPE, so models agree: 0 <pad>, 1 <s> (bos / [CLS]),
+  // 2 </s> (eos / [SEP]), 3 <unk>.
   static constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
+  // The ids a vocabulary uses to pad, to start a sequence (<s>, BERT's [CLS]), to end one (</s>,
+  // [SEP], GPT-2's <|endoftext|>) and for unknown pieces. Data framing reads them from here.
+  struct Specials {
+    int64_t pad = kPad, bos = kBos, eos = kEos, unk = kUnk;
+  };
+  // Another tokenizer format behind this interface (HuggingFace's WordPiece and byte-level BPE:
+  // hf_tokenizers.h). decode() skips the specials.
+  struct Backend {
+    virtual ~Backend() = default;
+    virtual std::vector<int64_t> encode(const std::string& text) const = 0;
+    virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+    virtual int64_t vocab_size() const = 0;
+    virtual const std::string& piece(int64_t id) const = 0;
+    virtual std::string kind() const = 0;
+  };
+  Tokenizer(std::shared_ptr<const Backend> backend, const Specials& specials);
 
   // Vocabulary: the 4 specials, the kept characters sorted by code point, then one piece per merge in
   // merge order. Training merges the most frequent adjacent pair (ties: smallest (left, right) bytes)
@@ -46,7 +63,10 @@ class Tokenizer {
   // std::invalid_argument.
   std::string decode(const std::vector<int64_t>& ids) const;
   int64_t vocab_size() const;
-  std::string serialized() const;              // the JSON text
+  // The JSON text; a Backend tokenizer has none (it lives in its own files): std::logic_error.
+  std::string serialized() const;
+  const Specials& specials() const { return specials_; }
+  std::string kind() const;  // "headprune-bpe", "wordpiece" or "byte-level-bpe"
   const std::string& piece(int64_t id) const;  // the vocabulary entry; out of range is std::invalid_argument
 
   struct Model;  // vocabulary, merges and lookup tables (tokenizer.cc)
@@ -56,6 +76,8 @@ class Tokenizer {
   explicit Tokenizer(std::shared_ptr<const Model> model);
   std::shared_ptr<const Model> model_;  // immutable once built: safe to share between copies and threads
   std::shared_ptr<Cache> cache_;
+  std::shared_ptr<const Backend> backend_;  // set instead of model_ for other formats
+  Specials specials_;
 };
 
 }  // namespace hp

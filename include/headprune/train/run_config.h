@@ -18,7 +18,9 @@ struct RunConfig {
   nlohmann::json to_json(const TrainOptions& effective) const;
 };
 
-RunConfig read_run_config(const std::string& path);  // errors name the file
+// Errors name the file. Without require_model, a file with only "data" (and "train") sections is
+// accepted, for commands that evaluate or fine-tune an existing checkpoint (rc.model is then default).
+RunConfig read_run_config(const std::string& path, bool require_model = true);
 RunConfig synthetic_run_config(Arch arch);           // the built-in task
 
 }  // namespace hp

@@ -1,5 +1,6 @@
 // A progress bar on stderr for long runs: rate and ETA, redrawn in place at most ~5 times a
-// second when stderr is a terminal, silent otherwise (logs carry the numbers then).
+// second when stderr is a terminal; when stderr is a file or pipe (a run in the background), one
+// plain line at most every 30 s instead, so that a log shows how far a long run has got.
 #pragma once
 
 #include <chrono>
