@@ -73,11 +73,11 @@ void run_gates(GatesCliOptions o, Context& ctx) {
   train_args.lr = o.lr;
   TrainOptions to = finetune_options(o.data, train_args, lm, ctx.seed);
   to.max_steps = o.steps;
-  // From scratch, the run config's warm-up applies as in ordinary training.
-  if (o.from_scratch) to.warmup_steps = run_train_options(o.data, lm).warmup_steps;
   to.eval_every = o.steps + o.gate.max_extra_steps;
   if (o.from_scratch) {
-    // Voita's second setting: the same architecture, trained with gates from a fresh init.
+    // Voita's second setting: the same architecture, trained with gates from a fresh init, with the
+    // run config's warm-up as in ordinary training.
+    to.warmup_steps = run_train_options(o.data, lm).warmup_steps;
     torch::manual_seed(ctx.seed);
     lm.model = Transformer(cfg);
   } else {

@@ -455,10 +455,6 @@ class HfBackend : public Tokenizer::Backend {
   std::string kind_;
 };
 
-std::string in_dir(const std::string& dir, const std::string& file) {
-  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
-}
-
 std::string special(const std::map<std::string, std::string>& m, const std::string& key, const std::string& fallback) {
   const auto it = m.find(key);
   return it == m.end() ? fallback : it->second;
@@ -479,7 +475,7 @@ struct HfTokenizerConfig {
 
 HfTokenizerConfig read_tokenizer_config(const std::string& dir) {
   HfTokenizerConfig c;
-  const std::string path = in_dir(dir, "tokenizer_config.json");
+  const std::string path = join_path(dir, "tokenizer_config.json");
   if (!is_file(path)) return c;
   try {
     c.raw = nlohmann::json::parse(read_file(path));
@@ -504,7 +500,7 @@ T flag(const nlohmann::json& j, const char* key, T fallback, const std::string& 
   try {
     return j[key].get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw std::runtime_error(in_dir(dir, "tokenizer_config.json") + ": \"" + key + "\" has the wrong type: " +
+    throw std::runtime_error(join_path(dir, "tokenizer_config.json") + ": \"" + key + "\" has the wrong type: " +
                              j[key].dump());
   }
 }
@@ -538,9 +534,24 @@ Tokenizer as_tokenizer(ByteLevelBpeTokenizer bpe, const std::map<std::string, st
                    sp);
 }
 
+namespace {
+
+// as_tokenizer, a missing special token named with the vocabulary file (the loaders name their
+// files in their own errors).
+template <typename T>
+Tokenizer with_specials(const std::string& vocab_file, T t, const std::map<std::string, std::string>& specials) {
+  try {
+    return as_tokenizer(std::move(t), specials);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(vocab_file + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir) {
-  const std::string vocab_txt = in_dir(dir, "vocab.txt"), vocab_json = in_dir(dir, "vocab.json"),
-                    merges = in_dir(dir, "merges.txt");
+  const std::string vocab_txt = join_path(dir, "vocab.txt"), vocab_json = join_path(dir, "vocab.json"),
+                    merges = join_path(dir, "merges.txt");
   if (is_file(vocab_txt)) {
     const auto cfg = read_tokenizer_config(dir);
     WordPieceTokenizer::Options o;
@@ -549,22 +560,14 @@ std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir) {
       o.strip_accents = flag<bool>(cfg.raw, "strip_accents", true, dir);
     o.tokenize_chinese_chars = flag<bool>(cfg.raw, "tokenize_chinese_chars", true, dir);
     o.unk_token = special(cfg.specials, "unk_token", "[UNK]");
-    try {
-      return as_tokenizer(WordPieceTokenizer::load(vocab_txt, o), cfg.specials);
-    } catch (const std::invalid_argument& e) {
-      throw std::runtime_error(vocab_txt + ": " + e.what());
-    }
+    return with_specials(vocab_txt, WordPieceTokenizer::load(vocab_txt, o), cfg.specials);
   }
   if (is_file(vocab_json) || is_file(merges)) {
     if (!is_file(vocab_json) || !is_file(merges))
       throw std::runtime_error(dir + ": a GPT-2 tokenizer needs both vocab.json and merges.txt, found only " +
                                (is_file(vocab_json) ? "vocab.json" : "merges.txt"));
     const auto cfg = read_tokenizer_config(dir);
-    try {
-      return as_tokenizer(ByteLevelBpeTokenizer::load(vocab_json, merges), cfg.specials);
-    } catch (const std::invalid_argument& e) {
-      throw std::runtime_error(vocab_json + ": " + e.what());
-    }
+    return with_specials(vocab_json, ByteLevelBpeTokenizer::load(vocab_json, merges), cfg.specials);
   }
   return std::nullopt;
 }

@@ -15,10 +15,6 @@
 #include "headprune/model/state.h"
 
 namespace hp {
-std::string join_path(const std::string& dir, const std::string& file) {
-  return (!dir.empty() && dir.back() == '/') ? dir + file : dir + "/" + file;
-}
-
 namespace {
 
 void check_dir(const std::string& dir) {

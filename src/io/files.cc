@@ -62,6 +62,10 @@ bool is_directory(const std::string& path) {
   return fs::is_directory(path, ec);
 }
 
+std::string join_path(const std::string& dir, const std::string& file) {
+  return (!dir.empty() && dir.back() == '/') ? dir + file : dir + "/" + file;
+}
+
 bool is_file(const std::string& path) {
   std::error_code ec;
   return fs::is_regular_file(path, ec);

@@ -9,7 +9,9 @@ namespace hp {
 
 ProgressBar::ProgressBar(std::string label, int64_t total, std::string unit)
     : label_(std::move(label)), unit_(std::move(unit)), total_(total), tty_(::isatty(2) == 1),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_ - std::chrono::seconds(1)) {}
+      start_(std::chrono::steady_clock::now()),
+      // a terminal draws at once; a log's first plain line comes after one interval
+      last_draw_(tty_ ? start_ - std::chrono::seconds(1) : start_) {}
 
 ProgressBar::~ProgressBar() { finish(); }
 
@@ -26,8 +28,7 @@ void ProgressBar::update(int64_t done, const std::string& extra) {
   if (finished_) return;
   const auto now = std::chrono::steady_clock::now();
   const auto interval = tty_ ? std::chrono::milliseconds(200) : std::chrono::milliseconds(30000);
-  if (!tty_ && last_draw_ < start_) last_draw_ = start_;  // the first plain line after 30 s
-  if (now - last_draw_ < interval && (tty_ ? done < total_ : true)) return;
+  if (now - last_draw_ < interval && (!tty_ || done < total_)) return;
   last_draw_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;

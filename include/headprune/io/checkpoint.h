@@ -9,6 +9,7 @@
 
 #include "headprune/config.h"
 #include "headprune/data/tokenizer.h"
+#include "headprune/io/files.h"
 #include "headprune/model/transformer.h"
 
 namespace hp {
@@ -35,7 +36,6 @@ void save_checkpoint(const std::string& dir, TransformerImpl& model,
                      const std::map<std::string, std::string>& extra_files = {});
 // Reads dir/name if present (e.g. the tokenizer), else returns an empty string.
 std::string read_checkpoint_file(const std::string& dir, const std::string& name);
-std::string join_path(const std::string& dir, const std::string& file);
 
 // A human-readable architecture summary; per-layer head counts collapse to one number
 // when uniform ("encoder_self heads: 4 x 2 layers" vs "[4, 2, 0]").

@@ -13,6 +13,7 @@ void write_file_atomic(const std::string& path, const std::function<void(std::os
 void write_file_atomic(const std::string& path, const std::string& content);
 bool is_directory(const std::string& path);
 bool is_file(const std::string& path);
+std::string join_path(const std::string& dir, const std::string& file);  // dir/file, one slash
 void make_directories(const std::string& path);  // mkdir -p; throws on failure
 
 }  // namespace hp
