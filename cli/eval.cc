@@ -12,6 +12,7 @@
 #include "headprune/data/synthetic.h"
 #include "headprune/data/tasks.h"
 #include "headprune/eval/evaluate.h"
+#include "headprune/model/precision.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/train/run_config.h"
@@ -21,7 +22,7 @@ namespace hp::cli {
 namespace {
 
 struct EvalCliOptions {
-  std::string checkpoint, hyps_path;
+  std::string checkpoint, hyps_path, precision = "fp32";
   DataArgs data;
   std::vector<int64_t> beams = {1, 4};
   double length_penalty = 1.0;
@@ -32,12 +33,14 @@ void run_eval(const EvalCliOptions& o, Context& ctx) {
   LoadedModel lm = open_model(o.checkpoint);
   Transformer& model = lm.model;
   const ModelConfig& cfg = model->config();
+  apply_precision(*model, parse_precision(o.precision));
   EvalSet set = load_data(o.data, lm, ctx.seed);
   const auto& examples = set.examples;
   const auto& texts = set.texts;
   nlohmann::json out = {{"checkpoint", o.checkpoint}, {"arch", to_string(cfg.arch)}};
   out["data"] = o.data.config_path.empty() ? "synthetic" : o.data.config_path;
   out["split"] = o.data.split;
+  out["precision"] = o.precision;
   auto r = evaluate(*model, examples);
   out.update(r.to_json());
   std::string line = "[eval] " + std::to_string(r.n_examples) + " examples | loss " + std::to_string(r.loss);
@@ -90,6 +93,8 @@ void register_eval(CLI::App& app, Context& ctx) {
   auto* sub = app.add_subcommand("eval", "Evaluate a checkpoint: loss, accuracy/F1/MCC, perplexity or BLEU");
   sub->add_option("checkpoint", o->checkpoint, "checkpoint directory")->required();
   add_data_options(sub, o->data);
+  sub->add_option("--precision", o->precision, "fp32, bf16 or int8 (dynamic int8 linear layers)")
+      ->capture_default_str();
   sub->add_option("--beam", o->beams, "beam sizes for translation BLEU (1 = greedy)")->capture_default_str();
   sub->add_option("--length-penalty", o->length_penalty, "beam score / length^penalty")->capture_default_str();
   sub->add_option("--hyps", o->hyps_path, "write the translations of the last beam size to this file");

@@ -69,9 +69,47 @@ void run_train(const TrainCliOptions& o, Context& ctx) {
   ctx.out << out.dump(2) << "\n";
 }
 
+struct InitCliOptions {
+  std::string config_path, out_dir;
+};
+
+// A freshly initialized checkpoint (the constructors' initialization, seeded by --seed): for speed
+// studies, which need no trained weights, and as a starting point for training elsewhere.
+void run_init(const InitCliOptions& o, Context& ctx) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(o.config_path), nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(o.config_path + ": not valid JSON: " + e.what());
+  }
+  if (j.is_object() && j.contains("model")) j = j.at("model");
+  ModelConfig cfg;
+  try {
+    if (!j.is_object() || !j.contains("vocab_size"))
+      throw std::invalid_argument("expected a model config object with \"vocab_size\" (or a run config's \"model\")");
+    cfg = ModelConfig::from_json(j);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(o.config_path + ": " + e.what());
+  }
+  Transformer model(cfg);
+  save_checkpoint(o.out_dir, *model);
+  ctx.out << "wrote " << o.out_dir << ": " << model->n_parameters() << " parameters, "
+          << model->n_active_heads() << " heads\n";
+}
+
 }  // namespace
 
 void register_train(CLI::App& app, Context& ctx) {
+  auto io = std::make_shared<InitCliOptions>();
+  auto* init = app.add_subcommand("init", "Write a randomly initialized checkpoint of a model config (speed studies)");
+  init->add_option("--config", io->config_path, "model config JSON (a bare model object or a run config)")
+      ->required();
+  init->add_option("--out", io->out_dir, "checkpoint directory to write")->required();
+  init->callback([&ctx, io] {
+    apply_globals(ctx);
+    run_init(*io, ctx);
+  });
+
   auto o = std::make_shared<TrainCliOptions>();
   auto* sub = app.add_subcommand("train", "Train a model (from a JSON config, or on the built-in synthetic task)");
   sub->add_option("--config", o->config_path, "run config JSON with model, data and train sections (see configs/)");

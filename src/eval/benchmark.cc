@@ -10,6 +10,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "headprune/model/precision.h"
 #include "headprune/util/runtime.h"
 
 namespace hp {
@@ -78,6 +79,7 @@ double forward_flops(const ModelConfig& cfg, int64_t batch, int64_t seq_len) {
 
 nlohmann::json BenchRecord::to_json() const {
   return {{"model", model},
+          {"precision", precision},
           {"batch", batch},
           {"seq_len", seq_len},
           {"median_ms", median_ms},
@@ -89,7 +91,8 @@ nlohmann::json BenchRecord::to_json() const {
           {"heads", heads},
           {"gflops", gflops},
           {"ideal_speedup", ideal_speedup},
-          {"measured_speedup", measured_speedup}};
+          {"measured_speedup", measured_speedup},
+          {"paired_speedup", paired_speedup}};
 }
 
 int64_t peak_rss_kb() {
@@ -102,6 +105,7 @@ nlohmann::json bench_environment() {
   return {{"threads", at::get_num_threads()},
           {"hardware_threads", hardware_threads()},
           {"blas", blas_info()},
+          {"int8_engine", quantized_engine_name()},
           {"torch", TORCH_VERSION},
           {"peak_rss_kb", peak_rss_kb()}};
 }
@@ -132,8 +136,8 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
       for (int64_t r = 0; r < opts.warmup + opts.reps; ++r) {
         for (size_t i = 0; i < models.size(); ++i) {
           const auto t0 = std::chrono::steady_clock::now();
-          auto o = models[i].model->forward(inputs[i]);
-          (void)o.logits.sum().item<double>();  // forces completion
+          auto logits = models[i].run ? models[i].run(inputs[i]) : models[i].model->forward(inputs[i]).logits;
+          (void)logits.sum().item<double>();  // forces completion
           const double e = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           if (r >= opts.warmup) ms[i].push_back(e);
         }
@@ -143,6 +147,7 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
         BenchRecord rec;
         const auto& cfg = models[i].model->config();
         rec.model = models[i].name;
+        rec.precision = models[i].precision;
         rec.batch = b;
         rec.seq_len = t;
         rec.median_ms = quantile(ms[i], 0.5);
@@ -155,6 +160,9 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
         rec.gflops = forward_flops(cfg, b, t) / 1e9;
         rec.ideal_speedup = out.size() > first ? out[first].gflops / rec.gflops : 1.0;
         rec.measured_speedup = out.size() > first ? out[first].median_ms / rec.median_ms : 1.0;
+        std::vector<double> ratios;
+        for (size_t r = 0; r < ms[i].size(); ++r) ratios.push_back(ms[0][r] / ms[i][r]);
+        rec.paired_speedup = quantile(ratios, 0.5);
         out.push_back(rec);
       }
       if (progress) progress(++done, total);

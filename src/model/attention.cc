@@ -1,6 +1,8 @@
 // Multi-head attention with per-head gates; see the header for the dimension legend.
 #include "headprune/model/attention.h"
 
+#include "headprune/model/precision.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -11,6 +13,13 @@ DenseImpl::DenseImpl(int64_t in, int64_t out, bool with_bias) {
   torch::nn::init::normal_(weight, 0.0, 0.02);
   if (with_bias) bias = register_parameter("bias", torch::zeros({out}));
 }
+
+torch::Tensor DenseImpl::forward(const torch::Tensor& x) const {
+  if (quantized()) return int8::linear(x, int8_);
+  return lrp::linear(x, weight, bias);
+}
+
+void DenseImpl::quantize_int8() { int8_ = int8::pack_linear(weight, bias); }
 
 NormImpl::NormImpl(int64_t dim, double eps) : eps_(eps) {
   weight = register_parameter("weight", torch::ones({dim}));
@@ -63,7 +72,46 @@ namespace {
 torch::Tensor split_heads(const torch::Tensor& x, int64_t H, int64_t D) {
   return x.view({x.size(0), x.size(1), H, D}).transpose(1, 2);
 }
+
+// Identifies a tensor's current contents for the caches below: its storage and in-place version
+// (optimizer steps, loading and gate changes bump the version; conversions change the storage).
+std::pair<const void*, int64_t> stamp(const torch::Tensor& t) {
+  if (!t.defined()) return {nullptr, 0};
+  return {t.data_ptr(), t.is_inference() ? 0 : static_cast<int64_t>(t._version())};
+}
 }  // namespace
+
+bool MultiHeadAttentionImpl::inference_path() const {
+  return !is_training() && !torch::GradMode::is_enabled() && !lrp::active() && !q_proj->quantized();
+}
+
+const MultiHeadAttentionImpl::Fused& MultiHeadAttentionImpl::fused(Fused& f, std::vector<const DenseImpl*> parts) {
+  std::vector<std::pair<const void*, int64_t>> stamps;
+  for (const auto* p : parts) {
+    stamps.push_back(stamp(p->weight));
+    stamps.push_back(stamp(p->bias));
+  }
+  if (stamps != f.stamps) {
+    std::vector<torch::Tensor> w, b;
+    for (const auto* p : parts) {
+      w.push_back(p->weight);
+      b.push_back(p->bias.defined() ? p->bias : torch::zeros({p->weight.size(0)}, p->weight.options()));
+    }
+    f.weight = torch::cat(w, 0).contiguous();
+    f.bias = torch::cat(b, 0).contiguous();
+    f.stamps = std::move(stamps);
+  }
+  return f;
+}
+
+bool MultiHeadAttentionImpl::gates_all_open() {
+  auto s = stamp(head_gate);
+  if (s != gate_stamp_) {
+    gates_all_open_ = head_gate.eq(1).all().item<bool>();
+    gate_stamp_ = s;
+  }
+  return gates_all_open_;
+}
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key_value,
                                               const torch::Tensor& mask, torch::Tensor* probs_out,
@@ -80,30 +128,46 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
     auto out = o_proj->bias.expand({B, T, d_model_});
     return out.contiguous();
   }
-  auto q = split_heads(q_proj(query), H, D);  // [B, H, T, D]
-  torch::Tensor k, v;
-  if (cache && static_kv && cache->k.defined()) {
-    k = cache->k;
-    v = cache->v;
+  // Inference: one GEMM for Q, K and V (self-attention) or for K and V (cross-attention), with
+  // the projection weights concatenated once and reused while they are unchanged.
+  const bool fast = inference_path();
+  const bool reuse_kv = cache && static_kv && cache->k.defined();
+  torch::Tensor q, k, v;
+  const bool fuse = fast && fuse_projections;
+  if (fuse && !reuse_kv && query.is_same(key_value)) {
+    const auto& f = fused(qkv_, {q_proj.get(), k_proj.get(), v_proj.get()});
+    auto qkv = torch::linear(query, f.weight, f.bias).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
+    q = qkv[0], k = qkv[1], v = qkv[2];  // [B, H, T, D] each
   } else {
-    k = split_heads(k_proj(key_value), H, D);  // [B, H, S, D]
-    v = split_heads(v_proj(key_value), H, D);
-    if (cache) {
-      if (!static_kv && cache->k.defined()) {
-        k = torch::cat({cache->k, k}, 2);
-        v = torch::cat({cache->v, v}, 2);
-      }
-      cache->k = k;
-      cache->v = v;
+    q = split_heads(q_proj(query), H, D);  // [B, H, T, D]
+    if (!reuse_kv && fuse) {
+      const auto& f = fused(kv_, {k_proj.get(), v_proj.get()});
+      auto kv = torch::linear(key_value, f.weight, f.bias).view({B, key_value.size(1), 2, H, D}).permute({2, 0, 3, 1, 4});
+      k = kv[0], v = kv[1];  // [B, H, S, D]
+    } else if (!reuse_kv) {
+      k = split_heads(k_proj(key_value), H, D);
+      v = split_heads(v_proj(key_value), H, D);
     }
   }
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));
-  if (mask.defined()) scores = scores + mask;       // [B, H, T, S]
+  if (reuse_kv) {
+    k = cache->k;
+    v = cache->v;
+  } else if (cache) {
+    if (!static_kv && cache->k.defined()) {
+      k = torch::cat({cache->k, k}, 2);
+      v = torch::cat({cache->v, v}, 2);
+    }
+    cache->k = k;
+    cache->v = v;
+  }
+  // Scaling the queries costs T*D per head instead of T*S for the scores.
+  auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), k.transpose(-2, -1));
+  if (mask.defined()) scores.add_(mask);  // [B, H, T, S]
   auto probs = torch::softmax(scores, -1);
   if (probs_out) *probs_out = probs;
   auto p = torch::dropout(probs, attention_dropout_, is_training());
-  auto ctx = lrp::mix(p, v);                         // [B, H, T, D]
-  ctx = ctx * head_gate.to(ctx.scalar_type()).view({1, H, 1, 1});
+  auto ctx = lrp::mix(p, v);  // [B, H, T, D]
+  if (!fast || !gates_all_open()) ctx = ctx * head_gate.to(ctx.scalar_type()).view({1, H, 1, 1});
   if (gate_probe.defined()) ctx = lrp::probe(ctx, gate_probe);
   if (on_context) on_context(ctx);
   ctx = ctx.transpose(1, 2).reshape({B, T, H * D});  // [B, T, H*D]

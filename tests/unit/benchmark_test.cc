@@ -55,7 +55,20 @@ TEST(BenchModels, RecordsEveryModelAndShapeWithSpeedupsAgainstTheFirst) {
     EXPECT_LE(r.p10_ms, r.median_ms);
     EXPECT_LE(r.median_ms, r.p90_ms);
     EXPECT_NEAR(r.examples_per_s, 1000.0 * r.batch / r.median_ms, 1e-6);
+    EXPECT_GT(r.paired_speedup, 0);
   }
+  EXPECT_DOUBLE_EQ(recs[0].paired_speedup, 1.0);
+  // A baseline timed through its own forward: the record still describes the model it stands for.
+  std::vector<BenchModel> with_run = {{"full", full}, {"custom", full}};
+  int64_t runs = 0;
+  with_run[1].run = [&](const Batch& b) {
+    ++runs;
+    return full->forward(b).logits;
+  };
+  o.batch_sizes = {2};
+  const auto r2 = bench_models(with_run, o);
+  EXPECT_EQ(runs, o.warmup + o.reps);
+  EXPECT_EQ(r2[1].heads, 24);
   o.seq_lens = {100000};
   EXPECT_THROW(bench_models(models, o), std::invalid_argument);
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,7 +34,7 @@ struct BenchOptions {
 };
 
 struct BenchRecord {
-  std::string model;
+  std::string model, precision = "fp32";
   int64_t batch = 0, seq_len = 0;
   double median_ms = 0, p10_ms = 0, p90_ms = 0;
   double examples_per_s = 0, tokens_per_s = 0;
@@ -41,12 +42,19 @@ struct BenchRecord {
   int64_t heads = 0;
   double gflops = 0;
   double ideal_speedup = 1, measured_speedup = 1;  // against the first model at the same shape
+  // Median over repetitions of (first model's time / this model's time) in the same round: less
+  // sensitive than the ratio of medians to a shared machine's drifts.
+  double paired_speedup = 1;
   nlohmann::json to_json() const;
 };
 
 struct BenchModel {
+  BenchModel(std::string name_, Transformer model_) : name(std::move(name_)), model(std::move(model_)) {}
   std::string name;
-  Transformer model{nullptr};
+  Transformer model{nullptr};  // timed, and the source of the config, FLOPs, parameters and heads
+  // When set, timed instead of model->forward: a baseline of model's architecture (textbook.h).
+  std::function<torch::Tensor(const Batch&)> run;
+  std::string precision = "fp32";  // recorded (precision.h converts the model)
 };
 
 // Runs the grid for every model (in inference mode, eval mode). progress(done, total) after each
@@ -54,7 +62,7 @@ struct BenchModel {
 std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const BenchOptions& opts,
                                       const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
-// Threads, BLAS and its kernel set, LibTorch version, peak resident memory so far.
+// Threads, BLAS and its kernel set, the int8 engine, LibTorch version, peak resident memory so far.
 nlohmann::json bench_environment();
 int64_t peak_rss_kb();
 

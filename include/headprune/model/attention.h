@@ -34,6 +34,9 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // [B, H, T, S] (after masking, before dropout). Returns [B, T, C].
   // cache (optional): for self-attention new keys/values are appended; for cross-attention
   // (static_kv) keys/values are computed once and reused.
+  // In eval mode without gradients (and outside LRP) the inference path runs: Q/K/V (or K/V) in
+  // one GEMM with concatenated weights (rebuilt whenever a projection changes), and the gate
+  // multiply skipped while every gate is 1. Results equal the training path up to rounding.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
                         const torch::Tensor& mask, torch::Tensor* probs_out = nullptr,
                         KVCache* cache = nullptr, bool static_kv = false);
@@ -54,8 +57,21 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor gate_probe;
   // Called with the gated context [B, H, T, D] of every forward pass.
   std::function<void(const torch::Tensor&)> on_context;
+  // Switch for benchmarks: false keeps the inference path's projections in separate GEMMs.
+  bool fuse_projections = true;
 
  private:
+  struct Fused {
+    std::vector<std::pair<const void*, int64_t>> stamps;  // of the parts' weights and biases
+    torch::Tensor weight, bias;                           // concatenated along the output dim
+  };
+  bool inference_path() const;
+  const Fused& fused(Fused& f, std::vector<const DenseImpl*> parts);
+  bool gates_all_open();
+
+  Fused qkv_, kv_;
+  std::pair<const void*, int64_t> gate_stamp_{nullptr, -1};
+  bool gates_all_open_ = true;
   int64_t d_model_, head_dim_;
   std::vector<int64_t> kept_heads_;
   double attention_dropout_;

@@ -2,6 +2,7 @@
 // Dense ("weight" [out, in], "bias" [out]) and Norm ("weight", "bias").
 // Dense calls torch::linear directly: on 3-D input it is fused and faster than nn::Linear.
 // Both go through lrp:: so that relevance propagation (lrp.h) runs the same forward code.
+// Dense can be switched to a dynamic int8 linear for inference (precision.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -14,9 +15,15 @@ namespace hp {
 class DenseImpl : public torch::nn::Module {
  public:
   DenseImpl(int64_t in, int64_t out, bool bias = true);
-  torch::Tensor forward(const torch::Tensor& x) const { return lrp::linear(x, weight, bias); }
+  torch::Tensor forward(const torch::Tensor& x) const;
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out] or undefined
+  // From now on forward runs an int8 copy of the current weights (inference only).
+  void quantize_int8();
+  bool quantized() const { return !int8_.isNone(); }
+
+ private:
+  c10::IValue int8_;  // packed int8 weights, or None
 };
 TORCH_MODULE(Dense);
 

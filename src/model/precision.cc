@@ -1,0 +1,93 @@
+// Lower-precision inference (see header).
+#include "headprune/model/precision.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/torch.h>
+
+#include <stdexcept>
+
+#include "headprune/model/transformer.h"
+
+namespace hp {
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32" || s == "float32") return Precision::Float32;
+  if (s == "bf16" || s == "bfloat16") return Precision::BFloat16;
+  if (s == "int8") return Precision::Int8;
+  throw std::invalid_argument("unknown precision '" + s + "' (expected fp32, bf16 or int8)");
+}
+
+std::string to_string(Precision p) {
+  switch (p) {
+    case Precision::Float32: return "fp32";
+    case Precision::BFloat16: return "bf16";
+    case Precision::Int8: return "int8";
+  }
+  return "?";
+}
+
+std::string quantized_engine_name() {
+  switch (at::globalContext().qEngine()) {
+    case at::QEngine::NoQEngine: return "none";
+    case at::QEngine::FBGEMM: return "fbgemm";
+    case at::QEngine::QNNPACK: return "qnnpack";
+    case at::QEngine::ONEDNN: return "onednn";
+    default: return "other";
+  }
+}
+
+namespace int8 {
+
+namespace {
+const c10::OperatorHandle& prepack_op() {
+  static const c10::OperatorHandle h = c10::Dispatcher::singleton().findSchemaOrThrow("quantized::linear_prepack", "");
+  return h;
+}
+const c10::OperatorHandle& linear_op() {
+  static const c10::OperatorHandle h = c10::Dispatcher::singleton().findSchemaOrThrow("quantized::linear_dynamic", "");
+  return h;
+}
+}  // namespace
+
+c10::IValue pack_linear(const at::Tensor& weight, const at::Tensor& bias) {
+  if (at::globalContext().qEngine() == at::QEngine::NoQEngine)
+    throw std::runtime_error("int8: this LibTorch has no quantized engine");
+  torch::NoGradGuard no_grad;
+  auto w = weight.detach().to(torch::kFloat).contiguous();
+  auto scales = (w.abs().amax(1).clamp_min(1e-8) / 127.0).to(torch::kDouble);
+  auto zero = torch::zeros({w.size(0)}, torch::kLong);
+  auto wq = torch::quantize_per_channel(w, scales, zero, 0, torch::kQInt8);
+  c10::optional<at::Tensor> b;
+  if (bias.defined()) b = bias.detach().to(torch::kFloat).contiguous();
+  torch::jit::Stack stack{wq, b};
+  prepack_op().callBoxed(&stack);
+  return stack.at(0);
+}
+
+at::Tensor linear(const at::Tensor& x, const c10::IValue& packed) {
+  if (torch::GradMode::is_enabled() && x.requires_grad())
+    throw std::logic_error("int8 layers are for inference only (no gradients)");
+  torch::jit::Stack stack{x.scalar_type() == torch::kFloat ? x : x.to(torch::kFloat), packed, false};
+  linear_op().callBoxed(&stack);
+  return stack.at(0).toTensor();
+}
+
+}  // namespace int8
+
+void apply_precision(TransformerImpl& model, Precision p) {
+  const bool converted = model.parameters().front().scalar_type() != torch::kFloat;
+  bool quantized = false;
+  for (auto& m : model.modules(false))
+    if (auto* d = dynamic_cast<DenseImpl*>(m.get()); d && d->quantized()) quantized = true;
+  if (p == Precision::Float32) return;
+  if (converted || quantized) throw std::logic_error("apply_precision: the model was already converted");
+  model.eval();
+  if (p == Precision::BFloat16) {
+    model.to(torch::kBFloat16);
+    return;
+  }
+  for (auto& m : model.modules(false))
+    if (auto* d = dynamic_cast<DenseImpl*>(m.get())) d->quantize_int8();
+}
+
+}  // namespace hp

@@ -1,0 +1,139 @@
+// The inference path (fused projections, skipped gate multiply), lower precision (bf16, dynamic
+// int8) and the plain-LibTorch baseline of `bench --textbook`.
+#include <gtest/gtest.h>
+
+#include "headprune/eval/textbook.h"
+#include "headprune/model/precision.h"
+#include "headprune/prune/remove_heads.h"
+#include "test_util.h"
+
+namespace hp {
+namespace {
+
+using test::max_abs_diff;
+
+torch::Tensor training_path(Transformer& m, const Batch& b) {
+  torch::AutoGradMode grad(true);  // eval mode with gradients on: the path training and LRP use
+  return m->forward(b).logits.detach();
+}
+
+torch::Tensor inference_path(Transformer& m, const Batch& b) {
+  c10::InferenceMode guard;
+  return m->forward(b).logits.clone();
+}
+
+class InferencePathFamilies : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(InferencePathFamilies, MatchesTheTrainingPathWithPaddingMaskedHeadsAndRemovedLayers) {
+  auto m = test::make_model(GetParam());
+  auto b = test::make_batch(m->config(), 3, 4);
+  b.attention_mask.index_put_({0, torch::indexing::Slice(-2, torch::indexing::None)}, 0);  // padding
+  EXPECT_LT(max_abs_diff(inference_path(m, b), training_path(m, b)), 1e-5);
+  // A masked head: the gate multiply is back on the inference path.
+  const auto t = m->config().attn_types().back();
+  m->set_gate({t, 0, 1}, 0.0);
+  auto masked = inference_path(m, b);
+  EXPECT_LT(max_abs_diff(masked, training_path(m, b)), 1e-5);
+  m->reset_gates();
+  EXPECT_GT(max_abs_diff(inference_path(m, b), masked), 1e-6) << "the gate change must be seen";
+  // Physically pruned, one attention layer emptied entirely.
+  std::vector<HeadId> heads;
+  for (int64_t h = 0; h < m->config().n_heads; ++h) heads.push_back({t, 0, h});
+  heads.push_back({m->config().attn_types().front(), 1, 2});
+  auto pruned = remove_heads(*m, heads);
+  pruned->eval();
+  EXPECT_LT(max_abs_diff(inference_path(pruned, b), training_path(pruned, b)), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(InferencePath, InferencePathFamilies,
+                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder));
+
+TEST(InferencePath, FusedWeightsFollowInPlaceChangesAndReloads) {
+  auto m = test::make_model(Arch::EncoderDecoder);
+  auto b = test::make_batch(m->config());
+  auto before = inference_path(m, b);  // builds the fused Q/K/V and K/V weights
+  {
+    torch::NoGradGuard no_grad;  // as an optimizer step would
+    m->attention(AttnType::EncoderSelf, 0).v_proj->weight.mul_(1.5);
+    m->attention(AttnType::Cross, 1).k_proj->bias.add_(0.3);
+  }
+  auto after = inference_path(m, b);
+  EXPECT_GT(max_abs_diff(after, before), 1e-4);
+  EXPECT_LT(max_abs_diff(after, training_path(m, b)), 1e-5);
+  // Training mode never uses the fused copies: gradients reach the projection weights.
+  m->train();
+  auto loss = m->forward(b).logits.pow(2).mean();
+  loss.backward();
+  EXPECT_TRUE(m->attention(AttnType::EncoderSelf, 0).q_proj->weight.grad().defined());
+}
+
+TEST(Precision, ParsesNamesAndRejectsOthers) {
+  EXPECT_EQ(parse_precision("bf16"), Precision::BFloat16);
+  EXPECT_EQ(parse_precision("int8"), Precision::Int8);
+  EXPECT_EQ(to_string(parse_precision("fp32")), "fp32");
+  try {
+    parse_precision("fp8");
+    FAIL() << "fp8 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("expected fp32, bf16 or int8"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Precision, Int8LinearStaysWithinTheQuantizationError) {
+  torch::manual_seed(3);
+  auto w = torch::randn({48, 64}) * 0.1, bias = torch::randn({48}), x = torch::randn({5, 7, 64});
+  auto ref = torch::linear(x, w, bias);
+  auto y = int8::linear(x, int8::pack_linear(w, bias));
+  ASSERT_EQ(y.sizes(), ref.sizes());
+  // Weights off by at most half a step (max|w_row|/254) and activations by half of theirs: a few
+  // tenths of a percent of the output scale, far below the output's own spread.
+  const double err = max_abs_diff(y, ref), scale = ref.abs().max().item<double>();
+  EXPECT_LT(err, 0.03 * scale);
+  EXPECT_GT(err, 0.0) << "suspiciously exact: not quantized?";
+}
+
+TEST(Precision, Bf16AndInt8ModelsAgreeWithFp32AndCannotTrainOrConvertTwice) {
+  for (Arch arch : {Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder}) {
+    auto ref = test::make_model(arch);
+    auto b = test::make_batch(ref->config(), 5, 6);
+    auto want = inference_path(ref, b);
+    const double spread = want.std().item<double>();
+    for (Precision p : {Precision::BFloat16, Precision::Int8}) {
+      auto m = test::make_model(arch);  // same seed: same weights
+      apply_precision(*m, p);
+      auto got = inference_path(m, b).to(torch::kFloat);
+      // Root-mean-square error a few percent of the logits' spread (measured 1-4 %; bf16 keeps 8
+      // bits of mantissa, int8 7 bits of each weight row and of each activation batch). A broken
+      // conversion (wrong layout, wrong scale) is off by about the spread itself.
+      const double rms = (got - want).pow(2).mean().sqrt().item<double>();
+      EXPECT_LT(rms, 0.1 * spread) << to_string(arch) << " " << to_string(p);
+      EXPECT_GT(max_abs_diff(got, want), 0.0) << to_string(arch) << " " << to_string(p) << " unchanged";
+      EXPECT_THROW(apply_precision(*m, Precision::Int8), std::logic_error);
+    }
+  }
+  auto m = test::make_model(Arch::EncoderClassifier);
+  apply_precision(*m, Precision::Int8);
+  auto x = torch::randn({2, 3, m->config().d_model}, torch::requires_grad());
+  EXPECT_THROW(m->encoder->layer(0).ffn->fc1->forward(x), std::logic_error);
+}
+
+TEST(Textbook, ComputesTheSameFunctionAsTheModel) {
+  auto m = test::make_model(Arch::EncoderClassifier);
+  auto b = test::make_batch(m->config(), 9, 5);
+  b.attention_mask.index_put_({1, torch::indexing::Slice(-3, torch::indexing::None)}, 0);
+  TextbookClassifier tb(*m);
+  tb->eval();
+  torch::NoGradGuard no_grad;
+  auto want = m->forward(b).logits;
+  EXPECT_LT(max_abs_diff(tb->forward(b), want), 1e-5);
+  // Refuses what it does not model.
+  auto pruned = remove_heads(*m, {{AttnType::EncoderSelf, 0, 1}});
+  EXPECT_THROW(TextbookClassifier{*pruned}, std::invalid_argument);
+  m->set_gate({AttnType::EncoderSelf, 1, 0}, 0.0);
+  EXPECT_THROW(TextbookClassifier{*m}, std::invalid_argument);
+  auto lm = test::make_model(Arch::DecoderLM);
+  EXPECT_THROW(TextbookClassifier{*lm}, std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace hp
