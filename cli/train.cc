@@ -76,22 +76,7 @@ struct InitCliOptions {
 // A freshly initialized checkpoint (the constructors' initialization, seeded by --seed): for speed
 // studies, which need no trained weights, and as a starting point for training elsewhere.
 void run_init(const InitCliOptions& o, Context& ctx) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(o.config_path), nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(o.config_path + ": not valid JSON: " + e.what());
-  }
-  if (j.is_object() && j.contains("model")) j = j.at("model");
-  ModelConfig cfg;
-  try {
-    if (!j.is_object() || !j.contains("vocab_size"))
-      throw std::invalid_argument("expected a model config object with \"vocab_size\" (or a run config's \"model\")");
-    cfg = ModelConfig::from_json(j);
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(o.config_path + ": " + e.what());
-  }
-  Transformer model(cfg);
+  Transformer model(read_model_config(o.config_path));
   save_checkpoint(o.out_dir, *model);
   ctx.out << "wrote " << o.out_dir << ": " << model->n_parameters() << " parameters, "
           << model->n_active_heads() << " heads\n";

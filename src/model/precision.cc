@@ -75,12 +75,11 @@ at::Tensor linear(const at::Tensor& x, const c10::IValue& packed) {
 }  // namespace int8
 
 void apply_precision(TransformerImpl& model, Precision p) {
-  const bool converted = model.parameters().front().scalar_type() != torch::kFloat;
-  bool quantized = false;
-  for (auto& m : model.modules(false))
-    if (auto* d = dynamic_cast<DenseImpl*>(m.get()); d && d->quantized()) quantized = true;
   if (p == Precision::Float32) return;
-  if (converted || quantized) throw std::logic_error("apply_precision: the model was already converted");
+  bool converted = model.parameters().front().scalar_type() != torch::kFloat;
+  for (auto& m : model.modules(false))
+    if (auto* d = dynamic_cast<DenseImpl*>(m.get()); d && d->quantized()) converted = true;
+  if (converted) throw std::logic_error("apply_precision: the model was already converted");
   model.eval();
   if (p == Precision::BFloat16) {
     model.to(torch::kBFloat16);

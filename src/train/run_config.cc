@@ -11,13 +11,30 @@ nlohmann::json RunConfig::to_json(const TrainOptions& effective) const {
   return {{"model", model.to_json()}, {"data", data}, {"train", effective.to_json()}};
 }
 
-RunConfig read_run_config(const std::string& path, bool require_model) {
-  nlohmann::json j;
+namespace {
+nlohmann::json read_json_with_comments(const std::string& path) {
   try {
-    j = nlohmann::json::parse(read_file(path), nullptr, true, /*ignore_comments=*/true);
+    return nlohmann::json::parse(read_file(path), nullptr, true, /*ignore_comments=*/true);
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": not valid JSON: " + e.what());
   }
+}
+}  // namespace
+
+ModelConfig read_model_config(const std::string& path) {
+  nlohmann::json j = read_json_with_comments(path);
+  if (j.is_object() && j.contains("model")) j = j.at("model");
+  try {
+    if (!j.is_object() || !j.contains("vocab_size"))
+      throw std::invalid_argument("expected a model config object with \"vocab_size\" (or a run config's \"model\")");
+    return ModelConfig::from_json(j);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+RunConfig read_run_config(const std::string& path, bool require_model) {
+  const nlohmann::json j = read_json_with_comments(path);
   try {
     if (!j.is_object() || (require_model && !j.contains("model")) || !j.contains("data"))
       throw std::invalid_argument(require_model

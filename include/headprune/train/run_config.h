@@ -21,6 +21,8 @@ struct RunConfig {
 // Errors name the file. Without require_model, a file with only "data" (and "train") sections is
 // accepted, for commands that evaluate or fine-tune an existing checkpoint (rc.model is then default).
 RunConfig read_run_config(const std::string& path, bool require_model = true);
+// A model config alone: a bare model object (with "vocab_size") or a run config's "model" section.
+ModelConfig read_model_config(const std::string& path);
 RunConfig synthetic_run_config(Arch arch);           // the built-in task
 
 }  // namespace hp
