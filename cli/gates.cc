@@ -24,7 +24,7 @@ namespace hp::cli {
 namespace {
 
 struct GatesCliOptions {
-  std::string checkpoint, out_dir, method = "passconc", target, metric;
+  std::string checkpoint, out_dir, method = "passconc", target, metric, concentrator = "adaptive";
   bool from_scratch = false;
   int64_t steps = 1000, beam = 1;
   double lr = 0;
@@ -48,6 +48,16 @@ std::string kept_by_type(const ModelConfig& cfg, const std::vector<HeadId>& kept
 void run_gates(GatesCliOptions o, Context& ctx) {
   LoadedModel lm = open_model(o.checkpoint);
   o.gate.method = parse_gate_method(o.method);
+  o.gate.concentrator_adaptive = o.concentrator == "adaptive";
+  if (!o.gate.concentrator_adaptive) {
+    try {
+      size_t used = 0;
+      o.gate.concentrator_weight = std::stod(o.concentrator, &used);
+      if (used != o.concentrator.size()) throw std::invalid_argument("trailing characters");
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--concentrator: expected 'adaptive' or a number, got '" + o.concentrator + "'");
+    }
+  }
   if (const auto masked = lm.model->masked_heads(); !masked.empty()) {
     // Masked heads are removed first, so that every gate belongs to a live head.
     PruningPlan p;
@@ -99,6 +109,7 @@ void run_gates(GatesCliOptions o, Context& ctx) {
              << p.closed << (o.gate.target_kept ? " (target " + std::to_string(p.n_heads - *o.gate.target_kept) + ")"
                                                 : std::string())
              << " | coef " << p.coef;
+        if (o.gate.method == GateMethod::PassConc) line << " | concentrator " << p.conc_coef;
         last_state = "open " + fmt(p.expected_open, 1) + " closed " + std::to_string(p.closed);
         log_info("gates", line.str());
       },
@@ -174,7 +185,17 @@ void register_gates(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->add_option("--coef-growth", o->gate.coef_growth, "coefficient factor per period while off target")
       ->capture_default_str();
-  sub->add_option("--concentrator", o->gate.concentrator_weight, "passconc: weight of the concentrator term")
+  sub->add_option("--concentrator", o->concentrator,
+                  "passconc: 'adaptive' (re-set every period so a nearly empty layer's last heads close) or a "
+                  "fixed weight relative to the PASS coefficient")
+      ->capture_default_str();
+  sub->add_option("--concentrator-margin", o->gate.concentrator_margin,
+                  "adaptive concentrator: how many times the pull to close must exceed the P(g=1) term's pull")
+      ->capture_default_str();
+  sub->add_option("--concentrator-max", o->gate.concentrator_max, "adaptive concentrator: upper bound of its weight")
+      ->capture_default_str();
+  sub->add_option("--concentrator-until", o->gate.concentrator_until,
+                  "adaptive concentrator: fraction of --steps after which it is off")
       ->capture_default_str();
   sub->add_option("--temperature", o->gate.dist.beta, "Hard Concrete temperature beta")->capture_default_str();
   sub->add_option("--period", o->gate.period, "steps between checks, coefficient updates and log lines")

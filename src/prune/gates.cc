@@ -66,6 +66,34 @@ torch::Tensor concentrator_penalty(const torch::Tensor& p0, const std::vector<in
   return out;
 }
 
+double concentrator_coefficient(const torch::Tensor& p0, const torch::Tensor& p1, const std::vector<bool>& open,
+                                const std::vector<int64_t>& layer_sizes, double margin, double max_coef) {
+  torch::NoGradGuard no_grad;
+  const auto q0 = p0.detach().to(torch::kDouble).contiguous(), q1 = p1.detach().to(torch::kDouble).contiguous();
+  const int64_t n = q0.numel();
+  if (q1.numel() != n || static_cast<int64_t>(open.size()) != n)
+    throw std::invalid_argument("concentrator_coefficient: P(g = 0), P(g = 1) and the open flags differ in length");
+  auto a0 = q0.accessor<double, 1>();
+  auto a1 = q1.accessor<double, 1>();
+  double best = max_coef;
+  int64_t off = 0;
+  for (auto size : layer_sizes) {
+    if (off + size > n) throw std::invalid_argument("concentrator_coefficient: layer sizes exceed the head count");
+    for (int64_t i = off; i < off + size; ++i) {
+      if (!open[static_cast<size_t>(i)]) continue;
+      double others = 1.0;  // Π of the other heads' P(g = 0) in this layer
+      for (int64_t j = off; j < off + size; ++j)
+        if (j != i) others *= a0[j];
+      const double slope0 = a0[i] * (1.0 - a0[i]), slope1 = a1[i] * (1.0 - a1[i]);
+      if (!(others > 0) || !(slope0 > 0)) continue;  // underflow: no finite weight helps this head
+      best = std::min(best, margin * std::max(1.0, slope1 / slope0) / others);
+    }
+    off += size;
+  }
+  if (off != n) throw std::invalid_argument("concentrator_coefficient: layer sizes do not add up to the head count");
+  return best;
+}
+
 std::string to_string(GateMethod m) {
   switch (m) {
     case GateMethod::HardConcrete: return "hard_concrete";
@@ -92,6 +120,9 @@ void GateOptions::validate(int64_t n_heads) const {
   if (!(coef >= 0)) bad("coefficient must be >= 0");
   if (!(coef_growth >= 1)) bad("coefficient growth must be >= 1");
   if (concentrator_weight < 0) bad("concentrator weight must be >= 0");
+  if (!(concentrator_margin > 0)) bad("concentrator margin must be > 0");
+  if (!(concentrator_max >= 0)) bad("concentrator maximum must be >= 0");
+  if (!(concentrator_until >= 0 && concentrator_until <= 1)) bad("concentrator window must be a fraction in [0, 1]");
   if (period < 1) bad("period must be >= 1");
   if (clip < 0) bad("clip must be >= 0");
   if (!(reopen_decay > 0 && reopen_decay <= 1)) bad("reopen decay must be in (0, 1]");
@@ -106,7 +137,10 @@ nlohmann::json GateOptions::to_json() const {
           {"stretch", {dist.l, dist.r}},
           {"coef", coef},
           {"coef_growth", coef_growth},
-          {"concentrator_weight", concentrator_weight},
+          {"concentrator", concentrator_adaptive ? nlohmann::json("adaptive") : nlohmann::json(concentrator_weight)},
+          {"concentrator_margin", concentrator_margin},
+          {"concentrator_max", concentrator_max},
+          {"concentrator_until", concentrator_until},
           {"period", period},
           {"clip", clip},
           {"reopen", reopen},
@@ -207,6 +241,9 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   const double n_layers = static_cast<double>(gates.layer_sizes().size());
   torch::optim::Adam gate_opt({gates.log_alpha()}, torch::optim::AdamOptions(opts.gate_lr));
   double coef = opts.coef;
+  const bool conc = opts.method == GateMethod::PassConc;
+  // The concentrator's weight relative to coef: fixed, or adaptive (0 until the first period).
+  double conc_coef = conc && !opts.concentrator_adaptive ? opts.concentrator_weight : 0.0;
 
   // Reopening confidence (Voita): accumulated over the periods on a slice of the validation set.
   EvalSet conf_set{"valid", {}, {}, {}};
@@ -231,8 +268,7 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
     }
     auto p0 = gates.dist().p_zero(la), p1 = gates.dist().p_one(la);
     auto t = pass_penalty(p0, p1, target_closed);
-    if (opts.method == GateMethod::PassConc)
-      t = t + opts.concentrator_weight * concentrator_penalty(p0, gates.layer_sizes());
+    if (conc && conc_coef > 0) t = t + conc_coef * concentrator_penalty(p0, gates.layer_sizes());
     return coef * t;
   };
 
@@ -246,11 +282,12 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
     std::vector<double> a(la.data_ptr<float>(), la.data_ptr<float>() + n);
     res.log.push_back({{"step", step},
                        {"coef", coef},
+                       {"conc_coef", conc_coef},
                        {"expected_open", expected_open},
                        {"closed", closed},
                        {"p_open", p},
                        {"log_alpha", a}});
-    if (on_period) on_period({step, coef, expected_open, closed, n});
+    if (on_period) on_period({step, coef, conc_coef, expected_open, closed, n});
     return closed;
   };
 
@@ -278,6 +315,18 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
           if (closed[i] && mx > 0 && u < std::min(1.0, confidence[i] / mx * decay))
             la[i] = static_cast<float>(opts.init_log_alpha);
         }
+      }
+    }
+    if (conc && opts.concentrator_adaptive) {
+      conc_coef = 0.0;
+      if (static_cast<double>(step) < opts.concentrator_until * static_cast<double>(train.max_steps)) {
+        torch::NoGradGuard no_grad;
+        const auto la = gates.log_alpha().detach();
+        const auto closed_now = gates.closed();
+        std::vector<bool> open(closed_now.size());
+        for (size_t i = 0; i < open.size(); ++i) open[i] = !closed_now[i];
+        conc_coef = concentrator_coefficient(gates.dist().p_zero(la), gates.dist().p_one(la), open, gates.layer_sizes(),
+                                             opts.concentrator_margin, opts.concentrator_max);
       }
     }
     const int64_t closed = record(step);

@@ -2,6 +2,7 @@
 // concentrator terms against hand-computed values, and joint training to an exact head count.
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -81,12 +82,53 @@ TEST(PassPenalty, ConcentratorCountsLayersNotEntirelyClosed) {
   EXPECT_THROW(concentrator_penalty(p0, {2, 2}), std::invalid_argument);
 }
 
+TEST(PassPenalty, AdaptiveConcentratorWeightMatchesHandComputedValues) {
+  // Layers {2, 3}; heads 1, 2 and 3 open.
+  auto p0 = torch::tensor({0.9, 0.2, 0.3, 0.4, 0.5}), p1 = torch::tensor({0.05, 0.6, 0.5, 0.4, 0.3});
+  const std::vector<bool> open{false, true, true, true, false};
+  // head 1: 2 * (0.24 / 0.16) / 0.9 = 3.333; head 2: 2 * (0.25 / 0.21) / (0.4 * 0.5) = 11.90;
+  // head 3: 2 * max(1, 0.24 / 0.24) / (0.3 * 0.5) = 13.33. The smallest wins, under the cap.
+  EXPECT_NEAR(concentrator_coefficient(p0, p1, open, {2, 3}, 2.0, 500.0), 10.0 / 3.0, 1e-5);
+  EXPECT_NEAR(concentrator_coefficient(p0, p1, open, {2, 3}, 2.0, 3.0), 3.0, 1e-9);
+  EXPECT_NEAR(concentrator_coefficient(p0, p1, {true, false, false, false, false}, {2, 3}, 1.0, 500.0),
+              std::max(1.0, 0.05 * 0.95 / (0.9 * 0.1)) / 0.2, 1e-5);
+  EXPECT_EQ(concentrator_coefficient(p0, p1, std::vector<bool>(5, false), {2, 3}, 2.0, 500.0), 500.0);
+  EXPECT_THROW(concentrator_coefficient(p0, p1, open, {2, 2}, 2.0, 500.0), std::invalid_argument);
+}
+
+TEST(PassPenalty, AdaptiveConcentratorOutweighsTheOpeningPullByTheMargin) {
+  // With the adaptive weight, the concentrator's gradient on the chosen open head's log alpha is
+  // exactly margin x (the larger of the P(g=0) and P(g=1) slopes), so it beats the PASS term that
+  // keeps the head open (slope dP1/dlog alpha) by the margin; on every other open head it is weaker.
+  HardConcrete d;
+  auto la = torch::tensor({-2.0, 1.5, 2.0, 3.0, -1.0, 4.0, 4.5}, torch::requires_grad());
+  const std::vector<int64_t> sizes{2, 3, 2};
+  std::vector<bool> open;
+  for (int64_t i = 0; i < la.numel(); ++i) open.push_back(la[i].item<double>() >= 0);
+  const double margin = 2.0;
+  const double lc = concentrator_coefficient(d.p_zero(la), d.p_one(la), open, sizes, margin, 1e12);
+  (lc * concentrator_penalty(d.p_zero(la), sizes)).backward();
+  auto p0 = d.p_zero(la).detach(), p1 = d.p_one(la).detach();
+  int equal = 0;
+  for (int64_t i = 0; i < la.numel(); ++i) {
+    if (!open[static_cast<size_t>(i)]) continue;
+    const double g = la.grad()[i].item<double>();  // > 0: gradient descent lowers log alpha (closes)
+    const double s0 = (p0[i] * (1 - p0[i])).item<double>(), s1 = (p1[i] * (1 - p1[i])).item<double>();
+    EXPECT_GT(g, 0.0);
+    EXPECT_LE(g, margin * std::max(s0, s1) * (1 + 1e-4)) << "head " << i;
+    if (std::abs(g - margin * std::max(s0, s1)) < 1e-4 * margin * std::max(s0, s1)) ++equal;
+  }
+  EXPECT_EQ(equal, 1);
+}
+
 struct GateRun {
   GateTrainResult res;
   Transformer model{nullptr};
 };
 
-GateRun train_tiny(GateMethod method, int64_t target_kept, double concentrator = 1.0, int64_t layers = 2) {
+// fixed_concentrator: a fixed concentrator weight instead of the adaptive default.
+GateRun train_tiny(GateMethod method, int64_t target_kept, int64_t layers = 2,
+                   std::optional<double> fixed_concentrator = std::nullopt) {
   ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
   cfg.n_encoder_layers = layers;
   cfg.encoder_self_heads.clear();
@@ -108,7 +150,10 @@ GateRun train_tiny(GateMethod method, int64_t target_kept, double concentrator =
   g.target_kept = target_kept;
   g.period = 20;
   g.gate_lr = 0.1;
-  g.concentrator_weight = concentrator;
+  if (fixed_concentrator) {
+    g.concentrator_adaptive = false;
+    g.concentrator_weight = *fixed_concentrator;
+  }
   g.max_extra_steps = 400;
   g.confidence_examples = 16;
   test::TempDir dir;
@@ -135,12 +180,12 @@ TEST(GateTraining, EachMethodReachesTheExactTarget) {
 
 TEST(GateTraining, ConcentratorEmptiesWholeLayers) {
   set_log_level(LogLevel::Error);
-  // 4 layers of 4 heads, keep 4: PASSCONC with a strong concentrator packs them into few layers.
-  auto conc = train_tiny(GateMethod::PassConc, 4, 5.0, 4);
+  // 4 layers of 4 heads, keep 4: PASSCONC (adaptive concentrator) packs them into few layers.
+  auto conc = train_tiny(GateMethod::PassConc, 4, 4);
   ASSERT_TRUE(conc.res.reached_target);
   EXPECT_GE(conc.res.emptied.size(), 2u);
   EXPECT_EQ(conc.res.emptied, emptied_layers(conc.model->config(), conc.res.closed));
-  auto plain = train_tiny(GateMethod::Pass, 4, 1.0, 4);
+  auto plain = train_tiny(GateMethod::Pass, 4, 4);
   ASSERT_TRUE(plain.res.reached_target);
   EXPECT_LT(plain.res.emptied.size(), conc.res.emptied.size());
   std::cout << "empty layers: pass " << plain.res.emptied.size() << " (" << plain.res.steps << " steps), passconc "

@@ -11,8 +11,14 @@
 //                  of closed gates differs from K0; log α is clipped to [−clip, clip] and a closed
 //                  gate reopens with probability (its normalized Voita confidence) · decay^(k − 2)
 //                  at period k.
-//   passconc       PASS plus c · w · Σ_layers (1 − Π_{h in layer} P(g_h = 0)): kept heads are
+//   passconc       PASS plus c · λc · Σ_layers (1 − Π_{h in layer} P(g_h = 0)): kept heads are
 //                  concentrated in fewer layers, so whole attention layers empty and are skipped.
+//                  The term's gradient on a head is Π of the *other* heads' P(g = 0), which is ~0
+//                  unless its layer is almost empty, so a fixed λc does little. By default λc is set
+//                  every period as in the released PASS code: the smallest weight at which, for some
+//                  open head, the concentrator's pull to close outweighs the P(g = 1) term's pull to
+//                  stay open by `margin` (see concentrator_coefficient), capped at `max`; it is on
+//                  from the first period until `until` of the steps, then 0 so PASS settles the count.
 // Training samples g = min(1, max(0, σ((log u − log(1−u) + log α)/β)·(r − l) + l)), u ~ U(0, 1);
 // evaluation uses the deterministic gate min(1, max(0, σ(log α)·(r − l) + l)). The gates multiply
 // each head's output through MultiHeadAttention::gate_probe; the model's own head_gate buffers
@@ -53,6 +59,12 @@ struct HardConcrete {
 torch::Tensor pass_penalty(const torch::Tensor& p0, const torch::Tensor& p1, double target_closed);
 // Σ over layers of 1 − Π P(g = 0); layer_sizes partitions p0 in order.
 torch::Tensor concentrator_penalty(const torch::Tensor& p0, const std::vector<int64_t>& layer_sizes);
+// The adaptive concentrator weight: over the open heads i (open[i], i.e. P(g = 0) <= P(g = 1)),
+//   min_i margin · max(1, P1_i(1 − P1_i) / (P0_i(1 − P0_i))) / Π_{j ≠ i, same layer} P0_j,
+// the least λc for which λc · ∂(1 − Π P0)/∂(−log α_i) >= margin · ∂P1_i/∂log α_i for that head,
+// capped at max_coef (also when no head is open or every product underflows).
+double concentrator_coefficient(const torch::Tensor& p0, const torch::Tensor& p1, const std::vector<bool>& open,
+                                const std::vector<int64_t>& layer_sizes, double margin, double max_coef);
 
 enum class GateMethod { HardConcrete, Pass, PassConc };
 std::string to_string(GateMethod m);
@@ -65,7 +77,14 @@ struct GateOptions {
   double coef = 0.1;          // λ of the L0 penalty, or PASS's starting coefficient
   double coef_growth = 2.0;   // coefficient update per period (see above)
   double coef_max = 1e4;
-  double concentrator_weight = 1.0;  // passconc: weight of the concentrator term relative to PASS's
+  // passconc: the concentrator's weight relative to PASS's coefficient. Adaptive (the default):
+  // concentrator_coefficient(margin, max) recomputed every period until `until` of max_steps, 0
+  // before the first period and after. Fixed: concentrator_weight throughout.
+  bool concentrator_adaptive = true;
+  double concentrator_weight = 1.0;    // fixed mode
+  double concentrator_margin = 2.0;    // adaptive mode (the released code's factor 2)
+  double concentrator_max = 500.0;     // adaptive mode (the released translation code's bound)
+  double concentrator_until = 0.75;    // adaptive mode, fraction of max_steps
   int64_t period = 100;       // steps between checks (clip, reopen, coefficient, log line)
   double clip = 5.0;          // pass/passconc: log α range (0 = no clipping)
   bool reopen = true;         // pass/passconc: selective reopening of closed gates
@@ -121,7 +140,7 @@ struct GateTrainResult {
 // Per-period report: step, coefficient, expected open heads Σ P(g ≠ 0), closed gates.
 struct GateProgress {
   int64_t step;
-  double coef, expected_open;
+  double coef, conc_coef, expected_open;
   int64_t closed, n_heads;
 };
 
