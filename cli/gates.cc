@@ -24,7 +24,8 @@ namespace hp::cli {
 namespace {
 
 struct GatesCliOptions {
-  std::string checkpoint, out_dir, method = "passconc", target, metric, concentrator = "adaptive";
+  std::string checkpoint, out_dir, method = "passconc", target, metric, concentrator = "adaptive",
+                                                                         hc_target = "controller";
   bool from_scratch = false;
   int64_t steps = 1000, beam = 1;
   double lr = 0;
@@ -48,6 +49,7 @@ std::string kept_by_type(const ModelConfig& cfg, const std::vector<HeadId>& kept
 void run_gates(GatesCliOptions o, Context& ctx) {
   LoadedModel lm = open_model(o.checkpoint);
   o.gate.method = parse_gate_method(o.method);
+  o.gate.hc_target = parse_hc_target(o.hc_target);
   o.gate.concentrator_adaptive = o.concentrator == "adaptive";
   if (!o.gate.concentrator_adaptive) {
     try {
@@ -182,6 +184,10 @@ void register_gates(CLI::App& app, Context& ctx) {
   sub->add_option("--lr", o->lr, "model learning rate (default: the run config's)");
   sub->add_flag("--from-scratch", o->from_scratch, "train the checkpoint's architecture with gates from a fresh init");
   sub->add_option("--coef,--lambda", o->gate.coef, "L0 weight (hard_concrete) or PASS's starting coefficient")
+      ->capture_default_str();
+  sub->add_option("--hc-target", o->hc_target,
+                  "hard_concrete with --target: 'controller' (Voita's penalty, lambda steered by the closed count, "
+                  "log alpha clipped) or 'quadratic' (pull the expected open count to the target)")
       ->capture_default_str();
   sub->add_option("--coef-growth", o->gate.coef_growth, "coefficient factor per period while off target")
       ->capture_default_str();

@@ -103,6 +103,14 @@ std::string to_string(GateMethod m) {
   return "?";
 }
 
+std::string to_string(HcTarget t) { return t == HcTarget::Controller ? "controller" : "quadratic"; }
+
+HcTarget parse_hc_target(const std::string& s) {
+  if (s == "controller") return HcTarget::Controller;
+  if (s == "quadratic") return HcTarget::Quadratic;
+  throw std::invalid_argument("unknown hard concrete target mode '" + s + "' (expected controller or quadratic)");
+}
+
 GateMethod parse_gate_method(const std::string& s) {
   if (s == "hard_concrete" || s == "hard-concrete" || s == "l0") return GateMethod::HardConcrete;
   if (s == "pass") return GateMethod::Pass;
@@ -136,6 +144,7 @@ nlohmann::json GateOptions::to_json() const {
           {"beta", dist.beta},
           {"stretch", {dist.l, dist.r}},
           {"coef", coef},
+          {"hc_target", to_string(hc_target)},
           {"coef_growth", coef_growth},
           {"concentrator", concentrator_adaptive ? nlohmann::json("adaptive") : nlohmann::json(concentrator_weight)},
           {"concentrator_margin", concentrator_margin},
@@ -237,6 +246,8 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   const int64_t n = gates.size();
   opts.validate(n);
   const bool pass = opts.method != GateMethod::HardConcrete;
+  // hard_concrete steered to a target by its λ (Voita's penalty kept as it is).
+  const bool hc_controller = !pass && opts.target_kept && opts.hc_target == HcTarget::Controller;
   const double target_closed = opts.target_kept ? static_cast<double>(n - *opts.target_kept) : 0.0;
   const double n_layers = static_cast<double>(gates.layer_sizes().size());
   torch::optim::Adam gate_opt({gates.log_alpha()}, torch::optim::AdamOptions(opts.gate_lr));
@@ -263,7 +274,7 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
       // Without a target: Voita's λ·Σ P(open) / layers. With one: a two-sided pull of the expected
       // number of open heads to the target (the quadratic term of CoFi's Lagrangian), since the
       // one-sided L0 term cannot reopen gates it has closed.
-      if (!opts.target_kept) return coef * open / n_layers;
+      if (!opts.target_kept || hc_controller) return coef * open / n_layers;
       return coef * (open - static_cast<double>(*opts.target_kept)).pow(2) / n_layers;
     }
     auto p0 = gates.dist().p_zero(la), p1 = gates.dist().p_one(la);
@@ -293,6 +304,10 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
 
   auto periodic = [&](int64_t step) {
     const int64_t k = step / opts.period;  // period number, 1-based
+    if (hc_controller && opts.clip > 0) {
+      torch::NoGradGuard no_grad;
+      gates.log_alpha().clamp_(-opts.clip, opts.clip);
+    }
     if (pass) {
       torch::NoGradGuard no_grad;
       if (opts.clip > 0) gates.log_alpha().clamp_(-opts.clip, opts.clip);
@@ -330,8 +345,12 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
       }
     }
     const int64_t closed = record(step);
-    if (opts.target_kept && closed != static_cast<int64_t>(target_closed))
+    if (hc_controller) {
+      if (closed < static_cast<int64_t>(target_closed)) coef = std::min(opts.coef_max, coef * opts.coef_growth);
+      if (closed > static_cast<int64_t>(target_closed)) coef = std::max(1e-8, coef / opts.coef_growth);
+    } else if (opts.target_kept && closed != static_cast<int64_t>(target_closed)) {
       coef = std::min(opts.coef_max, coef * opts.coef_growth);
+    }
     return closed;
   };
 

@@ -128,7 +128,8 @@ struct GateRun {
 
 // fixed_concentrator: a fixed concentrator weight instead of the adaptive default.
 GateRun train_tiny(GateMethod method, int64_t target_kept, int64_t layers = 2,
-                   std::optional<double> fixed_concentrator = std::nullopt) {
+                   std::optional<double> fixed_concentrator = std::nullopt,
+                   HcTarget hc_target = HcTarget::Controller) {
   ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
   cfg.n_encoder_layers = layers;
   cfg.encoder_self_heads.clear();
@@ -150,6 +151,7 @@ GateRun train_tiny(GateMethod method, int64_t target_kept, int64_t layers = 2,
   g.target_kept = target_kept;
   g.period = 20;
   g.gate_lr = 0.1;
+  g.hc_target = hc_target;
   if (fixed_concentrator) {
     g.concentrator_adaptive = false;
     g.concentrator_weight = *fixed_concentrator;
@@ -175,6 +177,16 @@ TEST(GateTraining, EachMethodReachesTheExactTarget) {
     EXPECT_TRUE(r.model->masked_heads().empty());
     for (const auto& g : r.model->gates()) EXPECT_FALSE(r.model->attention(g.type, g.layer).gate_probe.defined());
   }
+  set_log_level(LogLevel::Info);
+}
+
+TEST(GateTraining, HardConcreteQuadraticTargetPullsTheExpectedCount) {
+  set_log_level(LogLevel::Error);
+  // CoFi's quadratic term pulls the expected number of open gates to the target (it does not
+  // promise binary gates, so the decided count is not asserted).
+  auto r = train_tiny(GateMethod::HardConcrete, 3, 2, std::nullopt, HcTarget::Quadratic);
+  EXPECT_NEAR(r.res.log.back().at("expected_open").get<double>(), 3.0, 1.0);
+  EXPECT_EQ(r.res.log.front().at("coef").get<double>() <= r.res.log.back().at("coef").get<double>(), true);
   set_log_level(LogLevel::Info);
 }
 
@@ -216,6 +228,8 @@ TEST(GateTraining, BadOptionsAreClearErrors) {
   g.target_kept = 4;
   EXPECT_THROW(train_gates(model, data, {}, g, dir.path), std::invalid_argument);
   EXPECT_THROW(parse_gate_method("l1"), std::invalid_argument);
+  EXPECT_THROW(parse_hc_target("linear"), std::invalid_argument);
+  EXPECT_EQ(parse_hc_target("quadratic"), HcTarget::Quadratic);
   EXPECT_EQ(parse_gate_method("l0"), GateMethod::HardConcrete);
 }
 

@@ -1,10 +1,13 @@
 // Learned head gates, trained jointly with the model to a head budget:
 //   hard_concrete  Voita et al. 2019 §6 (Louizos et al. 2018): a Hard Concrete gate per head and
 //                  the expected-L0 penalty λ · Σ_h P(g_h ≠ 0), averaged over the gated layers as
-//                  Voita's code does. With a target of K kept heads the penalty becomes
-//                  λ · (Σ_h P(g_h ≠ 0) − K)² / layers, which pulls both ways (the one-sided L0 term
-//                  cannot reopen the gates it closes), and λ grows ×growth each period while the
-//                  count differs from K.
+//                  Voita's code does. Voita has no target: λ sets how many heads close. With a
+//                  target of K kept heads (HcTarget::Controller, the default) the penalty stays
+//                  Voita's and λ is steered by the decided count each period: ×growth while too few
+//                  gates are closed, ÷growth while too many, with log α clipped to [−clip, clip] so a
+//                  closed gate keeps a gradient and can reopen. HcTarget::Quadratic instead uses
+//                  λ · (Σ_h P(g_h ≠ 0) − K)² / layers (CoFi's quadratic term), which pulls the
+//                  expected count to K but leaves the gates non-binary.
 //   pass           "Pruning Attention Heads with Almost-sure Sparsity Targets": the penalty
 //                  c · [Σ_h P(g_h not binary) + |K0 − Σ_h P(g_h = 0)| + |(N − K0) − Σ_h P(g_h = 1)|]
 //                  for K0 = N − target closed gates; c grows ×growth each period while the count
@@ -67,6 +70,9 @@ double concentrator_coefficient(const torch::Tensor& p0, const torch::Tensor& p1
                                 const std::vector<int64_t>& layer_sizes, double margin, double max_coef);
 
 enum class GateMethod { HardConcrete, Pass, PassConc };
+enum class HcTarget { Controller, Quadratic };  // how hard_concrete reaches a target (see above)
+std::string to_string(HcTarget t);
+HcTarget parse_hc_target(const std::string& s);  // controller | quadratic
 std::string to_string(GateMethod m);
 GateMethod parse_gate_method(const std::string& s);  // hard_concrete (or l0) | pass | passconc
 
@@ -75,6 +81,7 @@ struct GateOptions {
   std::optional<int64_t> target_kept;  // exact number of heads to keep (required by pass/passconc)
   HardConcrete dist;
   double coef = 0.1;          // λ of the L0 penalty, or PASS's starting coefficient
+  HcTarget hc_target = HcTarget::Controller;
   double coef_growth = 2.0;   // coefficient update per period (see above)
   double coef_max = 1e4;
   // passconc: the concentrator's weight relative to PASS's coefficient. Adaptive (the default):
@@ -86,7 +93,7 @@ struct GateOptions {
   double concentrator_max = 500.0;     // adaptive mode (the released translation code's bound)
   double concentrator_until = 0.75;    // adaptive mode, fraction of max_steps
   int64_t period = 100;       // steps between checks (clip, reopen, coefficient, log line)
-  double clip = 5.0;          // pass/passconc: log α range (0 = no clipping)
+  double clip = 5.0;          // pass/passconc, hard_concrete's controller: log α range (0 = no clipping)
   bool reopen = true;         // pass/passconc: selective reopening of closed gates
   double reopen_decay = 0.9;
   double reopen_until = 0.75;  // fraction of max_steps after which no gate reopens
