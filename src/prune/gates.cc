@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <stdexcept>
 
@@ -101,6 +102,18 @@ std::string to_string(GateMethod m) {
     case GateMethod::PassConc: return "passconc";
   }
   return "?";
+}
+
+bool LambdaSearch::update(int64_t closed, int64_t target_closed) {
+  if (closed <= target_closed) {
+    lo = lambda;
+    if (closed < target_closed) lambda = hi > 0 ? std::sqrt(lo * hi) : lambda * growth;
+    return false;
+  }
+  hi = lambda;
+  lambda = lo > 0 && lo < hi ? std::sqrt(lo * hi) : hi / growth;
+  if (lo >= hi) lo = 0;  // the bound went stale as the model trained: search below hi again
+  return true;
 }
 
 std::string to_string(HcTarget t) { return t == HcTarget::Controller ? "controller" : "quadratic"; }
@@ -217,6 +230,7 @@ nlohmann::json GateTrainResult::to_json() const {
           {"reached_target", reached_target},
           {"steps", steps},
           {"final_coef", final_coef},
+          {"rollbacks", rollbacks},
           {"empty_layers", emptied.size()}};
 }
 
@@ -250,8 +264,11 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   const bool hc_controller = !pass && opts.target_kept && opts.hc_target == HcTarget::Controller;
   const double target_closed = opts.target_kept ? static_cast<double>(n - *opts.target_kept) : 0.0;
   const double n_layers = static_cast<double>(gates.layer_sizes().size());
-  torch::optim::Adam gate_opt({gates.log_alpha()}, torch::optim::AdamOptions(opts.gate_lr));
+  auto gate_opt = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{gates.log_alpha()},
+                                                       torch::optim::AdamOptions(opts.gate_lr));
   double coef = opts.coef;
+  LambdaSearch search{opts.coef, opts.coef_growth};
+  torch::Tensor snapshot = gates.log_alpha().detach().clone();  // hard_concrete controller: last non-overshoot
   const bool conc = opts.method == GateMethod::PassConc;
   // The concentrator's weight relative to coef: fixed, or adaptive (0 until the first period).
   double conc_coef = conc && !opts.concentrator_adaptive ? opts.concentrator_weight : 0.0;
@@ -346,8 +363,26 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
     }
     const int64_t closed = record(step);
     if (hc_controller) {
-      if (closed < static_cast<int64_t>(target_closed)) coef = std::min(opts.coef_max, coef * opts.coef_growth);
-      if (closed > static_cast<int64_t>(target_closed)) coef = std::max(1e-8, coef / opts.coef_growth);
+      const bool rollback = search.update(closed, static_cast<int64_t>(target_closed));
+      search.lambda = std::min(opts.coef_max, search.lambda);
+      coef = search.lambda;
+      if (!rollback) {
+        snapshot = gates.log_alpha().detach().clone();
+        return closed;
+      }
+      {
+        torch::NoGradGuard no_grad;
+        gates.log_alpha().copy_(snapshot);
+      }
+      gate_opt = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{gates.log_alpha()},
+                                                      torch::optim::AdamOptions(opts.gate_lr));
+      ++res.rollbacks;
+      res.log.back()["rolled_back"] = true;
+      log_info("gates", "closed " + std::to_string(closed) + " > target " +
+                            std::to_string(static_cast<int64_t>(target_closed)) +
+                            ": gates rolled back to the last period that did not overshoot, lambda " +
+                            std::to_string(coef));
+      return record(step);  // the state the next period starts from
     } else if (opts.target_kept && closed != static_cast<int64_t>(target_closed)) {
       coef = std::min(opts.coef_max, coef * opts.coef_growth);
     }
@@ -360,8 +395,8 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   hooks.before_forward = [&](int64_t) { gates.attach_sample(); };
   hooks.extra_loss = [&](int64_t) { return penalty(); };
   hooks.after_backward = [&](int64_t step) {
-    gate_opt.step();
-    gate_opt.zero_grad();
+    gate_opt->step();
+    gate_opt->zero_grad();
     if (step % opts.period == 0) last_closed = periodic(step);
   };
   hooks.before_eval = [&] { gates.attach_deterministic(); };

@@ -121,6 +121,34 @@ TEST(PassPenalty, AdaptiveConcentratorOutweighsTheOpeningPullByTheMargin) {
   EXPECT_EQ(equal, 1);
 }
 
+TEST(LambdaSearch, BisectsToAnExactCountAndRollsBackOnOvershoot) {
+  // A count that jumps in clumps: 10 closed below λ = 0.3, 16 in [0.3, 0.31), 31 above.
+  auto closed_at = [](double lambda) -> int64_t { return lambda < 0.3 ? 10 : (lambda < 0.31 ? 16 : 31); };
+  LambdaSearch s{0.1, 2.0};
+  int updates = 0;
+  bool reached = false;
+  while (updates < 30 && !reached) {
+    const double lambda = s.lambda;
+    const int64_t c = closed_at(lambda);
+    const bool rollback = s.update(c, 16);
+    EXPECT_EQ(rollback, c > 16) << "lambda " << lambda;
+    if (c == 16) {
+      reached = true;
+      EXPECT_EQ(s.lambda, lambda);  // at the target λ stays
+    }
+    if (rollback) EXPECT_LT(s.lambda, lambda);
+    if (c < 16) EXPECT_GT(s.lambda, lambda);
+    ++updates;
+  }
+  EXPECT_TRUE(reached);
+  EXPECT_LE(updates, 12);
+  // A bound that went stale (overshooting at the λ that was last fine) searches lower again.
+  LambdaSearch t{0.2, 2.0};
+  EXPECT_FALSE(t.update(16, 16));
+  EXPECT_TRUE(t.update(17, 16));
+  EXPECT_NEAR(t.lambda, 0.1, 1e-12);
+}
+
 struct GateRun {
   GateTrainResult res;
   Transformer model{nullptr};

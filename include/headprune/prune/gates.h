@@ -3,9 +3,12 @@
 //                  the expected-L0 penalty λ · Σ_h P(g_h ≠ 0), averaged over the gated layers as
 //                  Voita's code does. Voita has no target: λ sets how many heads close. With a
 //                  target of K kept heads (HcTarget::Controller, the default) the penalty stays
-//                  Voita's and λ is steered by the decided count each period: ×growth while too few
-//                  gates are closed, ÷growth while too many, with log α clipped to [−clip, clip] so a
-//                  closed gate keeps a gradient and can reopen. HcTarget::Quadratic instead uses
+//                  Voita's and λ is searched for during the run (LambdaSearch): ×growth each period
+//                  while too few gates are closed; when too many are, the gates (log α and their
+//                  optimizer state) go back to the last period that did not overshoot and λ is
+//                  bisected between the largest λ that did not overshoot and the smallest that did.
+//                  (Closed Hard Concrete gates hardly reopen, so overshooting cannot be undone by
+//                  lowering λ alone.) log α is clipped to [−clip, clip]. HcTarget::Quadratic instead uses
 //                  λ · (Σ_h P(g_h ≠ 0) − K)² / layers (CoFi's quadratic term), which pulls the
 //                  expected count to K but leaves the gates non-binary.
 //   pass           "Pruning Attention Heads with Almost-sure Sparsity Targets": the penalty
@@ -76,6 +79,16 @@ HcTarget parse_hc_target(const std::string& s);  // controller | quadratic
 std::string to_string(GateMethod m);
 GateMethod parse_gate_method(const std::string& s);  // hard_concrete (or l0) | pass | passconc
 
+// The λ search of hard_concrete's controller. update() is called at each period end with the
+// decided closed count; it sets the λ for the next period and returns true when the gates must be
+// rolled back to the last snapshot (the count overshot the target), false when the current gates
+// are the new snapshot. Bracket: lo = largest λ that did not overshoot, hi = smallest that did.
+struct LambdaSearch {
+  double lambda = 0.1, growth = 2.0;
+  double lo = 0.0, hi = 0.0;  // 0: not known yet
+  bool update(int64_t closed, int64_t target_closed);
+};
+
 struct GateOptions {
   GateMethod method = GateMethod::PassConc;
   std::optional<int64_t> target_kept;  // exact number of heads to keep (required by pass/passconc)
@@ -139,6 +152,7 @@ struct GateTrainResult {
   bool reached_target = true;
   int64_t steps = 0;
   double final_coef = 0;
+  int64_t rollbacks = 0;  // hard_concrete controller: periods undone because the count overshot
   std::vector<std::pair<AttnType, int64_t>> emptied;  // attention layers whose every gate is closed
   nlohmann::json log = nlohmann::json::array();  // one record per period (for plots)
   nlohmann::json to_json() const;
