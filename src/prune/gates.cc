@@ -111,8 +111,14 @@ bool LambdaSearch::update(int64_t closed, int64_t target_closed) {
     return false;
   }
   hi = lambda;
-  lambda = lo > 0 && lo < hi ? std::sqrt(lo * hi) : hi / growth;
-  if (lo >= hi) lo = 0;  // the bound went stale as the model trained: search below hi again
+  // The count at a fixed λ keeps rising as the gates train, so a λ that did not overshoot may do so
+  // later: once the bracket is narrower than growth^0.1, lo is stale and the search goes below hi.
+  if (lo > 0 && hi > lo * std::pow(growth, 0.1)) {
+    lambda = std::sqrt(lo * hi);
+  } else {
+    lo = 0;
+    lambda = hi / growth;
+  }
   return true;
 }
 

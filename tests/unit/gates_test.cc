@@ -147,6 +147,14 @@ TEST(LambdaSearch, BisectsToAnExactCountAndRollsBackOnOvershoot) {
   EXPECT_FALSE(t.update(16, 16));
   EXPECT_TRUE(t.update(17, 16));
   EXPECT_NEAR(t.lambda, 0.1, 1e-12);
+  // ... and so does a bracket bisected below growth^0.1 that still overshoots.
+  LambdaSearch u{0.2, 2.0};
+  u.update(10, 16);  // lo 0.2, λ 0.4
+  int rollbacks = 0;
+  while (u.lambda > 0.2 && rollbacks < 10) rollbacks += u.update(17, 16);
+  EXPECT_EQ(rollbacks, 5);  // 0.4 -> 0.283 -> 0.238 -> 0.218 -> 0.209, then 0.209 / 2
+  EXPECT_NEAR(u.lambda, 0.2 * std::pow(2.0, 1.0 / 16.0) / 2.0, 1e-9);
+  EXPECT_EQ(u.lo, 0.0);
 }
 
 struct GateRun {

@@ -82,7 +82,10 @@ GateMethod parse_gate_method(const std::string& s);  // hard_concrete (or l0) | 
 // The λ search of hard_concrete's controller. update() is called at each period end with the
 // decided closed count; it sets the λ for the next period and returns true when the gates must be
 // rolled back to the last snapshot (the count overshot the target), false when the current gates
-// are the new snapshot. Bracket: lo = largest λ that did not overshoot, hi = smallest that did.
+// are the new snapshot. Bracket: lo = largest λ that did not overshoot, hi = smallest that did;
+// the next λ is their geometric mean, or ×growth / ÷growth beyond the known side. The count at a
+// fixed λ keeps rising as the gates train, so when the bracket has narrowed to growth^0.1 and
+// still overshoots, lo is dropped and the search continues below hi.
 struct LambdaSearch {
   double lambda = 0.1, growth = 2.0;
   double lo = 0.0, hi = 0.0;  // 0: not known yet
