@@ -186,8 +186,8 @@ void register_gates(CLI::App& app, Context& ctx) {
   sub->add_option("--coef,--lambda", o->gate.coef, "L0 weight (hard_concrete) or PASS's starting coefficient")
       ->capture_default_str();
   sub->add_option("--hc-target", o->hc_target,
-                  "hard_concrete with --target: 'controller' (Voita's penalty, lambda steered by the closed count, "
-                  "log alpha clipped) or 'quadratic' (pull the expected open count to the target)")
+                  "hard_concrete with --target: 'controller' (Voita's penalty; lambda searched each period, gates "
+                  "rolled back when too many closed) or 'quadratic' (pull the expected open count to the target)")
       ->capture_default_str();
   sub->add_option("--coef-growth", o->gate.coef_growth, "coefficient factor per period while off target")
       ->capture_default_str();

@@ -294,9 +294,8 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
     auto la = gates.log_alpha();
     if (!pass) {
       const auto open = gates.dist().p_open(la).sum();
-      // Without a target: Voita's λ·Σ P(open) / layers. With one: a two-sided pull of the expected
-      // number of open heads to the target (the quadratic term of CoFi's Lagrangian), since the
-      // one-sided L0 term cannot reopen gates it has closed.
+      // Voita's λ·Σ P(open) / layers, without a target or with the λ search; the quadratic mode
+      // pulls the expected number of open heads to the target from both sides (CoFi's term).
       if (!opts.target_kept || hc_controller) return coef * open / n_layers;
       return coef * (open - static_cast<double>(*opts.target_kept)).pow(2) / n_layers;
     }
@@ -327,13 +326,12 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
 
   auto periodic = [&](int64_t step) {
     const int64_t k = step / opts.period;  // period number, 1-based
-    if (hc_controller && opts.clip > 0) {
+    if ((pass || hc_controller) && opts.clip > 0) {
       torch::NoGradGuard no_grad;
       gates.log_alpha().clamp_(-opts.clip, opts.clip);
     }
     if (pass) {
       torch::NoGradGuard no_grad;
-      if (opts.clip > 0) gates.log_alpha().clamp_(-opts.clip, opts.clip);
       if (opts.reopen && static_cast<double>(step) <= opts.reopen_until * static_cast<double>(train.max_steps)) {
         gates.attach_deterministic();
         ScoreOptions so;

@@ -161,7 +161,8 @@ struct GateTrainResult {
   nlohmann::json to_json() const;
 };
 
-// Per-period report: step, coefficient, expected open heads Σ P(g ≠ 0), closed gates.
+// Per-period report: step, coefficient, concentrator weight (passconc), expected open heads
+// Σ P(g ≠ 0), closed gates.
 struct GateProgress {
   int64_t step;
   double coef, conc_coef, expected_open;
