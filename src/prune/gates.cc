@@ -270,8 +270,12 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   const bool hc_controller = !pass && opts.target_kept && opts.hc_target == HcTarget::Controller;
   const double target_closed = opts.target_kept ? static_cast<double>(n - *opts.target_kept) : 0.0;
   const double n_layers = static_cast<double>(gates.layer_sizes().size());
-  auto gate_opt = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{gates.log_alpha()},
-                                                       torch::optim::AdamOptions(opts.gate_lr));
+  // A fresh optimizer for the gates; the λ search's rollback also resets their Adam state.
+  auto make_gate_opt = [&] {
+    return std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{gates.log_alpha()},
+                                                torch::optim::AdamOptions(opts.gate_lr));
+  };
+  auto gate_opt = make_gate_opt();
   double coef = opts.coef;
   LambdaSearch search{opts.coef, opts.coef_growth};
   torch::Tensor snapshot = gates.log_alpha().detach().clone();  // hard_concrete controller: last non-overshoot
@@ -378,8 +382,7 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
         torch::NoGradGuard no_grad;
         gates.log_alpha().copy_(snapshot);
       }
-      gate_opt = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{gates.log_alpha()},
-                                                      torch::optim::AdamOptions(opts.gate_lr));
+      gate_opt = make_gate_opt();
       ++res.rollbacks;
       res.log.back()["rolled_back"] = true;
       log_info("gates", "closed " + std::to_string(closed) + " > target " +
