@@ -136,8 +136,12 @@ TEST(LambdaSearch, BisectsToAnExactCountAndRollsBackOnOvershoot) {
       reached = true;
       EXPECT_EQ(s.lambda, lambda);  // at the target λ stays
     }
-    if (rollback) EXPECT_LT(s.lambda, lambda);
-    if (c < 16) EXPECT_GT(s.lambda, lambda);
+    if (rollback) {
+      EXPECT_LT(s.lambda, lambda);
+    }
+    if (c < 16) {
+      EXPECT_GT(s.lambda, lambda);
+    }
     ++updates;
   }
   EXPECT_TRUE(reached);
