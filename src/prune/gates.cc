@@ -105,15 +105,26 @@ std::string to_string(GateMethod m) {
 }
 
 bool LambdaSearch::update(int64_t closed, int64_t target_closed) {
+  const double narrow = std::pow(growth, 0.1);
   if (closed <= target_closed) {
     lo = lambda;
-    if (closed < target_closed) lambda = hi > 0 ? std::sqrt(lo * hi) : lambda * growth;
+    if (closed < target_closed) {
+      // The gates at a λ that overshot were those of an earlier period; once they have trained on,
+      // the same λ may close fewer. A bracket narrower than growth^0.1 that still undershoots
+      // means hi is stale: it is dropped and the search goes above lo.
+      if (hi > 0 && hi > lo * narrow) {
+        lambda = std::sqrt(lo * hi);
+      } else {
+        hi = 0;
+        lambda = lo * growth;
+      }
+    }
     return false;
   }
   hi = lambda;
   // The count at a fixed λ keeps rising as the gates train, so a λ that did not overshoot may do so
   // later: once the bracket is narrower than growth^0.1, lo is stale and the search goes below hi.
-  if (lo > 0 && hi > lo * std::pow(growth, 0.1)) {
+  if (lo > 0 && hi > lo * narrow) {
     lambda = std::sqrt(lo * hi);
   } else {
     lo = 0;

@@ -159,6 +159,20 @@ TEST(LambdaSearch, BisectsToAnExactCountAndRollsBackOnOvershoot) {
   EXPECT_EQ(rollbacks, 5);  // 0.4 -> 0.283 -> 0.238 -> 0.218 -> 0.209, then 0.209 / 2
   EXPECT_NEAR(u.lambda, 0.2 * std::pow(2.0, 1.0 / 16.0) / 2.0, 1e-9);
   EXPECT_EQ(u.lo, 0.0);
+  // A stale upper bound (the gates now close too few even just below the λ that overshot) is
+  // dropped the same way: after bisecting up to within growth^0.1 of hi, λ goes above it.
+  LambdaSearch v{0.2, 2.0};
+  EXPECT_TRUE(v.update(20, 16));  // hi 0.2, λ 0.1
+  EXPECT_FALSE(v.update(10, 16));  // lo 0.1, λ 0.141
+  int undershoots = 0;
+  while (v.lambda < 0.2 && undershoots < 10) undershoots += !v.update(12, 16);
+  EXPECT_EQ(undershoots, 4);  // 0.141 -> 0.168 -> 0.183 -> 0.191, then 0.191 * 2
+  EXPECT_NEAR(v.lambda, 0.2 * std::pow(0.5, 1.0 / 16.0) * 2.0, 1e-9);
+  EXPECT_EQ(v.hi, 0.0);
+  // With hi gone, an overshoot above it bisects between the last good λ and the new hi.
+  const double good = v.lo;
+  EXPECT_TRUE(v.update(17, 16));
+  EXPECT_NEAR(v.lambda, std::sqrt(good * 2.0 * good), 1e-12);
 }
 
 struct GateRun {

@@ -84,8 +84,9 @@ GateMethod parse_gate_method(const std::string& s);  // hard_concrete (or l0) | 
 // rolled back to the last snapshot (the count overshot the target), false when the current gates
 // are the new snapshot. Bracket: lo = largest λ that did not overshoot, hi = smallest that did;
 // the next λ is their geometric mean, or ×growth / ÷growth beyond the known side. The count at a
-// fixed λ keeps rising as the gates train, so when the bracket has narrowed to growth^0.1 and
-// still overshoots, lo is dropped and the search continues below hi.
+// fixed λ drifts as the gates train, so either bound can go stale: when the bracket has narrowed
+// to growth^0.1 and still overshoots, lo is dropped and the search continues below hi; when it
+// still undershoots, hi is dropped and the search continues above lo.
 struct LambdaSearch {
   double lambda = 0.1, growth = 2.0;
   double lo = 0.0, hi = 0.0;  // 0: not known yet
