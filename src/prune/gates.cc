@@ -122,8 +122,8 @@ bool LambdaSearch::update(int64_t closed, int64_t target_closed) {
     return false;
   }
   hi = lambda;
-  // The count at a fixed λ keeps rising as the gates train, so a λ that did not overshoot may do so
-  // later: once the bracket is narrower than growth^0.1, lo is stale and the search goes below hi.
+  // Likewise a λ that did not overshoot may do so later, as the gates train on: once the bracket
+  // is narrower than growth^0.1 and still overshoots, lo is stale and the search goes below hi.
   if (lo > 0 && hi > lo * narrow) {
     lambda = std::sqrt(lo * hi);
   } else {
