@@ -9,42 +9,33 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headprune/util/names.h"
+
 namespace hp {
-namespace {
 
-template <typename E>
-struct NameTable {
-  std::vector<std::pair<E, std::vector<std::string>>> rows;  // first name is canonical
-
-  std::string name(E e) const {
-    for (const auto& r : rows)
-      if (r.first == e) return r.second.front();
-    return "?";
-  }
-  E parse(const std::string& s, const char* what) const {
-    for (const auto& r : rows)
-      for (const auto& n : r.second)
-        if (n == s) return r.first;
-    std::string all;
-    for (const auto& r : rows) all += (all.empty() ? "" : ", ") + r.second.front();
-    throw std::invalid_argument(std::string("unknown ") + what + " '" + s + "' (expected one of: " +
-                                all + ")");
-  }
-};
-
-const NameTable<Arch> kArchNames{{{Arch::EncoderClassifier, {"encoder_classifier", "bert"}},
+const NameTable<Arch>& arch_names() {
+  static const NameTable<Arch> t{"architecture",
+                                 {{Arch::EncoderClassifier, {"encoder_classifier", "bert"}},
                                   {Arch::DecoderLM, {"decoder_lm", "gpt"}},
                                   {Arch::EncoderDecoder, {"encoder_decoder", "seq2seq"}}}};
-const NameTable<AttnType> kAttnNames{{{AttnType::EncoderSelf, {"encoder_self", "enc", "encoder"}},
+  return t;
+}
+const NameTable<AttnType>& attn_type_names() {
+  static const NameTable<AttnType> t{"attention type",
+                                     {{AttnType::EncoderSelf, {"encoder_self", "enc", "encoder"}},
                                       {AttnType::DecoderSelf, {"decoder_self", "dec", "decoder"}},
                                       {AttnType::Cross, {"cross", "enc_dec", "encoder_decoder"}}}};
-const NameTable<Activation> kActNames{{{Activation::Gelu, {"gelu"}},
+  return t;
+}
+
+namespace {
+const NameTable<Activation> kActNames{"activation",
+                                      {{Activation::Gelu, {"gelu"}},
                                        {Activation::GeluTanh, {"gelu_tanh", "gelu_new"}},
                                        {Activation::Relu, {"relu"}}}};
-const NameTable<NormPosition> kNormNames{{{NormPosition::Pre, {"pre"}},
-                                          {NormPosition::Post, {"post"}}}};
-const NameTable<Positional> kPosNames{{{Positional::Learned, {"learned"}},
-                                       {Positional::Sinusoidal, {"sinusoidal"}}}};
+const NameTable<NormPosition> kNormNames{"norm position", {{NormPosition::Pre, {"pre"}}, {NormPosition::Post, {"post"}}}};
+const NameTable<Positional> kPosNames{"positional encoding",
+                                      {{Positional::Learned, {"learned"}}, {Positional::Sinusoidal, {"sinusoidal"}}}};
 
 [[noreturn]] void bad(const std::string& field, const std::string& msg) {
   throw std::invalid_argument("config: field '" + field + "' " + msg);
@@ -56,16 +47,16 @@ void require_positive(const std::string& field, int64_t v) {
 
 }  // namespace
 
-std::string to_string(Arch a) { return kArchNames.name(a); }
-std::string to_string(AttnType t) { return kAttnNames.name(t); }
+std::string to_string(Arch a) { return arch_names().name(a); }
+std::string to_string(AttnType t) { return attn_type_names().name(t); }
 std::string to_string(Activation a) { return kActNames.name(a); }
 std::string to_string(NormPosition n) { return kNormNames.name(n); }
 std::string to_string(Positional p) { return kPosNames.name(p); }
-Arch parse_arch(const std::string& s) { return kArchNames.parse(s, "architecture"); }
-AttnType parse_attn_type(const std::string& s) { return kAttnNames.parse(s, "attention type"); }
-Activation parse_activation(const std::string& s) { return kActNames.parse(s, "activation"); }
-NormPosition parse_norm_position(const std::string& s) { return kNormNames.parse(s, "norm position"); }
-Positional parse_positional(const std::string& s) { return kPosNames.parse(s, "positional encoding"); }
+Arch parse_arch(const std::string& s) { return arch_names().parse(s); }
+AttnType parse_attn_type(const std::string& s) { return attn_type_names().parse(s); }
+Activation parse_activation(const std::string& s) { return kActNames.parse(s); }
+NormPosition parse_norm_position(const std::string& s) { return kNormNames.parse(s); }
+Positional parse_positional(const std::string& s) { return kPosNames.parse(s); }
 
 bool HeadId::operator<(const HeadId& o) const {
   if (type != o.type) return static_cast<int>(type) < static_cast<int>(o.type);

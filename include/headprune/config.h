@@ -34,6 +34,10 @@ AttnType parse_attn_type(const std::string& s);
 Activation parse_activation(const std::string& s);
 NormPosition parse_norm_position(const std::string& s);
 Positional parse_positional(const std::string& s);
+template <typename E>
+class NameTable;
+const NameTable<Arch>& arch_names();
+const NameTable<AttnType>& attn_type_names();
 
 // One head, named by its original id: stable across pruning.
 struct HeadId {

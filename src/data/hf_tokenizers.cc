@@ -276,12 +276,7 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_parts(const std::map<std::stri
 }
 
 ByteLevelBpeTokenizer ByteLevelBpeTokenizer::load(const std::string& vocab_json, const std::string& merges_txt) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(vocab_json));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(vocab_json + ": not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json j = read_json_file(vocab_json);
   if (!j.is_object()) throw std::runtime_error(vocab_json + ": expected a JSON object {token: id}");
   std::map<std::string, int64_t> vocab;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -477,11 +472,7 @@ HfTokenizerConfig read_tokenizer_config(const std::string& dir) {
   HfTokenizerConfig c;
   const std::string path = join_path(dir, "tokenizer_config.json");
   if (!is_file(path)) return c;
-  try {
-    c.raw = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": not valid JSON (" + e.what() + ")");
-  }
+  c.raw = read_json_file(path);
   if (!c.raw.is_object()) throw std::runtime_error(path + ": expected a JSON object");
   for (const char* key : {"cls_token", "sep_token", "pad_token", "unk_token", "bos_token", "eos_token"}) {
     if (!c.raw.contains(key) || c.raw[key].is_null()) continue;

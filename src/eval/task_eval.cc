@@ -11,27 +11,21 @@
 #include "headprune/data/tasks.h"
 #include "headprune/eval/evaluate.h"
 #include "headprune/eval/metrics.h"
+#include "headprune/util/names.h"
 #include "headprune/train/run_config.h"
 
 namespace hp {
 
-std::string to_string(Metric m) {
-  switch (m) {
-    case Metric::Accuracy: return "accuracy";
-    case Metric::Bleu: return "bleu";
-    case Metric::Perplexity: return "perplexity";
-    case Metric::Loss: return "loss";
-  }
-  return "?";
+const NameTable<Metric>& metric_names() {
+  static const NameTable<Metric> t{"metric",
+                                   {{Metric::Accuracy, {"accuracy"}},
+                                    {Metric::Bleu, {"bleu"}},
+                                    {Metric::Perplexity, {"perplexity"}},
+                                    {Metric::Loss, {"loss"}}}};
+  return t;
 }
-
-Metric parse_metric(const std::string& s) {
-  if (s == "accuracy") return Metric::Accuracy;
-  if (s == "bleu") return Metric::Bleu;
-  if (s == "perplexity") return Metric::Perplexity;
-  if (s == "loss") return Metric::Loss;
-  throw std::invalid_argument("unknown metric '" + s + "' (expected accuracy, bleu, perplexity or loss)");
-}
+std::string to_string(Metric m) { return metric_names().name(m); }
+Metric parse_metric(const std::string& s) { return metric_names().parse(s); }
 
 bool higher_is_better(Metric m) { return m == Metric::Accuracy || m == Metric::Bleu; }
 

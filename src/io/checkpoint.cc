@@ -28,12 +28,7 @@ void check_dir(const std::string& dir) {
 ModelConfig load_config(const std::string& dir) {
   check_dir(dir);
   const std::string path = join_path(dir, kConfigFile);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = read_json_file(path);
   try {
     return ModelConfig::from_json(j);
   } catch (const std::invalid_argument& e) {
@@ -70,7 +65,7 @@ void save_checkpoint(const std::string& dir, TransformerImpl& model, const std::
   nlohmann::json j = {{"format", "headprune"}, {"version", 1}};
   j.update(model.config().to_json());
   write_safetensors(join_path(dir, kWeightsFile), state_dict(model), {{"format", "headprune"}});
-  write_file_atomic(join_path(dir, kConfigFile), j.dump(2) + "\n");
+  write_json_file(join_path(dir, kConfigFile), j);
 }
 
 std::string describe(const ModelConfig& c) {

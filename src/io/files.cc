@@ -10,6 +10,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -75,6 +77,19 @@ void make_directories(const std::string& path) {
   std::error_code ec;
   fs::create_directories(path, ec);
   if (ec || !fs::is_directory(path)) throw std::runtime_error(path + ": cannot create directory (" + ec.message() + ")");
+}
+
+nlohmann::json read_json_file(const std::string& path, bool allow_comments) {
+  const std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text, nullptr, true, allow_comments);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+  }
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& j, int indent) {
+  write_file_atomic(path, j.dump(indent) + "\n");
 }
 
 }  // namespace hp

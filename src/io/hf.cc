@@ -313,9 +313,9 @@ bool is_hf_dir(const std::string& dir) {
   const std::string path = join_path(dir, kConfigFile);
   if (!is_file(path)) return false;
   try {
-    const auto j = nlohmann::json::parse(read_file(path));
+    const auto j = read_json_file(path);
     return j.is_object() && j.contains("model_type") && !j.contains("format");
-  } catch (const nlohmann::json::exception&) {
+  } catch (const std::runtime_error&) {
     return false;
   }
 }
@@ -332,12 +332,7 @@ HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const 
 HfModel import_hf(const std::string& dir) {
   const std::string cpath = join_path(dir, kConfigFile);
   if (!is_file(cpath)) throw std::runtime_error("HF checkpoint '" + dir + "': missing config.json");
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(read_file(cpath));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(cpath + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json config = read_json_file(cpath);
   const std::string wpath = join_path(dir, kWeightsFile);
   if (!is_file(wpath)) {
     if (is_file(join_path(dir, "pytorch_model.bin")))
@@ -475,7 +470,7 @@ void export_hf(const std::string& dir, TransformerImpl& model, const nlohmann::j
   const auto e = to_hf(model, base_config);
   make_directories(dir);
   write_safetensors(join_path(dir, kWeightsFile), e.tensors, {{"format", "pt"}});
-  write_file_atomic(join_path(dir, kConfigFile), e.config.dump(2) + "\n");
+  write_json_file(join_path(dir, kConfigFile), e.config);
 }
 
 }  // namespace hp

@@ -7,24 +7,19 @@
 #include <stdexcept>
 
 #include "headprune/model/transformer.h"
+#include "headprune/util/names.h"
 
 namespace hp {
 
-Precision parse_precision(const std::string& s) {
-  if (s == "fp32" || s == "float32") return Precision::Float32;
-  if (s == "bf16" || s == "bfloat16") return Precision::BFloat16;
-  if (s == "int8") return Precision::Int8;
-  throw std::invalid_argument("unknown precision '" + s + "' (expected fp32, bf16 or int8)");
+const NameTable<Precision>& precision_names() {
+  static const NameTable<Precision> t{"precision",
+                                      {{Precision::Float32, {"fp32", "float32"}},
+                                       {Precision::BFloat16, {"bf16", "bfloat16"}},
+                                       {Precision::Int8, {"int8"}}}};
+  return t;
 }
-
-std::string to_string(Precision p) {
-  switch (p) {
-    case Precision::Float32: return "fp32";
-    case Precision::BFloat16: return "bf16";
-    case Precision::Int8: return "int8";
-  }
-  return "?";
-}
+Precision parse_precision(const std::string& s) { return precision_names().parse(s); }
+std::string to_string(Precision p) { return precision_names().name(p); }
 
 std::string quantized_engine_name() {
   switch (at::globalContext().qEngine()) {

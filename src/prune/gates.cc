@@ -95,15 +95,6 @@ double concentrator_coefficient(const torch::Tensor& p0, const torch::Tensor& p1
   return best;
 }
 
-std::string to_string(GateMethod m) {
-  switch (m) {
-    case GateMethod::HardConcrete: return "hard_concrete";
-    case GateMethod::Pass: return "pass";
-    case GateMethod::PassConc: return "passconc";
-  }
-  return "?";
-}
-
 bool LambdaSearch::update(int64_t closed, int64_t target_closed) {
   const double narrow = std::pow(growth, 0.1);
   if (closed <= target_closed) {
@@ -133,20 +124,23 @@ bool LambdaSearch::update(int64_t closed, int64_t target_closed) {
   return true;
 }
 
-std::string to_string(HcTarget t) { return t == HcTarget::Controller ? "controller" : "quadratic"; }
-
-HcTarget parse_hc_target(const std::string& s) {
-  if (s == "controller") return HcTarget::Controller;
-  if (s == "quadratic") return HcTarget::Quadratic;
-  throw std::invalid_argument("unknown hard concrete target mode '" + s + "' (expected controller or quadratic)");
+const NameTable<GateMethod>& gate_method_names() {
+  static const NameTable<GateMethod> t{"gate method",
+                                       {{GateMethod::HardConcrete, {"hard_concrete", "l0"}},
+                                        {GateMethod::Pass, {"pass"}},
+                                        {GateMethod::PassConc, {"passconc"}}}};
+  return t;
 }
+std::string to_string(GateMethod m) { return gate_method_names().name(m); }
+GateMethod parse_gate_method(const std::string& s) { return gate_method_names().parse(s); }
 
-GateMethod parse_gate_method(const std::string& s) {
-  if (s == "hard_concrete" || s == "hard-concrete" || s == "l0") return GateMethod::HardConcrete;
-  if (s == "pass") return GateMethod::Pass;
-  if (s == "passconc") return GateMethod::PassConc;
-  throw std::invalid_argument("unknown gate method '" + s + "' (expected hard_concrete, pass or passconc)");
+const NameTable<HcTarget>& hc_target_names() {
+  static const NameTable<HcTarget> t{"hard concrete target mode",
+                                     {{HcTarget::Controller, {"controller"}}, {HcTarget::Quadratic, {"quadratic"}}}};
+  return t;
 }
+std::string to_string(HcTarget t) { return hc_target_names().name(t); }
+HcTarget parse_hc_target(const std::string& s) { return hc_target_names().parse(s); }
 
 void GateOptions::validate(int64_t n_heads) const {
   auto bad = [](const std::string& m) { throw std::invalid_argument("gates: " + m); };

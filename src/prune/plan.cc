@@ -66,17 +66,11 @@ PruningPlan PruningPlan::from_json(const nlohmann::json& j, const std::string& w
 }
 
 void save_plan(const std::string& path, const PruningPlan& plan) {
-  write_file_atomic(path, plan.to_json().dump(2) + "\n");
+  write_json_file(path, plan.to_json());
 }
 
 PruningPlan read_plan(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": not valid JSON: " + e.what());
-  }
-  return PruningPlan::from_json(j, path);
+  return PruningPlan::from_json(read_json_file(path), path);
 }
 
 void validate_plan(const PruningPlan& plan, const ModelConfig& cfg) {
@@ -192,30 +186,18 @@ PruningPlan plan_by_score(const HeadScores& scores, const ModelConfig& cfg, cons
   return plan;
 }
 
-std::string to_string(LayerStrategy s) {
-  switch (s) {
-    case LayerStrategy::Uniform: return "uniform";
-    case LayerStrategy::AvoidMiddle: return "avoid_middle";
-    case LayerStrategy::AvoidConsecutive: return "avoid_consecutive";
-    case LayerStrategy::Top: return "top";
-    case LayerStrategy::Bottom: return "bottom";
-  }
-  return "?";
+const NameTable<LayerStrategy>& layer_strategy_names() {
+  static const NameTable<LayerStrategy> t{"layer strategy",
+                                          {{LayerStrategy::Uniform, {"uniform"}},
+                                           {LayerStrategy::AvoidMiddle, {"avoid_middle"}},
+                                           {LayerStrategy::AvoidConsecutive, {"avoid_consecutive"}},
+                                           {LayerStrategy::Top, {"top"}},
+                                           {LayerStrategy::Bottom, {"bottom"}}}};
+  return t;
 }
-
-std::vector<LayerStrategy> all_layer_strategies() {
-  return {LayerStrategy::Uniform, LayerStrategy::AvoidMiddle, LayerStrategy::AvoidConsecutive, LayerStrategy::Top,
-          LayerStrategy::Bottom};
-}
-
-LayerStrategy parse_layer_strategy(const std::string& s) {
-  std::string k = s;
-  std::replace(k.begin(), k.end(), '-', '_');
-  for (LayerStrategy l : all_layer_strategies())
-    if (to_string(l) == k) return l;
-  throw std::invalid_argument("unknown layer strategy '" + s +
-                              "' (expected uniform, avoid_middle, avoid_consecutive, top or bottom)");
-}
+std::string to_string(LayerStrategy s) { return layer_strategy_names().name(s); }
+std::vector<LayerStrategy> all_layer_strategies() { return layer_strategy_names().values(); }
+LayerStrategy parse_layer_strategy(const std::string& s) { return layer_strategy_names().parse(s); }
 
 bool layer_eligible(LayerStrategy s, int64_t l, int64_t L) {
   switch (s) {

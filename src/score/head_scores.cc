@@ -13,21 +13,15 @@
 
 namespace hp {
 
-std::string to_string(Normalization n) {
-  switch (n) {
-    case Normalization::None: return "none";
-    case Normalization::Layer: return "layer";
-    case Normalization::Global: return "global";
-  }
-  return "?";
+const NameTable<Normalization>& normalization_names() {
+  static const NameTable<Normalization> t{"normalization",
+                                          {{Normalization::None, {"none"}},
+                                           {Normalization::Layer, {"layer"}},
+                                           {Normalization::Global, {"global"}}}};
+  return t;
 }
-
-Normalization parse_normalization(const std::string& s) {
-  if (s == "none") return Normalization::None;
-  if (s == "layer") return Normalization::Layer;
-  if (s == "global") return Normalization::Global;
-  throw std::invalid_argument("unknown normalization '" + s + "' (expected none, layer or global)");
-}
+std::string to_string(Normalization n) { return normalization_names().name(n); }
+Normalization parse_normalization(const std::string& s) { return normalization_names().parse(s); }
 
 double HeadScores::at(const HeadId& h) const {
   auto it = scores.find(h);
@@ -147,13 +141,7 @@ std::vector<HeadScores> maps_from_json(const nlohmann::json& j, const std::strin
 }
 
 std::vector<HeadScores> read_maps(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": not valid JSON: " + e.what());
-  }
-  return maps_from_json(j, path);
+  return maps_from_json(read_json_file(path), path);
 }
 
 std::string maps_to_csv(const std::vector<HeadScores>& maps) {

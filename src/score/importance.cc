@@ -15,36 +15,26 @@
 
 namespace hp {
 
-std::string to_string(ScoreMethod m) {
-  switch (m) {
-    case ScoreMethod::Gradient: return "gradient";
-    case ScoreMethod::Ablation: return "ablation";
-    case ScoreMethod::AllButOne: return "all_but_one";
-    case ScoreMethod::Confidence: return "confidence";
-    case ScoreMethod::Entropy: return "entropy";
-    case ScoreMethod::Magnitude: return "magnitude";
-    case ScoreMethod::OutputNorm: return "output_norm";
-    case ScoreMethod::Lrp: return "lrp";
-    case ScoreMethod::Random: return "random";
-  }
-  return "?";
+const NameTable<ScoreMethod>& score_method_names() {
+  static const NameTable<ScoreMethod> t{"scoring method",
+                                        {{ScoreMethod::Gradient, {"gradient"}},
+                                         {ScoreMethod::Ablation, {"ablation"}},
+                                         {ScoreMethod::AllButOne, {"all_but_one"}},
+                                         {ScoreMethod::Confidence, {"confidence"}},
+                                         {ScoreMethod::Entropy, {"entropy"}},
+                                         {ScoreMethod::Magnitude, {"magnitude"}},
+                                         {ScoreMethod::OutputNorm, {"output_norm"}},
+                                         {ScoreMethod::Lrp, {"lrp"}},
+                                         {ScoreMethod::Random, {"random"}}}};
+  return t;
 }
+std::string to_string(ScoreMethod m) { return score_method_names().name(m); }
+std::vector<ScoreMethod> all_score_methods() { return score_method_names().values(); }
+ScoreMethod parse_score_method(const std::string& s) { return score_method_names().parse(s); }
 
-std::vector<ScoreMethod> all_score_methods() {
-  return {ScoreMethod::Gradient,  ScoreMethod::Ablation,   ScoreMethod::AllButOne,
-          ScoreMethod::Confidence, ScoreMethod::Entropy,   ScoreMethod::Magnitude,
-          ScoreMethod::OutputNorm, ScoreMethod::Lrp,       ScoreMethod::Random};
-}
-
-ScoreMethod parse_score_method(const std::string& s) {
-  std::string k = s;
-  for (auto& c : k)
-    if (c == '-') c = '_';
-  for (ScoreMethod m : all_score_methods())
-    if (to_string(m) == k) return m;
-  std::string all;
-  for (ScoreMethod m : all_score_methods()) all += (all.empty() ? "" : ", ") + to_string(m);
-  throw std::invalid_argument("unknown scoring method '" + s + "' (expected one of: " + all + ")");
+const NameTable<Granularity>& granularity_names() {
+  static const NameTable<Granularity> t{"granularity", {{Granularity::Example, {"example"}}, {Granularity::Token, {"token"}}}};
+  return t;
 }
 
 bool uses_data(ScoreMethod m) { return m != ScoreMethod::Magnitude && m != ScoreMethod::Random; }

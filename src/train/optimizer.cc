@@ -4,23 +4,19 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "headprune/util/names.h"
+
 namespace hp {
 
-LrSchedule parse_lr_schedule(const std::string& s) {
-  if (s == "constant") return LrSchedule::Constant;
-  if (s == "linear") return LrSchedule::Linear;
-  if (s == "inverse_sqrt") return LrSchedule::InverseSqrt;
-  throw std::invalid_argument("unknown lr schedule '" + s + "' (expected constant, linear or inverse_sqrt)");
-}
+namespace {
+const NameTable<LrSchedule> kScheduleNames{"lr schedule",
+                                          {{LrSchedule::Constant, {"constant"}},
+                                           {LrSchedule::Linear, {"linear"}},
+                                           {LrSchedule::InverseSqrt, {"inverse_sqrt"}}}};
+}  // namespace
 
-std::string to_string(LrSchedule s) {
-  switch (s) {
-    case LrSchedule::Constant: return "constant";
-    case LrSchedule::Linear: return "linear";
-    case LrSchedule::InverseSqrt: return "inverse_sqrt";
-  }
-  return "?";
-}
+LrSchedule parse_lr_schedule(const std::string& s) { return kScheduleNames.parse(s); }
+std::string to_string(LrSchedule s) { return kScheduleNames.name(s); }
 
 double lr_at(int64_t step, double peak, int64_t warmup, int64_t max_steps, LrSchedule schedule) {
   if (step < 1) step = 1;

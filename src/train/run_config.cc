@@ -11,18 +11,9 @@ nlohmann::json RunConfig::to_json(const TrainOptions& effective) const {
   return {{"model", model.to_json()}, {"data", data}, {"train", effective.to_json()}};
 }
 
-namespace {
-nlohmann::json read_json_with_comments(const std::string& path) {
-  try {
-    return nlohmann::json::parse(read_file(path), nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": not valid JSON: " + e.what());
-  }
-}
-}  // namespace
 
 ModelConfig read_model_config(const std::string& path) {
-  nlohmann::json j = read_json_with_comments(path);
+  nlohmann::json j = read_json_file(path, /*allow_comments=*/true);
   if (j.is_object() && j.contains("model")) j = j.at("model");
   try {
     if (!j.is_object() || !j.contains("vocab_size"))
@@ -34,7 +25,7 @@ ModelConfig read_model_config(const std::string& path) {
 }
 
 RunConfig read_run_config(const std::string& path, bool require_model) {
-  const nlohmann::json j = read_json_with_comments(path);
+  const nlohmann::json j = read_json_file(path, /*allow_comments=*/true);
   try {
     if (!j.is_object() || (require_model && !j.contains("model")) || !j.contains("data"))
       throw std::invalid_argument(require_model

@@ -159,7 +159,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
   if (!from.empty()) {
     model = load_checkpoint(from);
     make_opt();
-    auto js = nlohmann::json::parse(read_file(from + "/trainer_state.json"));
+    auto js = read_json_file(from + "/trainer_state.json");
     st.step = js.at("step");
     st.epoch = js.at("epoch");
     st.batch_in_epoch = js.at("batch_in_epoch");
@@ -197,7 +197,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       nlohmann::json js = {{"step", st.step},         {"epoch", st.epoch},       {"batch_in_epoch", st.batch_in_epoch},
                            {"has_best", st.has_best}, {"best", st.best},         {"log_loss_sum", st.log_loss_sum},
                            {"log_tokens", st.log_tokens}, {"history", st.history}, {"options", opts.to_json()}};
-      write_file_atomic(dir + "/trainer_state.json", js.dump(1) + "\n");
+      write_json_file(dir + "/trainer_state.json", js, 1);
     });
   };
 
@@ -287,7 +287,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
         rec["lr"] = lr;
         rec["elapsed_s"] = std::chrono::duration<double>(now - t_start).count();
         st.history.push_back(rec);
-        write_file_atomic(out_dir + "/history.json", st.history.dump(1) + "\n");
+        write_json_file(out_dir + "/history.json", st.history, 1);
         char line[256];
         std::snprintf(line, sizeof line, "step %lld | valid loss %.4f | %s %.4f | best %.4f%s",
                       static_cast<long long>(st.step), r.loss, use_accuracy ? "accuracy" : "loss", m, st.best,

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "headprune/util/names.h"
+
 namespace hp {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::Info)};
@@ -15,13 +17,15 @@ std::mutex g_mu;
 void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
 LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
 
-LogLevel parse_log_level(const std::string& s) {
-  if (s == "error") return LogLevel::Error;
-  if (s == "warn") return LogLevel::Warn;
-  if (s == "info") return LogLevel::Info;
-  if (s == "debug") return LogLevel::Debug;
-  throw std::invalid_argument("unknown log level '" + s + "' (expected error, warn, info or debug)");
+const NameTable<LogLevel>& log_level_names() {
+  static const NameTable<LogLevel> t{"log level",
+                                     {{LogLevel::Error, {"error"}},
+                                      {LogLevel::Warn, {"warn"}},
+                                      {LogLevel::Info, {"info"}},
+                                      {LogLevel::Debug, {"debug"}}}};
+  return t;
 }
+LogLevel parse_log_level(const std::string& s) { return log_level_names().parse(s); }
 
 void log(LogLevel level, const std::string& tag, const std::string& msg) {
   if (static_cast<int>(level) > g_level.load()) return;

@@ -75,7 +75,7 @@ TEST(Precision, ParsesNamesAndRejectsOthers) {
     parse_precision("fp8");
     FAIL() << "fp8 accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("expected fp32, bf16 or int8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected one of: fp32, bf16, int8"), std::string::npos) << e.what();
   }
 }
 

@@ -17,12 +17,14 @@
 #include "headprune/data/tokenizer.h"
 #include "headprune/decode/search.h"
 #include "headprune/model/transformer.h"
+#include "headprune/util/names.h"
 
 namespace hp {
 
 enum class Metric { Accuracy, Bleu, Perplexity, Loss };
 std::string to_string(Metric m);
 Metric parse_metric(const std::string& s);  // accuracy | bleu | perplexity | loss
+const NameTable<Metric>& metric_names();
 bool higher_is_better(Metric m);
 Metric default_metric(Arch arch);  // accuracy, perplexity or BLEU
 

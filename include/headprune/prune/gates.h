@@ -45,6 +45,7 @@
 #include "headprune/config.h"
 #include "headprune/model/transformer.h"
 #include "headprune/train/trainer.h"
+#include "headprune/util/names.h"
 
 namespace hp {
 
@@ -78,6 +79,8 @@ std::string to_string(HcTarget t);
 HcTarget parse_hc_target(const std::string& s);  // controller | quadratic
 std::string to_string(GateMethod m);
 GateMethod parse_gate_method(const std::string& s);  // hard_concrete (or l0) | pass | passconc
+const NameTable<GateMethod>& gate_method_names();
+const NameTable<HcTarget>& hc_target_names();
 
 // The λ search of hard_concrete's controller. update() is called at each period end with the
 // decided closed count; it sets the λ for the next period and returns true when the gates must be

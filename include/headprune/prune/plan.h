@@ -72,6 +72,7 @@ PruningPlan plan_by_score(const HeadScores& scores, const ModelConfig& cfg, cons
 enum class LayerStrategy { Uniform, AvoidMiddle, AvoidConsecutive, Top, Bottom };
 std::string to_string(LayerStrategy s);
 LayerStrategy parse_layer_strategy(const std::string& s);
+const NameTable<LayerStrategy>& layer_strategy_names();
 std::vector<LayerStrategy> all_layer_strategies();
 bool layer_eligible(LayerStrategy s, int64_t layer, int64_t n_layers);
 

@@ -12,12 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/config.h"
+#include "headprune/util/names.h"
 
 namespace hp {
 
 enum class Normalization { None, Layer, Global };
 std::string to_string(Normalization n);
 Normalization parse_normalization(const std::string& s);  // none | layer | global
+const NameTable<Normalization>& normalization_names();
 
 struct HeadScores {
   std::string method;               // e.g. "gradient"

@@ -51,6 +51,8 @@ bool uses_data(ScoreMethod m);            // false for magnitude and random
 Normalization default_normalization(ScoreMethod m);  // layer for gradient and lrp, else none
 
 enum class Granularity { Example, Token };
+const NameTable<ScoreMethod>& score_method_names();
+const NameTable<Granularity>& granularity_names();  // example | token
 
 struct ScoreOptions {
   std::optional<Normalization> normalize;  // unset: default_normalization(method)

@@ -10,6 +10,9 @@ enum class LogLevel { Error = 0, Warn = 1, Info = 2, Debug = 3 };
 void set_log_level(LogLevel level);
 LogLevel log_level();
 LogLevel parse_log_level(const std::string& s);  // error|warn|info|debug
+template <typename E>
+class NameTable;
+const NameTable<LogLevel>& log_level_names();
 void log(LogLevel level, const std::string& tag, const std::string& msg);
 inline void log_info(const std::string& tag, const std::string& msg) { log(LogLevel::Info, tag, msg); }
 inline void log_warn(const std::string& tag, const std::string& msg) { log(LogLevel::Warn, tag, msg); }
