@@ -17,7 +17,7 @@ hp::MultiHeadAttention make_attention(int64_t H) {
   std::vector<int64_t> heads;
   for (int64_t h = 0; h < H; ++h) heads.push_back(h);
   torch::manual_seed(0);
-  hp::MultiHeadAttention attn(kC, kD, heads, 0.0);
+  hp::MultiHeadAttention attn(hp::HeadGeometry::mha(kC, kD, heads), 0.0);
   attn->eval();
   return attn;
 }
@@ -51,7 +51,7 @@ void BM_AttentionHalfMasked(benchmark::State& state) {
   auto attn = make_attention(12);
   {
     torch::NoGradGuard no_grad;
-    attn->head_gate.narrow(0, 6, 6).zero_();
+    attn->head_mask.narrow(0, 6, 6).zero_();
   }
   run(state, attn, state.range(0));
 }

@@ -142,6 +142,10 @@ void ModelConfig::finalize() {
     head_dim = d_model / n_heads;
   }
   require_positive("head_dim", head_dim);
+  if (n_kv_heads < 0) bad("n_kv_heads", "must be >= 0 (0 = n_heads), got " + std::to_string(n_kv_heads));
+  if (n_kv_heads > 0 && n_heads % n_kv_heads != 0)
+    bad("n_kv_heads", std::to_string(n_kv_heads) + " does not divide n_heads " + std::to_string(n_heads) +
+                          " (every key/value head serves the same number of query heads)");
   if (tgt_vocab_size < 0) bad("tgt_vocab_size", "must be >= 0");
   if (dropout < 0 || dropout >= 1) bad("dropout", "must be in [0, 1)");
   if (attention_dropout < 0 || attention_dropout >= 1) bad("attention_dropout", "must be in [0, 1)");
@@ -207,6 +211,9 @@ nlohmann::json ModelConfig::to_json() const {
   j["d_ff"] = d_ff;
   j["n_heads"] = n_heads;
   j["head_dim"] = head_dim;
+  if (effective_kv_heads() != n_heads) j["n_kv_heads"] = n_kv_heads;
+  if (!qkv_bias) j["qkv_bias"] = false;
+  if (!o_bias) j["o_bias"] = false;
   j["n_encoder_layers"] = n_encoder_layers;
   j["n_decoder_layers"] = n_decoder_layers;
   j["dropout"] = dropout;
@@ -249,7 +256,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw std::invalid_argument("config: expected a JSON object, got " + std::string(j.type_name()));
   ModelConfig c;
   static const std::set<std::string> known = {
-      "arch", "vocab_size", "tgt_vocab_size", "d_model", "d_ff", "n_heads", "head_dim",
+      "arch", "vocab_size", "tgt_vocab_size", "d_model", "d_ff", "n_heads", "head_dim", "n_kv_heads", "qkv_bias", "o_bias",
       "n_encoder_layers", "n_decoder_layers", "dropout", "attention_dropout", "max_positions",
       "positional", "activation", "norm", "embed_layer_norm", "tie_embeddings", "n_segments",
       "n_classes", "layer_norm_eps", "pad_id", "heads", "format", "version"};
@@ -280,6 +287,9 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   opt_int("d_ff", c.d_ff);
   opt_int("n_heads", c.n_heads);
   opt_int("head_dim", c.head_dim);
+  opt_int("n_kv_heads", c.n_kv_heads);
+  opt_bool("qkv_bias", c.qkv_bias);
+  opt_bool("o_bias", c.o_bias);
   opt_int("n_encoder_layers", c.n_encoder_layers);
   opt_int("n_decoder_layers", c.n_decoder_layers);
   opt_double("dropout", c.dropout);

@@ -60,8 +60,13 @@ struct ModelConfig {
   int64_t tgt_vocab_size = 0;  // encoder-decoder target vocabulary (0 = same as vocab_size)
   int64_t d_model = 0;
   int64_t d_ff = 0;
-  int64_t n_heads = 0;   // original heads per attention layer (ids are 0..n_heads-1)
-  int64_t head_dim = 0;  // 0 = d_model / n_heads
+  int64_t n_heads = 0;     // original (query) heads per attention layer, ids 0..n_heads-1; the
+                           // heads a pruned layer keeps are listed below (model/geometry.h)
+  int64_t head_dim = 0;    // 0 = d_model / n_heads
+  int64_t n_kv_heads = 0;  // key/value heads per attention layer (grouped-query attention: query
+                           // head h reads key/value head h / (n_heads / n_kv_heads)); 0 = n_heads
+  bool qkv_bias = true;    // biases on the query, key and value projections
+  bool o_bias = true;      // bias on the output projection
   int64_t n_encoder_layers = 0;
   int64_t n_decoder_layers = 0;
   double dropout = 0.1;
@@ -88,14 +93,16 @@ struct ModelConfig {
   void finalize();
 
   int64_t effective_tgt_vocab() const { return tgt_vocab_size > 0 ? tgt_vocab_size : vocab_size; }
+  int64_t effective_kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
   bool has(AttnType t) const;
   int64_t n_layers(AttnType t) const;
   const std::vector<std::vector<int64_t>>& heads(AttnType t) const;
   std::vector<std::vector<int64_t>>& heads(AttnType t);
   std::vector<AttnType> attn_types() const;
   int64_t n_heads_kept(AttnType t) const;  // summed over layers
-  int64_t n_heads_total(AttnType t) const { return n_layers(t) * n_heads; }
+  int64_t n_heads_total(AttnType t) const { return n_layers(t) * n_heads; }  // before any pruning
 
+  // n_kv_heads, qkv_bias and o_bias are written only when they differ from their defaults.
   nlohmann::json to_json() const;
   // Strict: unknown keys, wrong types and out-of-range values are errors naming the key.
   static ModelConfig from_json(const nlohmann::json& j);

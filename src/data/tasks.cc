@@ -47,6 +47,13 @@ Tokenizer train_tokenizer(const std::vector<std::string>& sentences, const nlohm
 
 }  // namespace
 
+nlohmann::json synthetic_data_spec(int64_t n_train, int64_t n_valid, int64_t n_test) {
+  return {{"kind", "synthetic"}, {"n_train", n_train}, {"n_valid", n_valid}, {"n_test", n_test},
+          {"min_len", 4},        {"max_len", 20}};
+}
+
+bool is_synthetic(const nlohmann::json& spec) { return spec.value("kind", "synthetic") == "synthetic"; }
+
 std::string resolve_data_path(const std::string& data_root, const std::string& path) {
   if (path.empty() || path[0] == '/' || data_root.empty()) return path;
   return data_root + "/" + path;

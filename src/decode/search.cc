@@ -35,11 +35,13 @@ std::vector<std::vector<int64_t>> beam_search(
 
   for (int64_t t = 0;; ++t) {
     const int64_t V = logp.size(1);
-    auto lp = logp.to(torch::kCPU, torch::kDouble);
-    auto cand = lp + torch::tensor(scores, torch::kDouble).unsqueeze(1);  // [N, V]
-    auto top = std::get<1>(cand.view({B, K * V}).topk(2 * K, 1));          // [B, 2K] flat (beam * V + token)
+    // Candidates are ranked where the log-probabilities are; only the 2K best per sentence come back.
+    auto cand = logp.to(torch::kDouble) + torch::tensor(scores, torch::kDouble).to(logp.device()).unsqueeze(1);  // [N, V]
+    auto top = std::get<1>(cand.view({B, K * V}).topk(2 * K, 1));  // [B, 2K] flat (beam * V + token)
+    auto top_scores = cand.view({B, K * V}).gather(1, top).to(torch::kCPU).contiguous();
+    top = top.to(torch::kCPU).contiguous();
     auto top_a = top.accessor<int64_t, 2>();
-    auto cand_a = cand.accessor<double, 2>();
+    auto score_a = top_scores.accessor<double, 2>();
     std::vector<int64_t> origin(B * K, 0), next_tok(B * K, o.eos_id);
     std::vector<double> next_score(B * K, neg_inf);
     std::vector<std::vector<std::vector<int64_t>>> next_beams(B, std::vector<std::vector<int64_t>>(K));
@@ -49,7 +51,7 @@ std::vector<std::vector<int64_t>> beam_search(
       if (!closed[b]) {
         for (int64_t c = 0; c < 2 * K && filled < K; ++c) {
           const int64_t flat = top_a[b][c], k = flat / V, tok = flat % V;
-          const double s = cand_a[b * K + k][tok];
+          const double s = score_a[b][c];
           if (s == neg_inf) break;
           auto seq = beams[b][k];
           if (tok == o.eos_id || last_step) {
@@ -133,12 +135,13 @@ std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>
   if (max_len <= 0) throw std::invalid_argument("generate: prompt fills max_positions");
   std::vector<KVCache> self_c;
   const auto dtype = model.decoder->embed_tokens->weight.scalar_type();
-  auto ids = torch::tensor(prompt, torch::kLong).unsqueeze(0).repeat({K, 1});
+  const auto device = model.parameters().front().device();
+  auto ids = torch::tensor(prompt, torch::kLong).unsqueeze(0).repeat({K, 1}).to(device);
   auto h = model.decoder->forward(ids, {}, causal_mask(P, ids.device(), dtype), {}, {}, nullptr, nullptr, 0, &self_c,
                                   nullptr);
   auto first = torch::log_softmax(model.output_projection(h.select(1, -1)).to(torch::kFloat), -1);
   auto step = [&](const torch::Tensor& last, int64_t t) {
-    auto hh = model.decoder->forward(last, {}, {}, {}, {}, nullptr, nullptr, P + t - 1, &self_c, nullptr);
+    auto hh = model.decoder->forward(last.to(device), {}, {}, {}, {}, nullptr, nullptr, P + t - 1, &self_c, nullptr);
     return torch::log_softmax(model.output_projection(hh.select(1, -1)).to(torch::kFloat), -1);
   };
   auto out = beam_search(1, o, max_len, first, step, [&](const torch::Tensor& idx) { reorder_caches(self_c, idx); });

@@ -17,26 +17,6 @@ namespace hp {
 
 namespace {
 
-double attention_flops(double b, double tq, double tk, double c, double h, double d) {
-  const double hd = h * d;
-  return 2 * b * tq * c * hd          // queries
-         + 2 * 2 * b * tk * c * hd    // keys and values
-         + 2 * 2 * b * h * tq * tk * d  // scores and weighted values
-         + 2 * b * tq * hd * c;       // output projection
-}
-
-double stack_flops(const ModelConfig& cfg, AttnType self, double b, double t, bool cross, double src_t) {
-  const double c = static_cast<double>(cfg.d_model), d = static_cast<double>(cfg.head_dim);
-  double f = 0;
-  const auto& heads = cfg.heads(self);
-  for (size_t l = 0; l < heads.size(); ++l) {
-    f += attention_flops(b, t, t, c, static_cast<double>(heads[l].size()), d);
-    if (cross) f += attention_flops(b, t, src_t, c, static_cast<double>(cfg.cross_heads[l].size()), d);
-    f += 2 * 2 * b * t * c * static_cast<double>(cfg.d_ff);
-  }
-  return f;
-}
-
 double quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   const double pos = q * static_cast<double>(v.size() - 1);
@@ -60,22 +40,6 @@ Batch random_batch(const ModelConfig& cfg, int64_t b, int64_t t, uint64_t seed) 
 }
 
 }  // namespace
-
-double forward_flops(const ModelConfig& cfg, int64_t batch, int64_t seq_len) {
-  const double b = static_cast<double>(batch), t = static_cast<double>(seq_len);
-  const double c = static_cast<double>(cfg.d_model);
-  switch (cfg.arch) {
-    case Arch::EncoderClassifier:
-      return stack_flops(cfg, AttnType::EncoderSelf, b, t, false, 0) + 2 * b * c * c +
-             2 * b * c * static_cast<double>(cfg.n_classes);
-    case Arch::DecoderLM:
-      return stack_flops(cfg, AttnType::DecoderSelf, b, t, false, 0) + 2 * b * t * c * static_cast<double>(cfg.vocab_size);
-    case Arch::EncoderDecoder:
-      return stack_flops(cfg, AttnType::EncoderSelf, b, t, false, 0) + stack_flops(cfg, AttnType::DecoderSelf, b, t, true, t) +
-             2 * b * t * c * static_cast<double>(cfg.effective_tgt_vocab());
-  }
-  return 0;
-}
 
 nlohmann::json BenchRecord::to_json() const {
   return {{"model", model},
@@ -130,14 +94,17 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
   int64_t done = 0;
   for (auto t : opts.seq_lens) {
     for (auto b : opts.batch_sizes) {
-      std::vector<Batch> inputs;
-      for (auto& m : models) inputs.push_back(random_batch(m.model->config(), b, t, opts.seed));
+      std::vector<Batch> inputs;  // generated on the CPU (same ids on every device), moved to each model's device
+      for (auto& m : models)
+        inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
       std::vector<std::vector<double>> ms(models.size());
       for (int64_t r = 0; r < opts.warmup + opts.reps; ++r) {
         for (size_t i = 0; i < models.size(); ++i) {
+          const auto device = inputs[i].input_ids.device();
+          synchronize(device);
           const auto t0 = std::chrono::steady_clock::now();
           auto logits = models[i].run ? models[i].run(inputs[i]) : models[i].model->forward(inputs[i]).logits;
-          (void)logits.sum().item<double>();  // forces completion
+          synchronize(device);  // the clock stops when the device has finished
           const double e = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           if (r >= opts.warmup) ms[i].push_back(e);
         }

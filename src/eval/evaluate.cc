@@ -64,20 +64,38 @@ EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples
   EvalResult r;
   r.n_examples = static_cast<int64_t>(examples.size());
   std::vector<int64_t> preds(examples.size(), -1), gold(examples.size(), -1);
-  double total = 0;
+  // Per batch: the mean loss times its target count, and the predictions, kept where the model
+  // runs and read back once at the end.
+  std::vector<torch::Tensor> weighted, counts, predicted;
+  std::vector<std::vector<size_t>> order;
   forward_batches(model, examples, opts.batch_tokens, opts.max_batch,
                   [&](const std::vector<size_t>& idx, const Batch& b, const ModelOutput& out) {
-                    const int64_t n = cls ? b.size() : count_target_tokens(b);
-                    total += model.loss(out, b).item<double>() * static_cast<double>(n);
-                    r.n_tokens += n;
+                    const auto loss = model.loss(out, b).detach().to(torch::kDouble);
+                    const auto n = cls ? torch::full({}, static_cast<double>(b.size()), loss.options())
+                                       : b.labels.ne(kIgnoreIndex).sum().to(torch::kDouble);
+                    weighted.push_back(loss * n);
+                    counts.push_back(n);
                     if (cls) {
-                      auto p = out.logits.argmax(-1).to(torch::kCPU);
-                      for (size_t k = 0; k < idx.size(); ++k) {
-                        preds[idx[k]] = p[static_cast<int64_t>(k)].item<int64_t>();
-                        gold[idx[k]] = examples[idx[k]].label;
-                      }
+                      predicted.push_back(out.logits.argmax(-1));
+                      order.push_back(idx);
                     }
                   });
+  double total = 0;
+  const auto w = torch::stack(weighted).to(torch::kCPU).contiguous();
+  const auto c = torch::stack(counts).to(torch::kCPU).contiguous();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    total += w.data_ptr<double>()[i];
+    r.n_tokens += static_cast<int64_t>(c.data_ptr<double>()[i]);
+  }
+  if (cls) {
+    const auto p = torch::cat(predicted).to(torch::kCPU, torch::kLong).contiguous();
+    int64_t k = 0;
+    for (const auto& idx : order)
+      for (size_t i : idx) {
+        preds[i] = p.data_ptr<int64_t>()[k++];
+        gold[i] = examples[i].label;
+      }
+  }
   r.loss = total / static_cast<double>(std::max<int64_t>(1, r.n_tokens));
   if (cls) {
     r.classification = classification_metrics(gold, preds, cfg.n_classes);
@@ -140,7 +158,7 @@ TranslationEval evaluate_synthetic_translation(TransformerImpl& model, const std
       const auto& t = examples[k].tgt;
       refs.push_back(ids_to_text(std::vector<int64_t>(t.begin() + 1, t.end() - 1)));
     }
-    Batch b = collate(chunk, Arch::EncoderDecoder, model.config().pad_id);
+    Batch b = collate(chunk, Arch::EncoderDecoder, model.config().pad_id).to(model.parameters().front().device());
     for (auto& h : translate(model, b, decode)) r.hypotheses.push_back(ids_to_text(h));
   }
   r.bleu = corpus_bleu(r.hypotheses, refs);

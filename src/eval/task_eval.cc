@@ -12,7 +12,6 @@
 #include "headprune/eval/evaluate.h"
 #include "headprune/eval/metrics.h"
 #include "headprune/util/names.h"
-#include "headprune/train/run_config.h"
 
 namespace hp {
 
@@ -38,31 +37,22 @@ Metric default_metric(Arch arch) {
   return Metric::Loss;
 }
 
-EvalSet load_eval_set(const ModelConfig& cfg, const std::optional<Tokenizer>& tokenizer, const std::string& config_path,
-                      const std::string& split, const std::string& data_root, int64_t max_examples, uint64_t seed,
-                      int64_t synthetic_n) {
+EvalSet load_eval_set(const ModelConfig& cfg, const std::optional<Tokenizer>& tokenizer, const nlohmann::json& spec,
+                      const std::string& source, const std::string& split, const std::string& data_root,
+                      int64_t max_examples, uint64_t seed) {
   if (split != "train" && split != "valid" && split != "test")
     throw std::invalid_argument("split '" + split + "' is not one of train, valid, test");
-  nlohmann::json spec;
-  std::string where;
-  if (config_path.empty()) {
-    spec = synthetic_run_config(cfg.arch).data;
-    spec["n_train"] = spec["n_valid"] = spec["n_test"] = synthetic_n;
-    where = "the synthetic task";
-  } else {
-    spec = read_run_config(config_path, /*require_model=*/false).data;
-    where = config_path;
-    if (spec.value("kind", "synthetic") != "synthetic" && !tokenizer)
-      throw std::runtime_error("the checkpoint has no tokenizer, but " + config_path + " needs one to read its data");
-  }
+  const bool synthetic = is_synthetic(spec);
+  if (!synthetic && !tokenizer)
+    throw std::runtime_error("the checkpoint has no tokenizer, but " + source + " needs one to read its data");
   TaskData d = load_task(spec, cfg, data_root, tokenizer, {split}, seed);
   EvalSet set;
-  set.name = config_path.empty() ? "synthetic/" + split : split;
+  set.name = synthetic ? "synthetic/" + split : split;
   set.examples = split == "train" ? std::move(d.train) : split == "valid" ? std::move(d.valid) : std::move(d.test);
-  if (cfg.arch == Arch::EncoderDecoder && !config_path.empty())
+  if (cfg.arch == Arch::EncoderDecoder && !synthetic)
     set.texts = split == "test" ? std::move(d.test_text) : std::move(d.valid_text);
   set.tokenizer = tokenizer;
-  if (set.examples.empty()) throw std::runtime_error("split '" + split + "' of " + where + " has no examples");
+  if (set.examples.empty()) throw std::runtime_error("split '" + split + "' of " + source + " has no examples");
   if (max_examples > 0 && static_cast<int64_t>(set.examples.size()) > max_examples) {
     set.examples.resize(static_cast<size_t>(max_examples));
     if (!set.texts.empty()) set.texts.resize(static_cast<size_t>(max_examples));
@@ -170,20 +160,25 @@ std::map<Metric, MetricSample> measure(TransformerImpl& model, const EvalSet& se
   if (need_forward) {
     const size_t n = set.examples.size();
     std::vector<double> nll(n, 0.0), tokens(n, 0.0), correct(n, 0.0);
+    // Per batch [B, 3] rows (nll, target count, correct) stay where the model runs; one read at the end.
+    std::vector<torch::Tensor> rows;
+    std::vector<size_t> order;
     forward_batches(model, set.examples, opts.batch_tokens, opts.max_batch,
                     [&](const std::vector<size_t>& idx, const Batch& b, const ModelOutput& o) {
                       auto [loss, count] = per_example_nll(model, o, b);
-                      auto l = loss.to(torch::kCPU, torch::kDouble).contiguous();
-                      auto c = count.to(torch::kCPU, torch::kDouble).contiguous();
-                      torch::Tensor hit;
-                      if (cfg.arch == Arch::EncoderClassifier)
-                        hit = o.logits.argmax(-1).eq(b.labels).to(torch::kCPU, torch::kDouble).contiguous();
-                      for (size_t k = 0; k < idx.size(); ++k) {
-                        nll[idx[k]] = l.data_ptr<double>()[k];
-                        tokens[idx[k]] = c.data_ptr<double>()[k];
-                        if (hit.defined()) correct[idx[k]] = hit.data_ptr<double>()[k];
-                      }
+                      auto hit = cfg.arch == Arch::EncoderClassifier ? o.logits.argmax(-1).eq(b.labels)
+                                                                      : torch::zeros_like(loss, torch::kBool);
+                      rows.push_back(torch::stack({loss.to(torch::kDouble), count.to(torch::kDouble),
+                                                   hit.to(torch::kDouble)}, 1));
+                      order.insert(order.end(), idx.begin(), idx.end());
                     });
+    const auto all = torch::cat(rows).to(torch::kCPU).contiguous();
+    const double* r = all.data_ptr<double>();
+    for (size_t k = 0; k < order.size(); ++k) {
+      nll[order[k]] = r[3 * k];
+      tokens[order[k]] = r[3 * k + 1];
+      correct[order[k]] = r[3 * k + 2];
+    }
     for (Metric m : metrics) {
       if (m == Metric::Bleu) continue;
       MetricSample s{m, width_of(m), {}};

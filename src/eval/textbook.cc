@@ -8,9 +8,9 @@ namespace hp {
 
 namespace nn = torch::nn;
 
-TextbookEncoderLayerImpl::TextbookEncoderLayerImpl(const ModelConfig& cfg)
-    : n_heads_(cfg.n_heads), head_dim_(cfg.head_dim), act_(cfg.activation) {
-  const int64_t C = cfg.d_model, HD = cfg.n_heads * cfg.head_dim;
+TextbookEncoderLayerImpl::TextbookEncoderLayerImpl(const ModelConfig& cfg, const HeadGeometry& geometry)
+    : n_heads_(geometry.n_heads_kept()), head_dim_(geometry.head_dim), act_(cfg.activation) {
+  const int64_t C = cfg.d_model, HD = geometry.q_width();
   query = register_module("query", nn::Linear(C, HD));
   key = register_module("key", nn::Linear(C, HD));
   value = register_module("value", nn::Linear(C, HD));
@@ -44,8 +44,14 @@ TextbookClassifierImpl::TextbookClassifierImpl(TransformerImpl& source) : pad_id
   if (cfg.norm != NormPosition::Post) unsupported("only post-LN models");
   if (cfg.positional != Positional::Learned) unsupported("only learned positions");
   if (!cfg.embed_layer_norm) unsupported("only models with an embedding LayerNorm");
-  for (const auto& l : cfg.encoder_self_heads)
-    if (static_cast<int64_t>(l.size()) != cfg.n_heads) unsupported("only unpruned models (every head kept)");
+  std::vector<HeadGeometry> geometry;
+  for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
+    geometry.push_back(head_geometry(cfg, AttnType::EncoderSelf, l));
+    const auto& g = geometry.back();
+    if (g.n_heads_kept() != cfg.n_heads) unsupported("only unpruned models (every head kept)");
+    if (g.grouped()) unsupported("only one key/value head per query head (no grouped-query attention)");
+    if (!g.qkv_bias || !g.o_bias) unsupported("only models with biases on every projection");
+  }
   if (!source.masked_heads().empty()) unsupported("only models without masked heads");
   const int64_t C = cfg.d_model;
   tokens = register_module("tokens", nn::Embedding(cfg.vocab_size, C));
@@ -54,7 +60,7 @@ TextbookClassifierImpl::TextbookClassifierImpl(TransformerImpl& source) : pad_id
   embed_norm = register_module("embed_norm", nn::LayerNorm(nn::LayerNormOptions({C}).eps(cfg.layer_norm_eps)));
   embed_dropout = register_module("embed_dropout", nn::Dropout(cfg.dropout));
   layers = register_module("layers", nn::ModuleList());
-  for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) layers->push_back(TextbookEncoderLayer(cfg));
+  for (const auto& g : geometry) layers->push_back(TextbookEncoderLayer(cfg, g));
   pooler = register_module("pooler", nn::Linear(C, C));
   classifier = register_module("classifier", nn::Linear(C, cfg.n_classes));
 

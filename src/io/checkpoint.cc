@@ -1,9 +1,6 @@
 // Checkpoint directories (see header).
 #include "headprune/io/checkpoint.h"
 
-#include "headprune/data/hf_tokenizers.h"
-#include "headprune/io/hf.h"
-
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
@@ -11,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/io/files.h"
+#include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
 #include "headprune/model/state.h"
 
@@ -23,12 +21,18 @@ void check_dir(const std::string& dir) {
     throw std::runtime_error("checkpoint '" + dir + "': missing " + kConfigFile);
 }
 
-}  // namespace
+// The version a config.json declares (1 when it has none, as the first headprune files).
+int64_t checkpoint_version(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object() || !j.contains("version")) return 1;
+  if (!j.at("version").is_number_integer()) throw std::runtime_error(path + ": 'version' must be an integer");
+  const int64_t v = j.at("version").get<int64_t>();
+  if (v < 1 || v > kCheckpointVersion)
+    throw std::runtime_error(path + ": checkpoint version " + std::to_string(v) + " is not supported (this headprune reads 1.." +
+                             std::to_string(kCheckpointVersion) + "; a newer headprune wrote it?)");
+  return v;
+}
 
-ModelConfig load_config(const std::string& dir) {
-  check_dir(dir);
-  const std::string path = join_path(dir, kConfigFile);
-  const nlohmann::json j = read_json_file(path);
+ModelConfig config_of(const nlohmann::json& j, const std::string& path) {
   try {
     return ModelConfig::from_json(j);
   } catch (const std::invalid_argument& e) {
@@ -36,9 +40,21 @@ ModelConfig load_config(const std::string& dir) {
   }
 }
 
+}  // namespace
+
+ModelConfig load_config(const std::string& dir) {
+  check_dir(dir);
+  const std::string path = join_path(dir, kConfigFile);
+  return config_of(read_json_file(path), path);
+}
+
 Transformer load_checkpoint(const std::string& dir) {
   if (is_hf_dir(dir)) return import_hf(dir).model;  // HuggingFace BERT / GPT-2 directory
-  ModelConfig cfg = load_config(dir);
+  check_dir(dir);
+  const std::string cpath = join_path(dir, kConfigFile);
+  const nlohmann::json j = read_json_file(cpath);
+  const int64_t version = checkpoint_version(j, cpath);
+  ModelConfig cfg = config_of(j, cpath);
   const std::string path = join_path(dir, kWeightsFile);
   if (!is_file(path)) {
     std::string hint;
@@ -48,6 +64,16 @@ Transformer load_checkpoint(const std::string& dir) {
     throw std::runtime_error("checkpoint '" + dir + "': missing " + kWeightsFile + hint);
   }
   auto file = read_safetensors(path);
+  if (version == 1) {  // version 1 named the mask buffers head_gate
+    TensorMap renamed;
+    const std::string old_name = ".head_gate", new_name = ".head_mask";
+    for (auto& [name, t] : file.tensors) {
+      const bool legacy = name.size() > old_name.size() &&
+                          name.compare(name.size() - old_name.size(), old_name.size(), old_name) == 0;
+      renamed[legacy ? name.substr(0, name.size() - old_name.size()) + new_name : name] = t;
+    }
+    file.tensors = std::move(renamed);
+  }
   Transformer model(cfg);
   load_state_strict(*model, file.tensors, path);
   model->eval();
@@ -62,7 +88,7 @@ std::string read_checkpoint_file(const std::string& dir, const std::string& name
 void save_checkpoint(const std::string& dir, TransformerImpl& model, const std::map<std::string, std::string>& extra_files) {
   make_directories(dir);
   for (const auto& kv : extra_files) write_file_atomic(join_path(dir, kv.first), kv.second);
-  nlohmann::json j = {{"format", "headprune"}, {"version", 1}};
+  nlohmann::json j = {{"format", "headprune"}, {"version", kCheckpointVersion}};
   j.update(model.config().to_json());
   write_safetensors(join_path(dir, kWeightsFile), state_dict(model), {{"format", "headprune"}});
   write_json_file(join_path(dir, kConfigFile), j);
@@ -107,23 +133,6 @@ std::string describe(const ModelConfig& c) {
     }
   }
   return o.str();
-}
-
-LoadedModel open_model(const std::string& dir) {
-  LoadedModel m;
-  m.dir = dir;
-  m.model = load_checkpoint(dir);
-  // headprune's own tokenizer.json, else the HF tokenizer files (vocab.txt or vocab.json + merges.txt)
-  // of an HF directory or carried along into a headprune checkpoint. An HF directory's own
-  // tokenizer.json (the "fast" tokenizer format) is not read.
-  const std::string tok = join_path(dir, kTokenizerFile);
-  if (is_file(tok) && !is_hf_dir(dir)) m.tokenizer = Tokenizer::load(tok);
-  else m.tokenizer = load_hf_tokenizer(dir);
-  if (m.tokenizer && m.tokenizer->vocab_size() > m.model->config().vocab_size)
-    throw std::runtime_error(dir + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
-                             " entries but the model's vocabulary only " +
-                             std::to_string(m.model->config().vocab_size));
-  return m;
 }
 
 }  // namespace hp

@@ -9,7 +9,8 @@
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/safetensors.h"
-#include "headprune/prune/remove_heads.h"
+#include "headprune/model/geometry.h"
+#include "headprune/model/remove_heads.h"
 
 namespace hp {
 
@@ -263,7 +264,7 @@ HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std
   } catch (const std::invalid_argument& e) {
     fail(source, std::string("config: ") + e.what());
   }
-  const int64_t C = cfg.d_model, D = cfg.head_dim;
+  const int64_t C = cfg.d_model;
   auto wte = t.take("wte.weight", {cfg.vocab_size, C});
   if (lm_head.defined() && !(lm_head.sizes() == wte.sizes() && torch::equal(lm_head.to(torch::kFloat), wte))) {
     cfg.tie_embeddings = false;
@@ -283,13 +284,16 @@ HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std
   };
   for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
     const std::string hf = gpt2_layer(l, true), ours = gpt2_layer(l, false);
-    const int64_t HD = static_cast<int64_t>(cfg.decoder_self_heads[static_cast<size_t>(l)].size()) * D;
+    // c_attn holds [q | k | v] of the kept heads, each as wide as the geometry says.
+    const HeadGeometry g = head_geometry(cfg, AttnType::DecoderSelf, l);
+    const int64_t widths[3] = {g.q_width(), g.kv_width(), g.kv_width()};
+    const int64_t total = widths[0] + widths[1] + widths[2];
     for (const auto& r : kGpt2LayerNorms) norm(ours + r.ours, hf + r.hf);
-    auto w = t.take(hf + "attn.c_attn.weight", {C, 3 * HD});  // Conv1D: [in, out]
-    auto b = t.take(hf + "attn.c_attn.bias", {3 * HD});
-    for (int64_t k = 0; k < 3; ++k) {
-      s[ours + kGpt2Qkv[k] + ".weight"] = w.slice(1, k * HD, (k + 1) * HD).t().contiguous();
-      s[ours + kGpt2Qkv[k] + ".bias"] = b.slice(0, k * HD, (k + 1) * HD).contiguous();
+    auto w = t.take(hf + "attn.c_attn.weight", {C, total});  // Conv1D: [in, out]
+    auto b = t.take(hf + "attn.c_attn.bias", {total});
+    for (int64_t k = 0, off = 0; k < 3; off += widths[k], ++k) {
+      s[ours + kGpt2Qkv[k] + ".weight"] = w.slice(1, off, off + widths[k]).t().contiguous();
+      s[ours + kGpt2Qkv[k] + ".bias"] = b.slice(0, off, off + widths[k]).contiguous();
     }
     for (const auto& r : kGpt2LayerConv1D) {
       const auto& ours_w = s.at(ours + r.ours + ".weight");  // [out, in] as built from the config
@@ -363,6 +367,9 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {
   auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
   if (cfg.positional != Positional::Learned) bad("HF's BERT and GPT-2 have learned positions, not sinusoidal");
   if (cfg.head_dim * cfg.n_heads != cfg.d_model) bad("head_dim * n_heads must equal d_model");
+  if (cfg.effective_kv_heads() != cfg.n_heads || !cfg.qkv_bias || !cfg.o_bias)
+    bad("HF's BERT and GPT-2 have one key/value head per query head and biases on every projection (n_kv_heads " +
+        std::to_string(cfg.effective_kv_heads()) + ", n_heads " + std::to_string(cfg.n_heads) + ")");
   TensorMap s = state_dict(*m);
   HfExport out;
   nlohmann::json c = base_config.is_object() ? base_config : nlohmann::json::object();

@@ -47,24 +47,15 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   return fc2(h);
 }
 
-MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t d_model, int64_t head_dim,
-                                               std::vector<int64_t> kept_heads,
-                                               double attention_dropout)
-    : d_model_(d_model),
-      head_dim_(head_dim),
-      kept_heads_(std::move(kept_heads)),
-      attention_dropout_(attention_dropout) {
-  const int64_t HD = n_heads() * head_dim_;
-  q_proj = register_module("q_proj", Dense(d_model_, HD));
-  k_proj = register_module("k_proj", Dense(d_model_, HD));
-  v_proj = register_module("v_proj", Dense(d_model_, HD));
-  o_proj = register_module("o_proj", Dense(HD, d_model_));
-  head_gate = register_buffer("head_gate", torch::ones({n_heads()}));
-}
-
-int64_t MultiHeadAttentionImpl::position_of(int64_t original_head) const {
-  auto it = std::find(kept_heads_.begin(), kept_heads_.end(), original_head);
-  return it == kept_heads_.end() ? -1 : static_cast<int64_t>(it - kept_heads_.begin());
+MultiHeadAttentionImpl::MultiHeadAttentionImpl(HeadGeometry geometry, double attention_dropout)
+    : geometry_(std::move(geometry)), attention_dropout_(attention_dropout) {
+  const int64_t C = geometry_.d_model;
+  q_proj = register_module("q_proj", Dense(C, geometry_.q_width(), geometry_.qkv_bias));
+  k_proj = register_module("k_proj", Dense(C, geometry_.kv_width(), geometry_.qkv_bias));
+  v_proj = register_module("v_proj", Dense(C, geometry_.kv_width(), geometry_.qkv_bias));
+  o_proj = register_module("o_proj", Dense(geometry_.q_width(), C, geometry_.o_bias));
+  head_mask = register_buffer("head_mask", torch::ones({n_heads_kept()}));
+  if (geometry_.grouped()) kv_index_ = torch::tensor(geometry_.kv_positions(), torch::kLong);
 }
 
 namespace {
@@ -104,19 +95,26 @@ const MultiHeadAttentionImpl::Fused& MultiHeadAttentionImpl::fused(Fused& f, std
   return f;
 }
 
-bool MultiHeadAttentionImpl::gates_all_open() {
-  auto s = stamp(head_gate);
-  if (s != gate_stamp_) {
-    gates_all_open_ = head_gate.eq(1).all().item<bool>();
-    gate_stamp_ = s;
+bool MultiHeadAttentionImpl::all_unmasked() {
+  auto s = stamp(head_mask);
+  if (s != mask_stamp_) {
+    all_unmasked_ = head_mask.eq(1).all().item<bool>();
+    mask_stamp_ = s;
   }
-  return gates_all_open_;
+  return all_unmasked_;
+}
+
+torch::Tensor MultiHeadAttentionImpl::expand_kv(const torch::Tensor& t) {
+  if (!geometry_.grouped()) return t;
+  if (kv_index_.device() != t.device()) kv_index_ = kv_index_.to(t.device());
+  return t.index_select(1, kv_index_);
 }
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key_value,
                                               const torch::Tensor& mask, torch::Tensor* probs_out,
                                               KVCache* cache, bool static_kv) {
-  const int64_t B = query.size(0), T = query.size(1), H = n_heads(), D = head_dim_;
+  const int64_t B = query.size(0), T = query.size(1), H = n_heads_kept(), D = geometry_.head_dim;
+  const int64_t G = geometry_.n_kv_heads_kept(), C = geometry_.d_model;
   if (H == 0) {
     // Every head removed: the block contributes only o_proj's bias; skip all attention work.
     if (probs_out) {
@@ -125,28 +123,36 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
                                                                     : key_value.size(1);
       *probs_out = torch::zeros({B, 0, T, S}, query.options());
     }
-    auto out = o_proj->bias.expand({B, T, d_model_});
+    if (!o_proj->bias.defined()) return torch::zeros({B, T, C}, query.options());
+    auto out = o_proj->bias.expand({B, T, C});
     return out.contiguous();
   }
   // Inference: one GEMM for Q, K and V (self-attention) or for K and V (cross-attention), with
   // the projection weights concatenated once and reused while they are unchanged.
   const bool fast = inference_path();
   const bool reuse_kv = cache && static_kv && cache->k.defined();
-  torch::Tensor q, k, v;
+  torch::Tensor q, k, v;  // q [B, H, T, D]; k, v [B, G, S, D]
   const bool fuse = fast && fuse_projections;
   if (fuse && !reuse_kv && query.is_same(key_value)) {
     const auto& f = fused(qkv_, {q_proj.get(), k_proj.get(), v_proj.get()});
-    auto qkv = torch::linear(query, f.weight, f.bias).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
-    q = qkv[0], k = qkv[1], v = qkv[2];  // [B, H, T, D] each
+    auto qkv = torch::linear(query, f.weight, f.bias);
+    if (G == H) {
+      qkv = qkv.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
+      q = qkv[0], k = qkv[1], v = qkv[2];
+    } else {
+      q = split_heads(qkv.narrow(2, 0, H * D), H, D);
+      k = split_heads(qkv.narrow(2, H * D, G * D), G, D);
+      v = split_heads(qkv.narrow(2, (H + G) * D, G * D), G, D);
+    }
   } else {
-    q = split_heads(q_proj(query), H, D);  // [B, H, T, D]
+    q = split_heads(q_proj(query), H, D);
     if (!reuse_kv && fuse) {
       const auto& f = fused(kv_, {k_proj.get(), v_proj.get()});
-      auto kv = torch::linear(key_value, f.weight, f.bias).view({B, key_value.size(1), 2, H, D}).permute({2, 0, 3, 1, 4});
-      k = kv[0], v = kv[1];  // [B, H, S, D]
+      auto kv = torch::linear(key_value, f.weight, f.bias).view({B, key_value.size(1), 2, G, D}).permute({2, 0, 3, 1, 4});
+      k = kv[0], v = kv[1];
     } else if (!reuse_kv) {
-      k = split_heads(k_proj(key_value), H, D);
-      v = split_heads(v_proj(key_value), H, D);
+      k = split_heads(k_proj(key_value), G, D);
+      v = split_heads(v_proj(key_value), G, D);
     }
   }
   if (reuse_kv) {
@@ -160,6 +166,8 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
     cache->k = k;
     cache->v = v;
   }
+  k = expand_kv(k);  // [B, H, S, D]
+  v = expand_kv(v);
   // Scaling the queries costs T*D per head instead of T*S for the scores.
   auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), k.transpose(-2, -1));
   if (mask.defined()) scores.add_(mask);  // [B, H, T, S]
@@ -167,8 +175,8 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
   if (probs_out) *probs_out = probs;
   auto p = torch::dropout(probs, attention_dropout_, is_training());
   auto ctx = lrp::mix(p, v);  // [B, H, T, D]
-  if (!fast || !gates_all_open()) ctx = ctx * head_gate.to(ctx.scalar_type()).view({1, H, 1, 1});
-  if (gate_probe.defined()) ctx = lrp::probe(ctx, gate_probe);
+  if (!fast || !all_unmasked()) ctx = ctx * head_mask.to(ctx.scalar_type()).view({1, H, 1, 1});
+  if (head_probe.defined()) ctx = lrp::probe(ctx, head_probe);
   if (on_context) on_context(ctx);
   ctx = ctx.transpose(1, 2).reshape({B, T, H * D});  // [B, T, H*D]
   return o_proj(ctx);

@@ -7,19 +7,8 @@
 #include <stdexcept>
 
 #include "headprune/model/transformer.h"
-#include "headprune/util/names.h"
 
 namespace hp {
-
-const NameTable<Precision>& precision_names() {
-  static const NameTable<Precision> t{"precision",
-                                      {{Precision::Float32, {"fp32", "float32"}},
-                                       {Precision::BFloat16, {"bf16", "bfloat16"}},
-                                       {Precision::Int8, {"int8"}}}};
-  return t;
-}
-Precision parse_precision(const std::string& s) { return precision_names().parse(s); }
-std::string to_string(Precision p) { return precision_names().name(p); }
 
 std::string quantized_engine_name() {
   switch (at::globalContext().qEngine()) {

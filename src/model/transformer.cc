@@ -32,15 +32,14 @@ torch::Tensor causal_mask(int64_t T, const torch::Device& device, torch::ScalarT
 }
 
 // ---------------------------------------------------------------------------------------
-TransformerLayerImpl::TransformerLayerImpl(const ModelConfig& cfg, const std::vector<int64_t>& self_heads,
-                                           const std::vector<int64_t>* cross_heads)
+TransformerLayerImpl::TransformerLayerImpl(const ModelConfig& cfg, AttnType self_type, int64_t layer, bool with_cross)
     : pre_norm_(cfg.norm == NormPosition::Pre), dropout_(cfg.dropout) {
   self_attn = register_module(
-      "self_attn", MultiHeadAttention(cfg.d_model, cfg.head_dim, self_heads, cfg.attention_dropout));
+      "self_attn", MultiHeadAttention(head_geometry(cfg, self_type, layer), cfg.attention_dropout));
   self_attn_norm = register_module("self_attn_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
-  if (cross_heads) {
+  if (with_cross) {
     cross_attn = register_module(
-        "cross_attn", MultiHeadAttention(cfg.d_model, cfg.head_dim, *cross_heads, cfg.attention_dropout));
+        "cross_attn", MultiHeadAttention(head_geometry(cfg, AttnType::Cross, layer), cfg.attention_dropout));
     cross_attn_norm = register_module("cross_attn_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
   }
   ffn = register_module("ffn", FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout));
@@ -98,7 +97,7 @@ StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, 
   const int64_t L = cfg.n_layers(self_type);
   const bool cross = self_type == AttnType::DecoderSelf && cfg.has(AttnType::Cross);
   for (int64_t l = 0; l < L; ++l)
-    layers->push_back(TransformerLayer(cfg, cfg.heads(self_type)[l], cross ? &cfg.cross_heads[l] : nullptr));
+    layers->push_back(TransformerLayer(cfg, self_type, l, cross));
   if (cfg.norm == NormPosition::Pre) final_norm = register_module("final_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
 }
 
@@ -253,17 +252,17 @@ MultiHeadAttentionImpl& TransformerImpl::attention(AttnType type, int64_t layer)
   return type == AttnType::Cross ? *lay.cross_attn : *lay.self_attn;
 }
 
-std::vector<GateView> TransformerImpl::gates() {
-  std::vector<GateView> out;
+std::vector<HeadMaskView> TransformerImpl::head_masks() {
+  std::vector<HeadMaskView> out;
   for (AttnType t : cfg_.attn_types())
     for (int64_t l = 0; l < cfg_.n_layers(t); ++l) {
       auto& a = attention(t, l);
-      out.push_back({t, l, a.kept_heads(), a.head_gate});
+      out.push_back({t, l, a.kept_heads(), a.head_mask});
     }
   return out;
 }
 
-void TransformerImpl::set_gate(const HeadId& head, double value) {
+void TransformerImpl::set_head_mask(const HeadId& head, double value) {
   auto& a = attention(head.type, head.layer);
   const int64_t pos = a.position_of(head.head);
   if (pos < 0) {
@@ -273,27 +272,27 @@ void TransformerImpl::set_gate(const HeadId& head, double value) {
                                 " layer " + std::to_string(head.layer) + " keeps heads [" + kept + "])");
   }
   torch::NoGradGuard no_grad;
-  a.head_gate.index_put_({pos}, value);
+  a.head_mask.index_put_({pos}, value);
 }
 
-void TransformerImpl::reset_gates() {
+void TransformerImpl::unmask_all() {
   torch::NoGradGuard no_grad;
-  for (auto& g : gates()) g.gate.fill_(1.0);
+  for (auto& m : head_masks()) m.mask.fill_(1.0);
 }
 
-void TransformerImpl::set_gates_requires_grad(bool on) {
-  for (auto& g : gates()) {
-    g.gate.set_requires_grad(on);
-    if (!on && g.gate.grad().defined()) g.gate.mutable_grad() = torch::Tensor();
+void TransformerImpl::set_head_masks_requires_grad(bool on) {
+  for (auto& m : head_masks()) {
+    m.mask.set_requires_grad(on);
+    if (!on && m.mask.grad().defined()) m.mask.mutable_grad() = torch::Tensor();
   }
 }
 
 std::vector<HeadId> TransformerImpl::masked_heads() {
   std::vector<HeadId> out;
-  for (auto& g : gates()) {
-    auto v = g.gate.detach().to(torch::kCPU, torch::kDouble).contiguous();
-    for (size_t i = 0; i < g.heads.size(); ++i)
-      if (v.data_ptr<double>()[i] == 0.0) out.push_back({g.type, g.layer, g.heads[i]});
+  for (auto& m : head_masks()) {
+    auto v = m.mask.detach().to(torch::kCPU, torch::kDouble).contiguous();  // one read per layer
+    for (size_t i = 0; i < m.heads.size(); ++i)
+      if (v.data_ptr<double>()[i] == 0.0) out.push_back({m.type, m.layer, m.heads[i]});
   }
   return out;
 }

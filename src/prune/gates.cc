@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 #include "headprune/score/importance.h"
@@ -70,7 +71,8 @@ torch::Tensor concentrator_penalty(const torch::Tensor& p0, const std::vector<in
 double concentrator_coefficient(const torch::Tensor& p0, const torch::Tensor& p1, const std::vector<bool>& open,
                                 const std::vector<int64_t>& layer_sizes, double margin, double max_coef) {
   torch::NoGradGuard no_grad;
-  const auto q0 = p0.detach().to(torch::kDouble).contiguous(), q1 = p1.detach().to(torch::kDouble).contiguous();
+  const auto q0 = p0.detach().to(torch::kCPU, torch::kDouble).contiguous();
+  const auto q1 = p1.detach().to(torch::kCPU, torch::kDouble).contiguous();
   const int64_t n = q0.numel();
   if (q1.numel() != n || static_cast<int64_t>(open.size()) != n)
     throw std::invalid_argument("concentrator_coefficient: P(g = 0), P(g = 1) and the open flags differ in length");
@@ -185,21 +187,24 @@ nlohmann::json GateOptions::to_json() const {
 }
 
 HeadGateSet::HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha) : dist_(dist) {
-  for (const auto& g : model.gates()) {
+  for (const auto& g : model.head_masks()) {
     if (g.heads.empty()) continue;
     modules_.push_back(&model.attention(g.type, g.layer));
     layer_sizes_.push_back(static_cast<int64_t>(g.heads.size()));
     for (auto h : g.heads) heads_.push_back({g.type, g.layer, h});
   }
   if (heads_.empty()) throw std::invalid_argument("gates: the model keeps no heads");
-  log_alpha_ = torch::full({static_cast<int64_t>(heads_.size())}, init_log_alpha, torch::kFloat).requires_grad_(true);
+  const auto device = model.parameters().front().device();
+  log_alpha_ = torch::full({static_cast<int64_t>(heads_.size())}, init_log_alpha,
+                           torch::TensorOptions().dtype(torch::kFloat).device(device))
+                   .requires_grad_(true);
 }
 
 void HeadGateSet::attach(const torch::Tensor& g) {
   int64_t off = 0;
   for (size_t i = 0; i < modules_.size(); ++i) {
     const int64_t n = layer_sizes_[i];
-    modules_[i]->gate_probe = g.slice(0, off, off + n).view({1, n, 1, 1});
+    modules_[i]->head_probe = g.slice(0, off, off + n).view({1, n, 1, 1});
     off += n;
   }
 }
@@ -212,12 +217,12 @@ void HeadGateSet::attach_deterministic() {
 }
 
 void HeadGateSet::detach() {
-  for (auto* m : modules_) m->gate_probe = torch::Tensor();
+  for (auto* m : modules_) m->head_probe = torch::Tensor();
 }
 
 std::vector<bool> HeadGateSet::closed() const {
   torch::NoGradGuard no_grad;
-  auto c = (dist_.p_zero(log_alpha_) > dist_.p_one(log_alpha_)).contiguous();
+  auto c = (dist_.p_zero(log_alpha_) > dist_.p_one(log_alpha_)).to(torch::kCPU).contiguous();
   std::vector<bool> out(heads_.size());
   auto a = c.accessor<bool, 1>();
   for (size_t i = 0; i < out.size(); ++i) out[i] = a[static_cast<int64_t>(i)];
@@ -245,6 +250,26 @@ nlohmann::json GateTrainResult::to_json() const {
           {"empty_layers", emptied.size()}};
 }
 
+nlohmann::json GateTrainResult::log_json() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : log) {
+    nlohmann::json j = {{"step", r.step},   {"coef", r.coef},     {"conc_coef", r.conc_coef}, {"expected_open", r.expected_open},
+                        {"closed", r.closed}, {"p_open", r.p_open}, {"log_alpha", r.log_alpha}};
+    if (r.rolled_back) j["rolled_back"] = true;
+    out.push_back(j);
+  }
+  return out;
+}
+
+std::string GateTrainResult::log_csv() const {
+  std::ostringstream csv;
+  csv << "step,head,p_open,log_alpha\n";
+  for (const auto& r : log)
+    for (size_t i = 0; i < heads.size(); ++i)
+      csv << r.step << "," << hp::to_string(heads[i]) << "," << r.p_open[i] << "," << r.log_alpha[i] << "\n";
+  return csv.str();
+}
+
 std::vector<std::pair<AttnType, int64_t>> emptied_layers(const ModelConfig& cfg, const std::vector<HeadId>& closed) {
   std::vector<std::pair<AttnType, int64_t>> out;
   for (auto t : cfg.attn_types()) {
@@ -262,7 +287,7 @@ std::vector<std::pair<AttnType, int64_t>> emptied_layers(const ModelConfig& cfg,
 
 GateTrainResult train_gates(Transformer& model, const TrainData& data, const TrainOptions& train,
                             const GateOptions& opts, const std::string& out_dir,
-                            const std::function<void(const GateProgress&)>& on_period,
+                            const std::function<void(const GatePeriod&)>& on_period,
                             const TrainProgressFn& progress) {
   if (!model->masked_heads().empty())
     throw std::invalid_argument("gates: the model has " + std::to_string(model->masked_heads().size()) +
@@ -318,19 +343,19 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
     torch::NoGradGuard no_grad;
     auto la = gates.log_alpha().detach();
     auto po = gates.dist().p_open(la);
-    const double expected_open = po.sum().item<double>();
-    const int64_t closed = gates.n_closed();
-    std::vector<double> p(po.data_ptr<float>(), po.data_ptr<float>() + n);
-    std::vector<double> a(la.data_ptr<float>(), la.data_ptr<float>() + n);
-    res.log.push_back({{"step", step},
-                       {"coef", coef},
-                       {"conc_coef", conc_coef},
-                       {"expected_open", expected_open},
-                       {"closed", closed},
-                       {"p_open", p},
-                       {"log_alpha", a}});
-    if (on_period) on_period({step, coef, conc_coef, expected_open, closed, n});
-    return closed;
+    GatePeriod r;
+    r.step = step;
+    r.coef = coef;
+    r.conc_coef = conc_coef;
+    r.expected_open = po.sum().item<double>();
+    r.closed = gates.n_closed();
+    const auto host = torch::stack({po, la}).to(torch::kCPU).contiguous();  // one read per period
+    const float* h = host.data_ptr<float>();
+    r.p_open.assign(h, h + n);
+    r.log_alpha.assign(h + n, h + 2 * n);
+    res.log.push_back(std::move(r));
+    if (on_period) on_period(res.log.back());
+    return res.log.back().closed;
   };
 
   auto periodic = [&](int64_t step) {
@@ -354,12 +379,14 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
         const auto closed = gates.closed();
         const double decay = std::pow(opts.reopen_decay, static_cast<double>(k - 2));
         std::uniform_real_distribution<double> unif(0.0, 1.0);
-        auto la = gates.log_alpha().accessor<float, 1>();
+        std::vector<int64_t> reopened;
         for (int64_t i = 0; i < n; ++i) {
           const double u = unif(rng);  // drawn for every head, so the stream does not depend on the state
-          if (closed[i] && mx > 0 && u < std::min(1.0, confidence[i] / mx * decay))
-            la[i] = static_cast<float>(opts.init_log_alpha);
+          if (closed[i] && mx > 0 && u < std::min(1.0, confidence[i] / mx * decay)) reopened.push_back(i);
         }
+        if (!reopened.empty())
+          gates.log_alpha().index_fill_(0, torch::tensor(reopened, torch::kLong).to(gates.log_alpha().device()),
+                                        static_cast<float>(opts.init_log_alpha));
       }
     }
     if (conc && opts.concentrator_adaptive) {
@@ -389,7 +416,7 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
       }
       gate_opt = make_gate_opt();
       ++res.rollbacks;
-      res.log.back()["rolled_back"] = true;
+      res.log.back().rolled_back = true;
       log_info("gates", "closed " + std::to_string(closed) + " > target " +
                             std::to_string(static_cast<int64_t>(target_closed)) +
                             ": gates rolled back to the last period that did not overshoot, lambda " +
@@ -426,7 +453,7 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   res.final_coef = coef;
   const auto closed = gates.closed();
   for (int64_t i = 0; i < n; ++i) (closed[i] ? res.closed : res.kept).push_back(gates.heads()[i]);
-  if (res.log.empty() || res.log.back().at("step").get<int64_t>() != tr.steps) record(tr.steps);
+  if (res.log.empty() || res.log.back().step != tr.steps) record(tr.steps);
   res.reached_target = !opts.target_kept || static_cast<int64_t>(res.kept.size()) == *opts.target_kept;
   res.emptied = emptied_layers(model->config(), res.closed);
   if (!res.reached_target)

@@ -8,7 +8,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "headprune/prune/remove_heads.h"
+#include "headprune/model/remove_heads.h"
 
 namespace hp {
 namespace {
@@ -17,12 +17,12 @@ namespace {
 class GateSnapshot {
  public:
   explicit GateSnapshot(TransformerImpl& model) : model_(model) {
-    for (auto& g : model.gates()) saved_.push_back(g.gate.detach().clone());
+    for (auto& g : model.head_masks()) saved_.push_back(g.mask.detach().clone());
   }
   ~GateSnapshot() {
     torch::NoGradGuard no_grad;
     size_t i = 0;
-    for (auto& g : model_.gates()) g.gate.copy_(saved_[i++]);
+    for (auto& g : model_.head_masks()) g.mask.copy_(saved_[i++]);
   }
 
  private:
@@ -210,8 +210,8 @@ std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& sco
   auto finetune = [&](PrunePoint& p) {
     if (opts.finetune_steps <= 0) return;
     GateSnapshot snap(model);
-    model.reset_gates();
-    for (const auto& h : masked) model.set_gate(h, 0.0);
+    model.unmask_all();
+    for (const auto& h : masked) model.set_head_mask(h, 0.0);
     PruningPlan plan;
     plan.heads = union_of(p.pruned, masked);
     Transformer small = apply_plan_remove(model, plan);

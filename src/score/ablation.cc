@@ -41,19 +41,19 @@ HeadScores ablation_scores(TransformerImpl& model, const EvalSet& data, const Sc
   HeadScores s;
   int64_t done = 0, n_significant = 0;
   for (const auto& a : layers) {
+    const auto mask = a.module->head_mask.detach().to(torch::kCPU, torch::kDouble).contiguous();  // one read
     for (size_t k = 0; k < a.heads.size(); ++k) {
       const HeadId id{a.type, a.layer, a.heads[k]};
-      const auto pos = static_cast<int64_t>(k);
-      const double old = a.module->head_gate[pos].item<double>();
-      model.set_gate(id, 0.0);
+      const double old = mask.data_ptr<double>()[k];
+      model.set_head_mask(id, 0.0);
       std::map<Metric, MetricSample> ab;
       try {
         ab = measure(model, data, ms, mo);
       } catch (...) {
-        model.set_gate(id, old);
+        model.set_head_mask(id, old);
         throw;
       }
-      model.set_gate(id, old);
+      model.set_head_mask(id, old);
       const double value = ab.at(metric).value();
       const double p = paired_bootstrap_p(base.at(metric), ab.at(metric), opts.bootstrap_samples, opts.seed);
       const bool significant = p < opts.significance;
@@ -97,18 +97,18 @@ HeadScores all_but_one_scores(TransformerImpl& model, const EvalSet& data, const
   for (const auto& a : layers) {
     if (a.heads.empty()) continue;
     torch::NoGradGuard no_grad;
-    const auto saved = a.module->head_gate.clone();
+    const auto saved = a.module->head_mask.clone();
     auto run_with = [&](int64_t keep) {  // keep: position of the one head left open, or -1
-      a.module->head_gate.zero_();
-      if (keep >= 0) a.module->head_gate[keep].copy_(saved[keep]);
+      a.module->head_mask.zero_();
+      if (keep >= 0) a.module->head_mask[keep].copy_(saved[keep]);
       std::map<Metric, MetricSample> r;
       try {
         r = measure(model, data, ms, mo);
       } catch (...) {
-        a.module->head_gate.copy_(saved);
+        a.module->head_mask.copy_(saved);
         throw;
       }
-      a.module->head_gate.copy_(saved);
+      a.module->head_mask.copy_(saved);
       ++passes;
       if (opts.progress) opts.progress("all_but_one", ++done, total);
       return r;

@@ -47,16 +47,16 @@ namespace detail {
 
 std::vector<AttnLayer> attention_layers(TransformerImpl& model) {
   std::vector<AttnLayer> out;
-  for (const auto& g : model.gates()) out.push_back({g.type, g.layer, &model.attention(g.type, g.layer), g.heads});
+  for (const auto& g : model.head_masks()) out.push_back({g.type, g.layer, &model.attention(g.type, g.layer), g.heads});
   return out;
 }
 
 torch::Tensor no_op_heads(const AttnLayer& a) {
   torch::NoGradGuard no_grad;
   const int64_t H = static_cast<int64_t>(a.heads.size());
-  const auto& W = a.module->o_proj->weight;  // [C, H*D]
+  const auto& W = a.module->o_proj->weight;  // [C, H*D]: head p owns columns [p*D, (p+1)*D)
   auto silent = W.view({W.size(0), H, -1}).ne(0).any(2).any(0).logical_not();
-  return (silent | a.module->head_gate.eq(0)).to(torch::kCPU);
+  return silent | a.module->head_mask.eq(0);
 }
 
 torch::Tensor query_mask(const Batch& b, AttnType t, Arch arch) {
@@ -100,7 +100,7 @@ ModelState::~ModelState() {
   size_t i = 0;
   for (auto& p : model_.parameters()) p.set_requires_grad(requires_grad_[i++]);
   for (auto& a : attention_layers(model_)) {
-    a.module->gate_probe = torch::Tensor();
+    a.module->head_probe = torch::Tensor();
     a.module->on_context = nullptr;
   }
   model_.train(was_training_);
@@ -123,32 +123,38 @@ namespace {
 
 using detail::AttnLayer;
 
-// Sums of a per-(head, query) quantity over valid queries, per layer, and the query counts.
+// Sums of a per-(head, query) quantity over valid queries, per layer, and the query counts, kept in
+// double precision on the model's device and read back once.
 struct Accumulator {
-  std::vector<torch::Tensor> sums;  // per layer: [H] double
-  std::vector<double> counts;
+  std::vector<torch::Tensor> sums;    // per layer: [H] double
+  std::vector<torch::Tensor> counts;  // per layer: [] double
 
-  explicit Accumulator(const std::vector<AttnLayer>& layers) {
-    for (const auto& a : layers) sums.push_back(torch::zeros({static_cast<int64_t>(a.heads.size())}, torch::kDouble));
-    counts.assign(layers.size(), 0.0);
+  Accumulator(const std::vector<AttnLayer>& layers, const torch::Device& device) {
+    const auto opts = torch::TensorOptions().dtype(torch::kDouble).device(device);
+    for (const auto& a : layers) {
+      sums.push_back(torch::zeros({static_cast<int64_t>(a.heads.size())}, opts));
+      counts.push_back(torch::zeros({}, opts));
+    }
   }
   // v [B, H, T] summed over the valid queries of qmask [B, T].
   void add_masked(size_t layer, const torch::Tensor& v, const torch::Tensor& qmask) {
     auto m = qmask.unsqueeze(1).to(v.scalar_type());
-    sums[layer] += (v * m).sum(std::vector<int64_t>{0, 2}).to(torch::kCPU, torch::kDouble);
-    counts[layer] += qmask.sum().item<double>();
+    sums[layer] += (v * m).sum(std::vector<int64_t>{0, 2}).to(torch::kDouble);
+    counts[layer] += qmask.sum().to(torch::kDouble);
   }
   HeadScores mean(const std::vector<AttnLayer>& layers) const {
     HeadScores s;
     for (size_t i = 0; i < layers.size(); ++i) {
-      auto v = sums[i].contiguous();
+      const auto v = sums[i].to(torch::kCPU).contiguous();
+      const double n = counts[i].item<double>();
       for (size_t k = 0; k < layers[i].heads.size(); ++k)
-        s.scores[{layers[i].type, layers[i].layer, layers[i].heads[k]}] =
-            counts[i] > 0 ? v.data_ptr<double>()[k] / counts[i] : 0.0;
+        s.scores[{layers[i].type, layers[i].layer, layers[i].heads[k]}] = n > 0 ? v.data_ptr<double>()[k] / n : 0.0;
     }
     return s;
   }
 };
+
+torch::Device device_of(TransformerImpl& model) { return model.parameters().front().device(); }
 
 int64_t query_len(const Batch& b, AttnType t, Arch arch) { return detail::query_mask(b, t, arch).size(1); }
 
@@ -157,7 +163,7 @@ HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const Sc
   state.freeze_parameters();
   const auto& cfg = model.config();
   auto layers = detail::attention_layers(model);
-  Accumulator acc(layers);
+  Accumulator acc(layers, device_of(model));
   const bool per_token = opts.granularity == Granularity::Token;
   int64_t passes = 0;
   detail::for_each_batch(model, data, opts, "gradient", [&](const Batch& b) {
@@ -170,7 +176,7 @@ HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const Sc
       const int64_t T = per_token ? query_len(b, layers[i].type, cfg.arch) : 1;
       auto p = torch::ones({B, H, T, 1}, torch::TensorOptions().dtype(torch::kFloat).device(b.input_ids.device()))
                    .requires_grad_(true);
-      layers[i].module->gate_probe = p;
+      layers[i].module->head_probe = p;
       probes.push_back(p);
       which.push_back(i);
     }
@@ -183,7 +189,7 @@ HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const Sc
       const size_t i = which[k];
       auto g = grads[k].defined() ? grads[k].abs().squeeze(-1) : torch::zeros_like(probes[k]).squeeze(-1);  // [B,H,T]
       auto qmask = per_token ? detail::query_mask(b, layers[i].type, cfg.arch)
-                             : torch::ones({B, 1}, torch::TensorOptions().dtype(torch::kBool));
+                             : torch::ones({B, 1}, torch::TensorOptions().dtype(torch::kBool).device(g.device()));
       acc.add_masked(i, g.detach(), qmask.to(g.device()));
     }
   });
@@ -201,7 +207,7 @@ HeadScores attention_stat_scores(TransformerImpl& model, const EvalSet& data, co
   torch::NoGradGuard no_grad;
   const auto& cfg = model.config();
   auto layers = detail::attention_layers(model);
-  Accumulator acc(layers), nats(layers);
+  Accumulator acc(layers, device_of(model)), nats(layers, device_of(model));
   detail::for_each_batch(model, data, opts, confidence ? "confidence" : "entropy", [&](const Batch& b) {
     auto out = model.forward(b, {true});
     for (size_t i = 0; i < layers.size(); ++i) {
@@ -211,7 +217,7 @@ HeadScores attention_stat_scores(TransformerImpl& model, const EvalSet& data, co
       const auto qmask = detail::query_mask(b, layers[i].type, cfg.arch);
       // A head that contributes nothing (see no_op_heads) scores as least important:
       // confidence 0, normalized entropy 1 (uniform attention).
-      const auto no_op = detail::no_op_heads(layers[i]).to(p.device()).view({1, -1, 1});
+      const auto no_op = detail::no_op_heads(layers[i]).view({1, -1, 1});
       if (confidence) {
         auto allowed = detail::key_mask(b, layers[i].type, cfg.arch);
         const auto ids = detail::key_ids(b, layers[i].type, cfg.arch);
@@ -255,7 +261,7 @@ HeadScores output_norm_scores(TransformerImpl& model, const EvalSet& data, const
   torch::NoGradGuard no_grad;
   const auto& cfg = model.config();
   auto layers = detail::attention_layers(model);
-  Accumulator acc(layers);
+  Accumulator acc(layers, device_of(model));
   std::vector<torch::Tensor> ctx(layers.size());
   for (size_t i = 0; i < layers.size(); ++i)
     layers[i].module->on_context = [&ctx, i](const torch::Tensor& c) { ctx[i] = c; };
@@ -282,9 +288,10 @@ HeadScores lrp_scores(TransformerImpl& model, const EvalSet& data, const ScoreOp
   state.freeze_parameters();
   const auto& cfg = model.config();
   auto layers = detail::attention_layers(model);
+  const auto dopts = torch::TensorOptions().dtype(torch::kDouble).device(device_of(model));
   std::vector<torch::Tensor> sums;
-  for (const auto& a : layers) sums.push_back(torch::zeros({static_cast<int64_t>(a.heads.size())}, torch::kDouble));
-  double predictions = 0;
+  for (const auto& a : layers) sums.push_back(torch::zeros({static_cast<int64_t>(a.heads.size())}, dopts));
+  auto n_predictions = torch::zeros({}, dopts);
   detail::for_each_batch(model, data, opts, "lrp", [&](const Batch& b) {
     std::vector<torch::Tensor> probes;
     std::vector<size_t> which;
@@ -293,7 +300,7 @@ HeadScores lrp_scores(TransformerImpl& model, const EvalSet& data, const ScoreOp
       if (H == 0) continue;
       auto p = torch::ones({b.size(), H, 1, 1}, torch::TensorOptions().dtype(torch::kFloat).device(b.input_ids.device()))
                    .requires_grad_(true);
-      layers[i].module->gate_probe = p;
+      layers[i].module->head_probe = p;
       probes.push_back(p);
       which.push_back(i);
     }
@@ -303,15 +310,16 @@ HeadScores lrp_scores(TransformerImpl& model, const EvalSet& data, const ScoreOp
     // Relevance 1 on the top-1 logit of every prediction that counts.
     auto seed = torch::zeros_like(logits).scatter_(-1, logits.argmax(-1, true), 1.0);
     if (cfg.arch != Arch::EncoderClassifier) seed = seed * b.labels.ne(kIgnoreIndex).unsqueeze(-1).to(seed.scalar_type());
-    predictions += cfg.arch == Arch::EncoderClassifier ? static_cast<double>(b.size())
-                                                       : b.labels.ne(kIgnoreIndex).sum().item<double>();
+    if (cfg.arch == Arch::EncoderClassifier) n_predictions += static_cast<double>(b.size());
+    else n_predictions += b.labels.ne(kIgnoreIndex).sum().to(torch::kDouble);
     auto rel = torch::autograd::grad({logits}, probes, {seed}, false, false, true);
     for (size_t k = 0; k < probes.size(); ++k)
-      if (rel[k].defined()) sums[which[k]] += rel[k].detach().sum({0, 2, 3}).to(torch::kCPU, torch::kDouble);
+      if (rel[k].defined()) sums[which[k]] += rel[k].detach().sum({0, 2, 3}).to(torch::kDouble);
   });
+  const double predictions = n_predictions.item<double>();
   HeadScores s;
   for (size_t i = 0; i < layers.size(); ++i) {
-    auto v = sums[i].contiguous();
+    auto v = sums[i].to(torch::kCPU).contiguous();
     for (size_t k = 0; k < layers[i].heads.size(); ++k)
       s.scores[{layers[i].type, layers[i].layer, layers[i].heads[k]}] =
           predictions > 0 ? v.data_ptr<double>()[k] / predictions : 0.0;
@@ -329,10 +337,21 @@ HeadScores magnitude_scores(TransformerImpl& model) {
   for (const auto& a : detail::attention_layers(model)) {
     const int64_t H = static_cast<int64_t>(a.heads.size());
     if (H == 0) continue;
-    auto rows = [&](const torch::Tensor& w) { return w.view({H, -1}).to(torch::kDouble).norm(2, std::vector<int64_t>{1}).contiguous(); };
-    auto q = rows(a.module->q_proj->weight), k = rows(a.module->k_proj->weight), v = rows(a.module->v_proj->weight);
+    // Norms of the rows each head owns (model/geometry.h): its q rows and o columns, and the k/v rows
+    // of its key/value head (shared by the query heads of a group).
+    const HeadGeometry& geo = a.module->geometry();
+    const int64_t G = geo.n_kv_heads_kept();
+    auto rows = [&](const torch::Tensor& w, int64_t n) {
+      return w.view({n, -1}).to(torch::kDouble).norm(2, std::vector<int64_t>{1}).to(torch::kCPU).contiguous();
+    };
+    auto per_head = [&](const torch::Tensor& per_group) {
+      if (!geo.grouped()) return per_group;
+      return per_group.index_select(0, torch::tensor(geo.kv_positions(), torch::kLong)).contiguous();
+    };
+    auto q = rows(a.module->q_proj->weight, H), k = per_head(rows(a.module->k_proj->weight, G)),
+         v = per_head(rows(a.module->v_proj->weight, G));
     const auto& W = a.module->o_proj->weight;  // [C, H*D]
-    auto o = W.view({W.size(0), H, -1}).to(torch::kDouble).norm(2, std::vector<int64_t>{0, 2}).contiguous();
+    auto o = W.view({W.size(0), H, -1}).to(torch::kDouble).norm(2, std::vector<int64_t>{0, 2}).to(torch::kCPU).contiguous();
     for (int64_t h = 0; h < H; ++h) {
       const HeadId id{a.type, a.layer, a.heads[static_cast<size_t>(h)]};
       const double qn = q.data_ptr<double>()[h], kn = k.data_ptr<double>()[h], vn = v.data_ptr<double>()[h],

@@ -46,8 +46,8 @@ std::vector<std::vector<int64_t>> word_pointers(const torch::Tensor& attention,
     firsts[j] = b;
     to_word.slice(0, b, e).select(1, j).fill_(1.0f);
   }
-  auto rows = attention.to(torch::kFloat).index_select(1, firsts);  // [H, W, S]
-  auto best = torch::matmul(rows, to_word).argmax(-1).contiguous();  // [H, W]
+  auto rows = attention.to(torch::kFloat).index_select(1, firsts.to(attention.device()));  // [H, W, S]
+  auto best = torch::matmul(rows, to_word.to(rows.device())).argmax(-1).to(torch::kCPU).contiguous();  // [H, W]
   auto a = best.accessor<int64_t, 2>();
   for (int64_t k = 0; k < h; ++k) {
     out[k].resize(static_cast<size_t>(w));
@@ -230,7 +230,7 @@ ModelPointers head_pointers(TransformerImpl& model, const Tokenizer& tok, const 
     const int64_t end = std::min(n, start + batch_size);
     std::vector<const Example*> ex;
     for (int64_t i = start; i < end; ++i) ex.push_back(&items[static_cast<size_t>(i)].ex);
-    auto out = model.forward(collate(ex, cfg.arch, cfg.pad_id), fo);
+    auto out = model.forward(collate(ex, cfg.arch, cfg.pad_id).to(model.parameters().front().device()), fo);
     const auto& maps = out.attention.at(mp.type);
     for (size_t l = 0; l < layers.size(); ++l) {
       if (layers[l].empty() || !maps[l].defined()) continue;

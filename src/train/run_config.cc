@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "headprune/data/tasks.h"
 #include "headprune/io/files.h"
 
 namespace hp {
@@ -61,7 +62,7 @@ RunConfig synthetic_run_config(Arch arch) {
   if (arch == Arch::EncoderClassifier) c.n_classes = 2;
   for (AttnType t : kAllAttnTypes) c.heads(t).clear();
   c.finalize();
-  rc.data = {{"kind", "synthetic"}, {"n_train", 4000}, {"n_valid", 500}, {"n_test", 500}, {"min_len", 4}, {"max_len", 20}};
+  rc.data = synthetic_data_spec();
   rc.train.max_steps = 600;
   rc.train.batch_tokens = 2048;
   rc.train.lr = 1e-3;

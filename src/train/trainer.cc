@@ -8,13 +8,11 @@
 #include <set>
 #include <stdexcept>
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
-
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/safetensors.h"
 #include "headprune/util/log.h"
+#include "headprune/util/runtime.h"
 
 namespace hp {
 namespace fs = std::filesystem;
@@ -68,24 +66,6 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
 }
 
 namespace {
-
-// Enables CPU autocast to bf16 for its scope (matmuls in bf16, reductions and norms in fp32).
-class AutocastBf16 {
- public:
-  explicit AutocastBf16(bool on) : on_(on) {
-    if (!on_) return;
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  }
-  ~AutocastBf16() {
-    if (!on_) return;
-    at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool on_;
-};
 
 struct LoopState {
   int64_t step = 0, epoch = 0, batch_in_epoch = 0;
@@ -147,7 +127,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
   auto better = [&](double a, double b) { return use_accuracy ? a > b : a < b; };
 
   LoopState st;
-  auto gen = at::detail::getDefaultCPUGenerator();
+  const torch::Device device = model->parameters().front().device();  // the run follows the model
   torch::manual_seed(opts.seed);
   const std::string from = opts.resume ? resume_dir(out_dir) : "";
   std::unique_ptr<AdamW> opt;
@@ -158,6 +138,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
   };
   if (!from.empty()) {
     model = load_checkpoint(from);
+    model->to(device);
     make_opt();
     auto js = read_json_file(from + "/trainer_state.json");
     st.step = js.at("step");
@@ -180,7 +161,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
     for (auto& kv : f.tensors)
       if (kv.first.rfind("optim.", 0) == 0) optim[kv.first.substr(6)] = kv.second;
     opt->load_state(optim, from + "/optimizer.safetensors");
-    gen.set_state(f.tensors.at("rng.cpu"));
+    set_rng_state({f.tensors.begin(), f.tensors.end()}, device, from + "/optimizer.safetensors");
     log_info("train", "resumed from " + from + " at step " + std::to_string(st.step));
   } else {
     make_opt();
@@ -192,7 +173,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       save_checkpoint(dir, *model, extra_files);
       TensorMap t;
       for (auto& kv : opt->state()) t["optim." + kv.first] = kv.second;
-      t["rng.cpu"] = gen.get_state();
+      for (auto& [k, v] : rng_state(device)) t[k] = v;
       write_safetensors(dir + "/optimizer.safetensors", t);
       nlohmann::json js = {{"step", st.step},         {"epoch", st.epoch},       {"batch_in_epoch", st.batch_in_epoch},
                            {"has_best", st.has_best}, {"best", st.best},         {"log_loss_sum", st.log_loss_sum},
@@ -214,24 +195,39 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       const auto& idx = batches[st.batch_in_epoch];
       std::vector<const Example*> ex;
       for (size_t i : idx) ex.push_back(&data.train[i]);
-      Batch b = collate(ex, model->config().arch, model->config().pad_id);
+      Batch b = collate(ex, model->config().arch, model->config().pad_id);  // on the CPU
+      // Counted on the host copy, so the device is not asked for them.
+      const int64_t n_tgt = count_target_tokens(b);
+      const int64_t n_tokens = b.attention_mask.sum().item<int64_t>() +
+                               (b.decoder_attention_mask.defined() ? b.decoder_attention_mask.sum().item<int64_t>() : 0);
+      b = b.to(device);
       const double lr = lr_at(st.step + 1, opts.lr, opts.warmup_steps, opts.max_steps, opts.schedule);
       torch::Tensor loss;
       if (hooks && hooks->before_forward) hooks->before_forward(st.step + 1);
       {
-        AutocastBf16 autocast(opts.bf16);
+        Autocast autocast(device, opts.bf16);
         auto out = model->forward(b);
         loss = model->loss(out, b, cls ? 0.0 : opts.label_smoothing);
       }
-      const double task_loss = loss.item<double>();
+      torch::Tensor total = loss;
       if (hooks && hooks->extra_loss) {
         auto extra = hooks->extra_loss(st.step + 1);
-        if (extra.defined()) loss = loss + extra;
+        if (extra.defined()) total = loss + extra;
       }
-      if (const double total = loss.item<double>(); !std::isfinite(total))
-        throw std::runtime_error("train: loss became " + std::to_string(total) + " at step " +
+      // One read from the device per step: the task loss (logged) and the total (checked).
+      double task_loss = 0, total_loss = 0;
+      if (total.is_same(loss)) {
+        task_loss = total_loss = loss.item<double>();
+      } else {
+        const auto both =
+            torch::stack({loss.detach().to(torch::kDouble), total.detach().to(torch::kDouble)}).to(torch::kCPU);
+        task_loss = both[0].item<double>();
+        total_loss = both[1].item<double>();
+      }
+      if (!std::isfinite(total_loss))
+        throw std::runtime_error("train: loss became " + std::to_string(total_loss) + " at step " +
                                  std::to_string(st.step + 1) + " (try a lower lr or more warm-up)");
-      loss.backward();
+      total.backward();
       if (hooks && hooks->after_backward) hooks->after_backward(st.step + 1);
       if (opts.clip_norm > 0) torch::nn::utils::clip_grad_norm_(opt->parameters(), opts.clip_norm);
       opt->step(lr);
@@ -239,11 +235,9 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       ++st.step;
       ++st.batch_in_epoch;
       last_loss = task_loss;
-      const int64_t n_tgt = count_target_tokens(b);
       st.log_loss_sum += last_loss * static_cast<double>(n_tgt);
       st.log_tokens += n_tgt;
-      tokens_since_log += b.attention_mask.sum().item<int64_t>() +
-                          (b.decoder_attention_mask.defined() ? b.decoder_attention_mask.sum().item<int64_t>() : 0);
+      tokens_since_log += n_tokens;
       ++steps_since_log;
       const auto now = std::chrono::steady_clock::now();
       const double since = std::chrono::duration<double>(now - t_log).count();

@@ -1,13 +1,51 @@
-// Threads, seeds and BLAS identification.
+// Runtime, threads, seeds, random state, autocast and BLAS identification (see header).
 #include "headprune/util/runtime.h"
 
 #include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <thread>
 
+#include <ATen/autocast_mode.h>
 #include <dlfcn.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>
+
+#include "headprune/util/names.h"
 
 namespace hp {
+
+const NameTable<Precision>& precision_names() {
+  static const NameTable<Precision> t{"precision",
+                                      {{Precision::Float32, {"fp32", "float32"}},
+                                       {Precision::BFloat16, {"bf16", "bfloat16"}},
+                                       {Precision::Int8, {"int8"}}}};
+  return t;
+}
+Precision parse_precision(const std::string& s) { return precision_names().parse(s); }
+std::string to_string(Precision p) { return precision_names().name(p); }
+
+torch::Device parse_device(const std::string& s) {
+  std::unique_ptr<torch::Device> d;
+  try {
+    d = std::make_unique<torch::Device>(s);
+  } catch (const c10::Error&) {
+    throw std::invalid_argument("unknown device '" + s + "' (expected cpu, cuda or cuda:N)");
+  }
+  if (d->is_cpu()) {
+    if (d->has_index() && d->index() != 0) throw std::invalid_argument("device '" + s + "': there is one CPU device");
+    return torch::kCPU;
+  }
+  if (!d->is_cuda()) throw std::invalid_argument("unknown device '" + s + "' (expected cpu, cuda or cuda:N)");
+  if (!torch::cuda::is_available())
+    throw std::invalid_argument("device '" + s +
+                                "': CUDA is not available (this LibTorch was built without CUDA, or the machine has no "
+                                "usable GPU); run on --device cpu, or build against a CUDA LibTorch (docs/architecture.md)");
+  const auto n = static_cast<int64_t>(torch::cuda::device_count());
+  if (d->has_index() && d->index() >= n)
+    throw std::invalid_argument("device '" + s + "': only " + std::to_string(n) + " CUDA device(s) present");
+  return torch::Device(torch::kCUDA, d->has_index() ? d->index() : 0);
+}
 
 int hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
@@ -20,7 +58,66 @@ int configure_threads(int n) {
   return at::get_num_threads();
 }
 
-void seed_everything(uint64_t seed) { torch::manual_seed(seed); }
+void seed_everything(uint64_t seed) { torch::manual_seed(seed); }  // CPU and every CUDA device
+
+int apply_runtime(const Runtime& rt) {
+  if (rt.device.is_cuda()) parse_device(rt.device.str());  // checks that it exists
+  const int n = configure_threads(rt.threads);
+  seed_everything(rt.seed);
+  return n;
+}
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+std::map<std::string, torch::Tensor> rng_state(const torch::Device& device) {
+  std::map<std::string, torch::Tensor> out;
+  out["rng.cpu"] = at::globalContext().defaultGenerator(torch::kCPU).get_state();
+  if (device.is_cuda()) out["rng.cuda"] = at::globalContext().defaultGenerator(device).get_state();
+  return out;
+}
+
+void set_rng_state(const std::map<std::string, torch::Tensor>& state, const torch::Device& device,
+                   const std::string& source) {
+  auto restore = [&](const std::string& key, const torch::Device& d) {
+    auto it = state.find(key);
+    if (it == state.end()) throw std::runtime_error(source + ": missing random state '" + key + "'");
+    auto gen = at::globalContext().defaultGenerator(d);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(it->second);
+  };
+  restore("rng.cpu", torch::kCPU);
+  if (device.is_cuda()) restore("rng.cuda", device);
+}
+
+Autocast::Autocast(const torch::Device& device, bool bf16) : on_(bf16), cuda_(device.is_cuda()) {
+  if (!on_) return;
+  if (cuda_) {
+    was_enabled_ = at::autocast::is_enabled();
+    was_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+  } else {
+    was_enabled_ = at::autocast::is_cpu_enabled();
+    was_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  }
+  at::autocast::increment_nesting();
+}
+
+Autocast::~Autocast() {
+  if (!on_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  if (cuda_) {
+    at::autocast::set_enabled(was_enabled_);
+    at::autocast::set_autocast_gpu_dtype(was_dtype_);
+  } else {
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+  }
+}
 
 std::string blas_info() {
   // OpenBLAS exports these when it is the loaded BLAS (Debian's libblas.so.3 alternative).

@@ -10,7 +10,7 @@ namespace {
 
 MultiHeadAttention make_attention(std::vector<int64_t> heads, uint64_t seed = 3) {
   torch::manual_seed(seed);
-  MultiHeadAttention a(16, 4, heads, 0.0);
+  MultiHeadAttention a(HeadGeometry::mha(16, 4, heads), 0.0);
   torch::NoGradGuard g;
   for (auto& p : a->parameters()) p.normal_(0, 0.3);
   a->eval();
@@ -22,7 +22,7 @@ TEST(Attention, GateZeroRemovesExactlyTheHeadsContribution) {
   auto x = torch::randn({2, 5, 16});
   // Reference: the output without head 2 = o_proj over the other heads' context columns.
   torch::NoGradGuard g;
-  a->head_gate[2] = 0.0;
+  a->head_mask[2] = 0.0;
   auto gated = a->forward(x, x, {});
   auto b = make_attention({0, 1, 3});  // same seed, same init order -> rebuild by slicing
   auto rows = torch::cat({torch::arange(0, 8), torch::arange(12, 16)});
@@ -36,7 +36,7 @@ TEST(Attention, GateZeroRemovesExactlyTheHeadsContribution) {
   b->o_proj->bias.copy_(a->o_proj->bias);
   EXPECT_LE(test::max_abs_diff(gated, b->forward(x, x, {})), 1e-6);
   // And gating is not a no-op.
-  a->head_gate[2] = 1.0;
+  a->head_mask[2] = 1.0;
   EXPECT_GT(test::max_abs_diff(gated, a->forward(x, x, {})), 1e-3);
 }
 
@@ -44,14 +44,14 @@ TEST(Attention, AllGatesZeroLeavesOnlyOutputBias) {
   auto a = make_attention({0, 1, 2, 3});
   auto x = torch::randn({2, 5, 16});
   torch::NoGradGuard g;
-  a->head_gate.zero_();
+  a->head_mask.zero_();
   auto y = a->forward(x, x, {});
   EXPECT_LE(test::max_abs_diff(y, a->o_proj->bias.expand({2, 5, 16})), 1e-7);
 }
 
 TEST(Attention, ZeroHeadLayerSkipsAttentionAndAddsBias) {
   auto a = make_attention({});
-  EXPECT_EQ(a->n_heads(), 0);
+  EXPECT_EQ(a->n_heads_kept(), 0);
   EXPECT_EQ(a->q_proj->weight.size(0), 0);
   auto x = torch::randn({3, 4, 16});
   torch::Tensor probs;

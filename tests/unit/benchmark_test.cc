@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "headprune/eval/benchmark.h"
-#include "headprune/prune/remove_heads.h"
+#include "headprune/model/remove_heads.h"
 #include "test_util.h"
 
 namespace hp {

@@ -8,7 +8,7 @@
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/safetensors.h"
-#include "headprune/prune/remove_heads.h"
+#include "headprune/model/remove_heads.h"
 #include "test_util.h"
 
 namespace hp {
@@ -28,7 +28,7 @@ class CheckpointRoundTrip : public ::testing::TestWithParam<Arch> {};
 TEST_P(CheckpointRoundTrip, SaveLoadGivesIdenticalOutputs) {
   test::TempDir dir;
   auto model = test::make_model(GetParam());
-  model->set_gate({model->config().attn_types().back(), 1, 3}, 0.0);  // masks survive too
+  model->set_head_mask({model->config().attn_types().back(), 1, 3}, 0.0);  // masks survive too
   Batch b = test::make_batch(model->config());
   save_checkpoint(dir.path, *model);
   auto loaded = load_checkpoint(dir.path);
@@ -60,6 +60,32 @@ TEST_P(CheckpointRoundTrip, PrunedModelKeepsShapeAndOriginalIds) {
 INSTANTIATE_TEST_SUITE_P(Families, CheckpointRoundTrip,
                          ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
                          [](const auto& info) { return to_string(info.param); });
+
+// Version 1 checkpoints named the mask buffers head_gate: they load as they were saved.
+TEST(Checkpoint, ReadsVersionOneAndRefusesLaterVersions) {
+  test::TempDir dir;
+  auto model = test::make_model(Arch::EncoderDecoder);
+  model->set_head_mask({AttnType::Cross, 1, 2}, 0.0);
+  save_checkpoint(dir.path, *model);
+  auto config = read_json_file(dir / "config.json");
+  EXPECT_EQ(config.at("version").get<int64_t>(), kCheckpointVersion);
+  TensorMap v1;
+  for (const auto& [name, t] : read_safetensors(dir / "model.safetensors").tensors) {
+    const auto at = name.rfind(".head_mask");
+    v1[at == std::string::npos ? name : name.substr(0, at) + ".head_gate"] = t;
+  }
+  write_safetensors(dir / "model.safetensors", v1);
+  config["version"] = 1;
+  write_json_file(dir / "config.json", config);
+  auto loaded = load_checkpoint(dir.path);
+  EXPECT_EQ(loaded->masked_heads(), model->masked_heads());
+  Batch b = test::make_batch(model->config());
+  torch::NoGradGuard g;
+  EXPECT_EQ(test::max_abs_diff(model->forward(b).logits, loaded->forward(b).logits), 0.0);
+  config["version"] = kCheckpointVersion + 1;
+  write_json_file(dir / "config.json", config);
+  EXPECT_NE(load_error(dir.path).find("checkpoint version 3 is not supported"), std::string::npos) << load_error(dir.path);
+}
 
 // A saved tiny checkpoint whose files the bad-input tests then damage.
 struct Saved {

@@ -6,7 +6,7 @@
 
 #include "app.h"
 #include "headprune/io/checkpoint.h"
-#include "headprune/prune/remove_heads.h"
+#include "headprune/model/remove_heads.h"
 #include "test_util.h"
 
 namespace hp {
@@ -48,7 +48,7 @@ TEST(Cli, InfoOnPrunedCheckpoint) {
   auto model = test::make_model(Arch::EncoderDecoder);
   auto pruned = remove_heads(*model, {{AttnType::Cross, 1, 0}, {AttnType::Cross, 1, 1}, {AttnType::Cross, 1, 2},
                                       {AttnType::Cross, 1, 3}, {AttnType::EncoderSelf, 0, 2}});
-  pruned->set_gate({AttnType::DecoderSelf, 0, 1}, 0.0);
+  pruned->set_head_mask({AttnType::DecoderSelf, 0, 1}, 0.0);
   save_checkpoint(dir.path, *pruned);
   auto r = run_cli({"--threads", "1", "info", dir.path});
   ASSERT_EQ(r.code, 0) << r.err;

@@ -226,10 +226,10 @@ TEST(GateTraining, EachMethodReachesTheExactTarget) {
     EXPECT_EQ(r.res.kept.size(), 3u);
     EXPECT_EQ(r.res.closed.size() + r.res.kept.size(), 8u);
     EXPECT_FALSE(r.res.log.empty());
-    EXPECT_EQ(r.res.log.back().at("p_open").size(), 8u);
+    EXPECT_EQ(r.res.log.back().p_open.size(), 8u);
     // Gates are detached afterwards; the model's own masks are untouched.
     EXPECT_TRUE(r.model->masked_heads().empty());
-    for (const auto& g : r.model->gates()) EXPECT_FALSE(r.model->attention(g.type, g.layer).gate_probe.defined());
+    for (const auto& g : r.model->head_masks()) EXPECT_FALSE(r.model->attention(g.type, g.layer).head_probe.defined());
   }
   set_log_level(LogLevel::Info);
 }
@@ -239,8 +239,8 @@ TEST(GateTraining, HardConcreteQuadraticTargetPullsTheExpectedCount) {
   // CoFi's quadratic term pulls the expected number of open gates to the target (it does not
   // promise binary gates, so the decided count is not asserted).
   auto r = train_tiny(GateMethod::HardConcrete, 3, 2, std::nullopt, HcTarget::Quadratic);
-  EXPECT_NEAR(r.res.log.back().at("expected_open").get<double>(), 3.0, 1.0);
-  EXPECT_EQ(r.res.log.front().at("coef").get<double>() <= r.res.log.back().at("coef").get<double>(), true);
+  EXPECT_NEAR(r.res.log.back().expected_open, 3.0, 1.0);
+  EXPECT_EQ(r.res.log.front().coef <= r.res.log.back().coef, true);
   set_log_level(LogLevel::Info);
 }
 
@@ -278,7 +278,7 @@ TEST(GateTraining, BadOptionsAreClearErrors) {
   }
   g.target_kept = 9;
   EXPECT_THROW(train_gates(model, data, {}, g, dir.path), std::invalid_argument);
-  model->set_gate({AttnType::EncoderSelf, 0, 1}, 0.0);
+  model->set_head_mask({AttnType::EncoderSelf, 0, 1}, 0.0);
   g.target_kept = 4;
   EXPECT_THROW(train_gates(model, data, {}, g, dir.path), std::invalid_argument);
   EXPECT_THROW(parse_gate_method("l1"), std::invalid_argument);

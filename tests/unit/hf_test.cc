@@ -7,11 +7,12 @@
 
 #include "headprune/data/hf_tokenizers.h"
 #include "headprune/data/tasks.h"
+#include "headprune/data/model_dir.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
-#include "headprune/prune/remove_heads.h"
+#include "headprune/model/remove_heads.h"
 #include "test_util.h"
 
 namespace hp {

@@ -29,7 +29,7 @@ void kill_head(TransformerImpl& model, const HeadId& h) {
   torch::NoGradGuard no_grad;
   auto& attn = model.attention(h.type, h.layer);
   const int64_t k = attn.position_of(h.head);
-  const int64_t D = attn.head_dim();
+  const int64_t D = attn.geometry().head_dim;
   attn.o_proj->weight.narrow(1, k * D, D).zero_();
   for (auto* lin : {&attn.q_proj, &attn.k_proj}) {
     (*lin)->weight.narrow(0, k * D, D).zero_();
@@ -74,7 +74,7 @@ TEST_P(DeadHeads, EveryDataDrivenScorerRanksNoOpHeadsLast) {
   o.seed = 3;
   test::TempDir dir;
   train_model(model, data, o, dir.path);
-  model->reset_gates();
+  model->unmask_all();
   model->eval();
 
   const EvalSet set = synthetic_set(cfg, 96, 9);
@@ -153,14 +153,14 @@ TEST_P(GradientImportance, EqualsFiniteDifferencesOfTheGates) {
   };
   const double eps = 1e-6;
   int64_t checked = 0;
-  for (const auto& g : model->gates()) {
+  for (const auto& g : model->head_masks()) {
     for (int64_t h : g.heads) {
       const HeadId id{g.type, g.layer, h};
-      model->set_gate(id, 1.0 + eps);
+      model->set_head_mask(id, 1.0 + eps);
       auto up = per_example();
-      model->set_gate(id, 1.0 - eps);
+      model->set_head_mask(id, 1.0 - eps);
       auto down = per_example();
-      model->set_gate(id, 1.0);
+      model->set_head_mask(id, 1.0);
       const double fd = ((up - down) / (2 * eps)).abs().mean().item<double>();
       EXPECT_NEAR(s.at(id), fd, 1e-6 * std::max(1.0, fd)) << to_string(id);
       ++checked;
@@ -199,7 +199,7 @@ TEST(Importance, ScoringLeavesTheModelAsItWas) {
   ModelConfig cfg = tiny_config(Arch::DecoderLM);
   auto model = test::make_model(cfg, 3);
   model->train();
-  model->set_gate({AttnType::DecoderSelf, 1, 2}, 0.0);
+  model->set_head_mask({AttnType::DecoderSelf, 1, 2}, 0.0);
   const EvalSet set = synthetic_set(cfg, 16, 5);
   ScoreOptions opts;
   opts.metric = Metric::Loss;
@@ -222,7 +222,7 @@ TEST(Importance, MaskedAndRemovedHeads) {
   auto model = test::make_model(cfg, 3);
   const EvalSet set = synthetic_set(cfg, 16, 5);
   const HeadId masked{AttnType::EncoderSelf, 0, 1};
-  model->set_gate(masked, 0.0);
+  model->set_head_mask(masked, 0.0);
   ScoreOptions opts;
   opts.normalize = Normalization::None;
   auto s = score_heads(*model, set, ScoreMethod::Gradient, opts);
@@ -253,9 +253,9 @@ TEST(Importance, AblationReportsSignificanceAndAllButOneItsBestHead) {
   // Masking a head and measuring directly gives the reported change in loss.
   const HeadId h{AttnType::EncoderSelf, 1, 2};
   const double base = measure(*model, set, {Metric::Loss}).at(Metric::Loss).value();
-  model->set_gate(h, 0.0);
+  model->set_head_mask(h, 0.0);
   const double masked = measure(*model, set, {Metric::Loss}).at(Metric::Loss).value();
-  model->set_gate(h, 1.0);
+  model->set_head_mask(h, 1.0);
   EXPECT_NEAR(a.columns.at("delta_loss").at(h), masked - base, 1e-9);
 
   const auto abo = score_heads(*model, set, ScoreMethod::AllButOne, opts);

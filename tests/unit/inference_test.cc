@@ -4,7 +4,7 @@
 
 #include "headprune/eval/textbook.h"
 #include "headprune/model/precision.h"
-#include "headprune/prune/remove_heads.h"
+#include "headprune/model/remove_heads.h"
 #include "test_util.h"
 
 namespace hp {
@@ -31,10 +31,10 @@ TEST_P(InferencePathFamilies, MatchesTheTrainingPathWithPaddingMaskedHeadsAndRem
   EXPECT_LT(max_abs_diff(inference_path(m, b), training_path(m, b)), 1e-5);
   // A masked head: the gate multiply is back on the inference path.
   const auto t = m->config().attn_types().back();
-  m->set_gate({t, 0, 1}, 0.0);
+  m->set_head_mask({t, 0, 1}, 0.0);
   auto masked = inference_path(m, b);
   EXPECT_LT(max_abs_diff(masked, training_path(m, b)), 1e-5);
-  m->reset_gates();
+  m->unmask_all();
   EXPECT_GT(max_abs_diff(inference_path(m, b), masked), 1e-6) << "the gate change must be seen";
   // Physically pruned, one attention layer emptied entirely.
   std::vector<HeadId> heads;
@@ -129,7 +129,7 @@ TEST(Textbook, ComputesTheSameFunctionAsTheModel) {
   // Refuses what it does not model.
   auto pruned = remove_heads(*m, {{AttnType::EncoderSelf, 0, 1}});
   EXPECT_THROW(TextbookClassifier{*pruned}, std::invalid_argument);
-  m->set_gate({AttnType::EncoderSelf, 1, 0}, 0.0);
+  m->set_head_mask({AttnType::EncoderSelf, 1, 0}, 0.0);
   EXPECT_THROW(TextbookClassifier{*m}, std::invalid_argument);
   auto lm = test::make_model(Arch::DecoderLM);
   EXPECT_THROW(TextbookClassifier{*lm}, std::invalid_argument);

@@ -190,7 +190,7 @@ TEST_P(Pruning, MaskedAndRemovedGiveIdenticalMetrics) {
   const std::vector<Metric> ms = {default_metric(cfg.arch), Metric::Loss};
   apply_plan_mask(*model, plan);
   const auto masked = measure(*model, set, ms);
-  model->reset_gates();
+  model->unmask_all();
   Transformer small = apply_plan_remove(*model, plan);
   // Each removed head takes its Q/K/V rows and biases and its output-projection columns.
   const int64_t C = cfg.d_model, D = cfg.d_model / cfg.n_heads;

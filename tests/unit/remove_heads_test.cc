@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "headprune/model/state.h"
-#include "headprune/prune/remove_heads.h"
+#include "headprune/model/remove_heads.h"
 #include "test_util.h"
 
 namespace hp {
@@ -43,7 +43,7 @@ TEST_P(PruneEquivalence, PrunedEqualsMaskedIncludingEmptyLayers) {
     EXPECT_EQ(a0.q_proj->weight.size(0), 2 * pc.head_dim);
     EXPECT_EQ(a0.o_proj->weight.size(1), 2 * pc.head_dim);
     EXPECT_EQ(a0.o_proj->bias.size(0), pc.d_model);
-    EXPECT_EQ(pruned->attention(t, 1).n_heads(), 0);
+    EXPECT_EQ(pruned->attention(t, 1).n_heads_kept(), 0);
     // Kept heads' attention maps are the masked model's maps of the same original heads.
     auto idx = torch::tensor({0, 2});
     EXPECT_LE(test::max_abs_diff(masked.attention[t][0].index_select(1, idx), phys.attention[t][0]), 1e-5);
@@ -76,7 +76,7 @@ TEST_P(PruneEquivalence, EveryHeadRemovedStillRuns) {
   auto model = test::make_model(GetParam());
   Batch b = test::make_batch(model->config());
   std::vector<HeadId> all;
-  for (auto& g : model->gates())
+  for (auto& g : model->head_masks())
     for (int64_t h : g.heads) all.push_back({g.type, g.layer, h});
   auto pruned = remove_heads(*model, all);
   torch::NoGradGuard g;
@@ -93,7 +93,7 @@ INSTANTIATE_TEST_SUITE_P(Families, PruneEquivalence,
 
 TEST(RemoveHeads, KeepsGateValuesOfRemainingHeads) {
   auto model = test::make_model(Arch::EncoderClassifier);
-  model->set_gate({AttnType::EncoderSelf, 0, 2}, 0.0);
+  model->set_head_mask({AttnType::EncoderSelf, 0, 2}, 0.0);
   auto pruned = remove_heads(*model, {{AttnType::EncoderSelf, 0, 1}});
   EXPECT_EQ(pruned->masked_heads(), (std::vector<HeadId>{{AttnType::EncoderSelf, 0, 2}}));
 }

@@ -109,8 +109,8 @@ TEST(Trainer, MaskedHeadsStayMaskedDuringTraining) {
   train_model(model, data, o, dir.path);
   EXPECT_EQ(model->masked_heads(), masked);
   double open = 0, total = 0;
-  for (auto& g : model->gates()) {
-    open += g.gate.sum().item<double>();
+  for (auto& g : model->head_masks()) {
+    open += g.mask.sum().item<double>();
     total += static_cast<double>(g.heads.size());
   }
   EXPECT_EQ(open, total - 3);

@@ -97,17 +97,17 @@ TEST(Model, SegmentsChangeTheClassifierOutput) {
 TEST(Model, MaskingUnknownHeadsIsAClearError) {
   auto model = test::make_model(Arch::DecoderLM);
   try {
-    model->set_gate({AttnType::EncoderSelf, 0, 0}, 0.0);
+    model->set_head_mask({AttnType::EncoderSelf, 0, 0}, 0.0);
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("has no encoder_self attention"), std::string::npos);
   }
-  EXPECT_THROW(model->set_gate({AttnType::DecoderSelf, 2, 0}, 0.0), std::invalid_argument);
-  EXPECT_THROW(model->set_gate({AttnType::DecoderSelf, 0, 4}, 0.0), std::invalid_argument);
+  EXPECT_THROW(model->set_head_mask({AttnType::DecoderSelf, 2, 0}, 0.0), std::invalid_argument);
+  EXPECT_THROW(model->set_head_mask({AttnType::DecoderSelf, 0, 4}, 0.0), std::invalid_argument);
   model->mask_heads({{AttnType::DecoderSelf, 1, 2}});
   ASSERT_EQ(model->masked_heads().size(), 1u);
   EXPECT_EQ(model->masked_heads()[0], (HeadId{AttnType::DecoderSelf, 1, 2}));
-  model->reset_gates();
+  model->unmask_all();
   EXPECT_TRUE(model->masked_heads().empty());
 }
 
@@ -117,43 +117,43 @@ class GateGradient : public ::testing::TestWithParam<Arch> {};
 TEST_P(GateGradient, MatchesCentralFiniteDifference) {
   auto model = test::make_model(GetParam(), 21, torch::kDouble);
   Batch b = test::make_batch(model->config(), 4, 3);
-  model->set_gates_requires_grad(true);
+  model->set_head_masks_requires_grad(true);
   model->loss(model->forward(b), b).backward();
   const double eps = 1e-6;
   int checked = 0;
   std::vector<torch::Tensor> grads;  // all gates at 1, taken before any probing
-  for (auto& g : model->gates()) {
-    ASSERT_TRUE(g.gate.grad().defined());
-    grads.push_back(g.gate.grad().clone());
+  for (auto& g : model->head_masks()) {
+    ASSERT_TRUE(g.mask.grad().defined());
+    grads.push_back(g.mask.grad().clone());
   }
   size_t gi = 0;
-  for (auto& g : model->gates()) {
+  for (auto& g : model->head_masks()) {
     auto grad = grads[gi++];
     for (size_t i = 0; i < g.heads.size(); ++i) {
       HeadId h{g.type, g.layer, g.heads[i]};
       torch::NoGradGuard ng;
       auto loss_at = [&](double v) {
-        model->set_gate(h, v);
+        model->set_head_mask(h, v);
         return model->loss(model->forward(b), b).item<double>();
       };
       // Probe around a non-trivial gate value too, so the check is not only at 1.
       const double at = (i % 2 == 0) ? 1.0 : 0.5;
       double fd_at = (loss_at(at + eps) - loss_at(at - eps)) / (2 * eps);
-      model->set_gate(h, 1.0);
+      model->set_head_mask(h, 1.0);
       if (at == 1.0) {
         EXPECT_NEAR(grad[i].item<double>(), fd_at, 1e-6 + 1e-5 * std::abs(fd_at)) << to_string(h);
         ++checked;
       } else {
         // Recompute the analytic gradient with the gate at 0.5.
-        model->set_gate(h, 0.5);
-        for (auto& gg : model->gates()) gg.gate.mutable_grad() = torch::Tensor();
+        model->set_head_mask(h, 0.5);
+        for (auto& gg : model->head_masks()) gg.mask.mutable_grad() = torch::Tensor();
         {
           torch::AutoGradMode on(true);
           model->loss(model->forward(b), b).backward();
         }
-        auto g2 = model->attention(g.type, g.layer).head_gate.grad()[i].item<double>();
+        auto g2 = model->attention(g.type, g.layer).head_mask.grad()[i].item<double>();
         EXPECT_NEAR(g2, fd_at, 1e-6 + 1e-5 * std::abs(fd_at)) << to_string(h) << " at 0.5";
-        model->set_gate(h, 1.0);
+        model->set_head_mask(h, 1.0);
         ++checked;
       }
     }

@@ -3,7 +3,7 @@
 //
 // Spec keys (paths are relative to data_root unless absolute):
 //   kind        "synthetic" | "tsv" | "parallel" | "text"
-//   synthetic:  n_train, n_valid, n_test, min_len, max_len
+//   synthetic:  n_train, n_valid, n_test, min_len, max_len (synthetic_data_spec() below)
 //   tsv:        train, valid, test (files); text_a, text_b, label (column names)
 //   parallel:   train, valid, test: [source file, target file]
 //   text:       train (file), valid_fraction (tail of the file held out), test (file, optional)
@@ -46,5 +46,10 @@ Example translation_example(const Tokenizer& tok, const std::string& src, const 
 std::vector<Example> lm_blocks(const Tokenizer& tok, const std::vector<std::string>& lines, int64_t block_size);
 
 std::string resolve_data_path(const std::string& data_root, const std::string& path);
+
+// The built-in synthetic task's data spec: n_per_split examples in each of train, valid and test
+// (training runs use 4000 for train), content lengths 4..20.
+nlohmann::json synthetic_data_spec(int64_t n_train = 4000, int64_t n_valid = 500, int64_t n_test = 500);
+bool is_synthetic(const nlohmann::json& spec);  // "kind" is "synthetic" (the default)
 
 }  // namespace hp

@@ -16,14 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/config.h"
+#include "headprune/model/geometry.h"  // forward_flops
 #include "headprune/model/transformer.h"
 
 namespace hp {
-
-// Multiply-adds × 2 of one forward pass (projections, attention scores and weighted values,
-// feed-forward, output layer); LayerNorm, softmax and activations are not counted. Attention
-// layers with no heads count nothing (they are skipped).
-double forward_flops(const ModelConfig& cfg, int64_t batch, int64_t seq_len);
 
 struct BenchOptions {
   std::vector<int64_t> batch_sizes = {1, 4, 16, 64};

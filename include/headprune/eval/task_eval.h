@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "headprune/data/dataset.h"
 #include "headprune/data/tokenizer.h"
@@ -38,12 +38,12 @@ struct EvalSet {
   std::optional<Tokenizer> tokenizer;
 };
 
-// Loads `split` ("train", "valid" or "test") of a run config's data section with the checkpoint's
-// tokenizer; an empty config_path means the built-in synthetic task (synthetic_n examples).
-// max_examples > 0 keeps the first examples only.
-EvalSet load_eval_set(const ModelConfig& cfg, const std::optional<Tokenizer>& tokenizer,
-                      const std::string& config_path, const std::string& split, const std::string& data_root,
-                      int64_t max_examples, uint64_t seed, int64_t synthetic_n = 500);
+// Loads `split` ("train", "valid" or "test") of a data spec (a run config's "data" section, or
+// synthetic_data_spec(); see data/tasks.h) with the checkpoint's tokenizer. `source` names the spec in
+// messages (its file, or "the synthetic task"). max_examples > 0 keeps the first examples only.
+EvalSet load_eval_set(const ModelConfig& cfg, const std::optional<Tokenizer>& tokenizer, const nlohmann::json& data_spec,
+                      const std::string& source, const std::string& split, const std::string& data_root,
+                      int64_t max_examples, uint64_t seed);
 
 // Per-example statistics of one metric: rows of `width` numbers, one row per example.
 //   accuracy    [correct]

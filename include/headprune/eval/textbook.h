@@ -5,19 +5,21 @@
 // unpruned headprune model, so both compute the same function (up to rounding) and timing them
 // side by side measures only the implementation.
 //
-// Supported: encoder_classifier, post-LN, learned positions, embedding LayerNorm, every head kept,
-// gelu / gelu_tanh / relu. Anything else throws.
+// Supported: encoder_classifier, post-LN, learned positions, embedding LayerNorm, every head kept with
+// its own key/value head and biases on every projection (model/geometry.h), gelu / gelu_tanh / relu.
+// Anything else throws.
 #pragma once
 
 #include <torch/torch.h>
 
+#include "headprune/model/geometry.h"
 #include "headprune/model/transformer.h"
 
 namespace hp {
 
 class TextbookEncoderLayerImpl : public torch::nn::Module {
  public:
-  TextbookEncoderLayerImpl(const ModelConfig& cfg);
+  TextbookEncoderLayerImpl(const ModelConfig& cfg, const HeadGeometry& geometry);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);  // x [B, T, C], mask [B, 1, 1, T]
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, out{nullptr}, fc1{nullptr}, fc2{nullptr};
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};

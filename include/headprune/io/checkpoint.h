@@ -1,14 +1,15 @@
 // Checkpoints: a directory with config.json (architecture, kept head ids per layer and
-// attention type) and model.safetensors (weights and head gates). Loading builds the model
+// attention type) and model.safetensors (weights and head masks). Loading builds the model
 // from the config and copies the weights strictly. Writes are atomic per file.
+//
+// Versions: 2 (this one) names the mask buffers "head_mask"; version 1 named them "head_gate" and is
+// read as well. A checkpoint of a later version is an error that names the version.
 #pragma once
 
 #include <map>
-#include <optional>
 #include <string>
 
 #include "headprune/config.h"
-#include "headprune/data/tokenizer.h"
 #include "headprune/io/files.h"
 #include "headprune/model/transformer.h"
 
@@ -16,19 +17,11 @@ namespace hp {
 
 constexpr const char* kConfigFile = "config.json";
 constexpr const char* kWeightsFile = "model.safetensors";
+constexpr int64_t kCheckpointVersion = 2;
 
 ModelConfig load_config(const std::string& dir);  // dir/config.json, strictly validated
-// A headprune checkpoint, or a HuggingFace BERT / GPT-2 directory (see io/hf.h).
+// A headprune checkpoint, or a HuggingFace BERT / GPT-2 directory (see io/hf.h), on the CPU in eval mode.
 Transformer load_checkpoint(const std::string& dir);
-constexpr const char* kTokenizerFile = "tokenizer.json";
-
-// A checkpoint as the commands use it: the model and, when the directory has one, its tokenizer.
-struct LoadedModel {
-  std::string dir;
-  Transformer model{nullptr};
-  std::optional<Tokenizer> tokenizer;
-};
-LoadedModel open_model(const std::string& dir);
 
 // Creates dir if needed; overwrites config.json, model.safetensors and each extra file
 // (name -> bytes, e.g. the tokenizer) atomically.

@@ -1,11 +1,12 @@
-// Multi-head attention with a gate per head and heterogeneous head counts.
+// Multi-head and grouped-query attention with a mask entry per head and heterogeneous head counts.
 //
-// Dimension legend: B batch, T query length, S key length, C d_model, H heads kept in this
-// layer (may be 0), D head dim.
-// Parameters: q_proj/k_proj/v_proj weight [H*D, C] bias [H*D]; o_proj weight [C, H*D]
-// bias [C] (stays whole under pruning); head_gate buffer [H] (ones = nothing masked).
-// Head h's context is multiplied by head_gate[h] before o_proj, so gate 0 removes exactly
-// its contribution and d loss / d head_gate is Michel et al.'s head importance signal.
+// Dimension legend: B batch, T query length, S key length, C d_model, H query heads kept in this
+// layer (may be 0), G key/value heads kept, D head dim (model/geometry.h: which rows each head owns).
+// Parameters: q_proj weight [H*D, C] (bias [H*D]); k_proj/v_proj weight [G*D, C] (bias [G*D]);
+// o_proj weight [C, H*D] (bias [C], whole under pruning); head_mask buffer [H] (ones = nothing masked).
+// Head h's context is multiplied by head_mask[h] before o_proj, so 0 removes exactly its contribution.
+// head_probe (not saved) multiplies it once more: importance scoring sets it to a leaf of ones whose
+// gradient is Michel et al.'s d loss / d xi_h, and learned gates (prune/gates.h) put their samples there.
 #pragma once
 
 #include <functional>
@@ -14,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include "headprune/model/geometry.h"
 #include "headprune/model/layers.h"
 
 namespace hp {
@@ -25,36 +27,35 @@ struct KVCache {
 
 class MultiHeadAttentionImpl : public torch::nn::Module {
  public:
-  MultiHeadAttentionImpl(int64_t d_model, int64_t head_dim, std::vector<int64_t> kept_heads,
-                         double attention_dropout);
+  MultiHeadAttentionImpl(HeadGeometry geometry, double attention_dropout);
 
   // query [B, T, C]; key_value [B, S, C] (the same tensor for self-attention);
   // mask additive, broadcastable to [B, H, T, S] (0 = attend, large negative = blocked),
   // or undefined. If probs_out is non-null it receives the attention probabilities
   // [B, H, T, S] (after masking, before dropout). Returns [B, T, C].
   // cache (optional): for self-attention new keys/values are appended; for cross-attention
-  // (static_kv) keys/values are computed once and reused.
+  // (static_kv) keys/values are computed once and reused. The cache holds the G key/value heads.
   // In eval mode without gradients (and outside LRP) the inference path runs: Q/K/V (or K/V) in
   // one GEMM with concatenated weights (rebuilt whenever a projection changes), and the gate
-  // multiply skipped while every gate is 1. Results equal the training path up to rounding.
+  // multiply skipped while every head is unmasked. Results equal the training path up to rounding.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
                         const torch::Tensor& mask, torch::Tensor* probs_out = nullptr,
                         KVCache* cache = nullptr, bool static_kv = false);
 
-  int64_t n_heads() const { return static_cast<int64_t>(kept_heads_.size()); }
-  int64_t head_dim() const { return head_dim_; }
-  const std::vector<int64_t>& kept_heads() const { return kept_heads_; }
+  const HeadGeometry& geometry() const { return geometry_; }
+  int64_t n_heads_kept() const { return geometry_.n_heads_kept(); }
+  const std::vector<int64_t>& kept_heads() const { return geometry_.heads; }
   // Position of an original head id in this layer, or -1 if it is not kept.
-  int64_t position_of(int64_t original_head) const;
+  int64_t position_of(int64_t original_head) const { return geometry_.position_of(original_head); }
 
   Dense q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  torch::Tensor head_gate;  // [H]
+  torch::Tensor head_mask;  // [H]
 
-  // Analysis hooks, unset in normal use (importance scoring sets and clears them):
-  // gate_probe, broadcastable to [B, H, T, 1] (e.g. ones [B, H, 1, 1] with requires_grad), multiplies
-  // the context after head_gate, so its gradient is the per-example (or per-token) d loss / d gate;
+  // Hooks, unset in normal use (importance scoring and learned gates set and clear them):
+  // head_probe, broadcastable to [B, H, T, 1] (e.g. ones [B, H, 1, 1] with requires_grad), multiplies
+  // the context after head_mask, so its gradient is the per-example (or per-token) d loss / d xi_h;
   // under lrp::Scope its gradient is the relevance of each head's output.
-  torch::Tensor gate_probe;
+  torch::Tensor head_probe;
   // Called with the gated context [B, H, T, D] of every forward pass.
   std::function<void(const torch::Tensor&)> on_context;
   // Switch for benchmarks: false keeps the inference path's projections in separate GEMMs.
@@ -67,13 +68,14 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   };
   bool inference_path() const;
   const Fused& fused(Fused& f, std::vector<const DenseImpl*> parts);
-  bool gates_all_open();
+  bool all_unmasked();
+  torch::Tensor expand_kv(const torch::Tensor& t);  // [B, G, S, D] -> [B, H, S, D]
 
   Fused qkv_, kv_;
-  std::pair<const void*, int64_t> gate_stamp_{nullptr, -1};
-  bool gates_all_open_ = true;
-  int64_t d_model_, head_dim_;
-  std::vector<int64_t> kept_heads_;
+  std::pair<const void*, int64_t> mask_stamp_{nullptr, -1};
+  bool all_unmasked_ = true;
+  HeadGeometry geometry_;
+  torch::Tensor kv_index_;  // [H] key/value head position of each query head (grouped layers)
   double attention_dropout_;
 };
 TORCH_MODULE(MultiHeadAttention);

@@ -16,17 +16,12 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/Tensor.h>
 
+#include "headprune/util/runtime.h"  // Precision
+
 namespace hp {
 
 class TransformerImpl;
 
-enum class Precision { Float32, BFloat16, Int8 };
-
-Precision parse_precision(const std::string& s);  // "fp32", "bf16", "int8"
-std::string to_string(Precision p);
-template <typename E>
-class NameTable;
-const NameTable<Precision>& precision_names();
 
 // Converts the model in place (eval mode). fp32 is a no-op; a model already converted throws.
 void apply_precision(TransformerImpl& model, Precision p);

@@ -51,8 +51,8 @@ struct ModelOutput {
 // each wrapped in a residual connection with pre- or post-LayerNorm.
 class TransformerLayerImpl : public torch::nn::Module {
  public:
-  TransformerLayerImpl(const ModelConfig& cfg, const std::vector<int64_t>& self_heads,
-                       const std::vector<int64_t>* cross_heads);
+  // Layer `layer` of the stack whose self-attention is `self_type`; with_cross adds cross-attention.
+  TransformerLayerImpl(const ModelConfig& cfg, AttnType self_type, int64_t layer, bool with_cross);
   // x [B, T, C]; memory [B, S, C] (cross-attention input) or undefined.
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& self_mask, const torch::Tensor& memory,
                         const torch::Tensor& cross_mask, torch::Tensor* self_probs,
@@ -95,12 +95,12 @@ class StackImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Stack);
 
-// A view of one attention layer's gate, for masking and for reading gradients.
-struct GateView {
+// One attention layer's head mask, for masking and for reading it back.
+struct HeadMaskView {
   AttnType type;
   int64_t layer;
-  std::vector<int64_t> heads;  // original ids, aligned with gate
-  torch::Tensor gate;          // [H] the live buffer (writes mask heads)
+  std::vector<int64_t> heads;  // original ids, aligned with mask
+  torch::Tensor mask;          // [H] the live buffer (writing 0 masks a head)
 };
 
 class TransformerImpl : public torch::nn::Module {
@@ -117,16 +117,17 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor output_projection(const torch::Tensor& hidden) const;  // [.., C] -> [.., V]
 
   MultiHeadAttentionImpl& attention(AttnType type, int64_t layer);
-  std::vector<GateView> gates();
-  // Masking: set one head's gate (original id); throws std::invalid_argument for a head the
-  // model does not have.
-  void set_gate(const HeadId& head, double value);
+  std::vector<HeadMaskView> head_masks();  // every attention layer, in model order
+  // Masking: set one head's mask entry (original id; 0 masks, 1 unmasks); throws
+  // std::invalid_argument for a head the model does not have.
+  void set_head_mask(const HeadId& head, double value);
   void mask_heads(const std::vector<HeadId>& heads) {
-    for (const auto& h : heads) set_gate(h, 0.0);
+    for (const auto& h : heads) set_head_mask(h, 0.0);
   }
-  void reset_gates();                      // all gates back to 1
-  void set_gates_requires_grad(bool on);   // gates become leaves; .grad() after backward
-  std::vector<HeadId> masked_heads();      // heads whose gate is 0
+  void unmask_all();                       // every mask entry back to 1
+  // The mask buffers become leaves whose .grad() backward fills: d loss / d xi_h at any mask value.
+  void set_head_masks_requires_grad(bool on);
+  std::vector<HeadId> masked_heads();      // heads whose mask entry is 0
   int64_t n_active_heads();                // heads kept and not masked
   int64_t n_parameters();
 

@@ -27,7 +27,7 @@
 //                  from the first period until `until` of the steps, then 0 so PASS settles the count.
 // Training samples g = min(1, max(0, σ((log u − log(1−u) + log α)/β)·(r − l) + l)), u ~ U(0, 1);
 // evaluation uses the deterministic gate min(1, max(0, σ(log α)·(r − l) + l)). The gates multiply
-// each head's output through MultiHeadAttention::gate_probe; the model's own head_gate buffers
+// each head's output through MultiHeadAttention::head_probe; the model's own head_mask buffers
 // (masks) are left as they are. At the end a gate is closed when P(g = 0) > P(g = 1); the run
 // reports whether that count equals the target (no threshold is picked after the fact). The
 // closed heads are then masked, or removed physically by the caller (see cli/gates.cc).
@@ -152,6 +152,17 @@ class HeadGateSet {
   std::vector<int64_t> layer_sizes_;
 };
 
+// The gates at the end of a period: the coefficient, the concentrator weight (passconc), the expected
+// number of open heads Σ P(g ≠ 0), the closed count, and P(g ≠ 0) and log α of every head.
+struct GatePeriod {
+  int64_t step = 0;
+  double coef = 0, conc_coef = 0, expected_open = 0;
+  int64_t closed = 0;
+  bool rolled_back = false;  // hard_concrete controller: this period overshot and was undone
+  std::vector<double> p_open, log_alpha;  // per head, in GateTrainResult::heads order
+  int64_t n_heads() const { return static_cast<int64_t>(p_open.size()); }
+};
+
 struct GateTrainResult {
   std::vector<HeadId> heads;  // every gated head, in the order of the log's per-head arrays
   std::vector<HeadId> closed, kept;
@@ -161,16 +172,10 @@ struct GateTrainResult {
   double final_coef = 0;
   int64_t rollbacks = 0;  // hard_concrete controller: periods undone because the count overshot
   std::vector<std::pair<AttnType, int64_t>> emptied;  // attention layers whose every gate is closed
-  nlohmann::json log = nlohmann::json::array();  // one record per period (for plots)
-  nlohmann::json to_json() const;
-};
-
-// Per-period report: step, coefficient, concentrator weight (passconc), expected open heads
-// Σ P(g ≠ 0), closed gates.
-struct GateProgress {
-  int64_t step;
-  double coef, conc_coef, expected_open;
-  int64_t closed, n_heads;
+  std::vector<GatePeriod> log;  // one record per period (two for a rolled-back period: before, after)
+  nlohmann::json to_json() const;  // the summary (without the log)
+  nlohmann::json log_json() const;  // [{step, coef, conc_coef, expected_open, closed, p_open, log_alpha}]
+  std::string log_csv() const;      // step,head,p_open,log_alpha: one row per period and head
 };
 
 // Trains the model and the gates together (train.max_steps steps, plus up to max_extra_steps
@@ -179,7 +184,7 @@ struct GateProgress {
 // history.json); the model keeps its trained weights, its masks unchanged and no gates attached.
 GateTrainResult train_gates(Transformer& model, const TrainData& data, const TrainOptions& train,
                             const GateOptions& opts, const std::string& out_dir,
-                            const std::function<void(const GateProgress&)>& on_period = nullptr,
+                            const std::function<void(const GatePeriod&)>& on_period = nullptr,
                             const TrainProgressFn& progress = nullptr);
 
 // Attention layers (type, layer) that keep heads in the model but whose heads are all in `closed`.

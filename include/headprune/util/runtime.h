@@ -1,16 +1,77 @@
-// Process-wide runtime settings: threads, seeds, and a description of the math libraries
-// in use (benchmark records must state them to be comparable).
+// Where and how tensors are computed: the Runtime (device, precision, threads, seed) that the
+// command line fills once and every job reads; process-wide settings (threads, seeds); random-number
+// state for exact resume; mixed-precision (autocast) scopes; device synchronisation for timing; and a
+// description of the math libraries in use (benchmark records must state them to be comparable).
+//
+// Library functions follow the device of the model they are given (its parameters): tensors they
+// create go there, batches are moved there, and results are read back to the host once, not per
+// element or per batch. The Runtime's device decides where models are loaded or built.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
+#include <torch/torch.h>
+
 namespace hp {
+
+template <typename E>
+class NameTable;
+
+// Numeric format of inference (eval, bench): fp32 as trained; bf16 (every parameter and activation
+// in bfloat16); int8 (dynamic int8 linear layers). Training with bf16 runs under autocast instead
+// (fp32 master weights; run configs' "bf16").
+enum class Precision { Float32, BFloat16, Int8 };
+Precision parse_precision(const std::string& s);  // "fp32", "bf16", "int8"
+std::string to_string(Precision p);
+const NameTable<Precision>& precision_names();
+
+struct Runtime {
+  torch::Device device = torch::kCPU;
+  Precision precision = Precision::Float32;
+  int threads = 0;  // ATen intra-op threads; 0 = all cores
+  uint64_t seed = 1234;
+};
+
+// "cpu", "cuda" or "cuda:N". A CUDA device in a LibTorch built without CUDA, on a machine without
+// a GPU, or with an index beyond the GPUs present is std::invalid_argument saying which.
+torch::Device parse_device(const std::string& s);
+// Applies threads and seeds (CPU and, when present, CUDA generators) process-wide and checks the
+// device; returns the number of threads in effect.
+int apply_runtime(const Runtime& rt);
 
 // Sets ATen's intra-op threads; n <= 0 means all cores. Returns the count in effect.
 int configure_threads(int n);
 int hardware_threads();
 void seed_everything(uint64_t seed);
+
+// Waits until the device has finished the work queued so far (a no-op on the CPU, where every
+// operation has finished when it returns). Benchmarks call it before reading the clock.
+void synchronize(const torch::Device& device);
+
+// The state of the default random generators that training draws from (dropout, Hard Concrete
+// samples): the CPU's ("rng.cpu") and, for a CUDA device, that device's ("rng.cuda"). Saved with
+// resume checkpoints so that a resumed run draws the same numbers.
+std::map<std::string, torch::Tensor> rng_state(const torch::Device& device);
+// Restores a state from rng_state; a missing entry is std::runtime_error naming `source`.
+void set_rng_state(const std::map<std::string, torch::Tensor>& state, const torch::Device& device,
+                   const std::string& source);
+
+// Mixed precision for its scope: matrix products in bfloat16 on `device` (reductions and norms stay
+// in fp32), nothing when bf16 is false. Scopes may nest.
+class Autocast {
+ public:
+  Autocast(const torch::Device& device, bool bf16);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  bool on_ = false, cuda_ = false, was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kFloat;
+};
+
 // e.g. "OpenBLAS 0.3.21 (OpenMP) core=Haswell, OPENBLAS_CORETYPE=Haswell"
 std::string blas_info();
 

@@ -1,10 +1,9 @@
-// Physical head removal: slice the weights of the given heads out of a model.
-//
-// For each removed head h (original id) of an attention layer with head dim D, rows
-// [p*D, (p+1)*D) of q/k/v weights and biases and the same columns of o_proj.weight go,
-// where p is h's current position; o_proj.bias stays whole, head_gate loses entry p.
-// The config keeps the original ids of the heads that remain, so removing twice works
-// and a layer may end with no heads at all (it then skips attention).
+// Physical head removal: slice the weights of the given heads out of a model, as the head geometry
+// (model/geometry.h) says each head owns them: a query head's rows of q_proj and columns of o_proj,
+// and the rows of k_proj and v_proj of a key/value head none of whose query heads remain; biases
+// where the layer has them; o_proj's bias stays whole and head_mask loses the head's entry.
+// The config keeps the original ids of the heads that remain, so removing twice works and a layer
+// may end with no heads at all (it then skips attention).
 #pragma once
 
 #include <utility>

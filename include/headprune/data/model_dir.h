@@ -1,0 +1,35 @@
+// A model directory as the jobs use it: the model (headprune checkpoint or HF directory) together
+// with its tokenizer, and the tokenizer files that every model derived from it carries along.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "headprune/data/tokenizer.h"
+#include "headprune/model/transformer.h"
+
+namespace hp {
+
+constexpr const char* kTokenizerFile = "tokenizer.json";  // headprune's own BPE, inside a checkpoint
+
+struct LoadedModel {
+  std::string dir;
+  Transformer model{nullptr};  // in eval mode, on the device it was opened on
+  std::optional<Tokenizer> tokenizer;
+  // name -> bytes: headprune's tokenizer.json, or an HF tokenizer's vocab.txt / vocab.json /
+  // merges.txt / tokenizer_config.json. Written into every checkpoint made from this model.
+  std::map<std::string, std::string> tokenizer_files;
+};
+
+// Loads the model (strictly) and moves it to `device`; reads headprune's tokenizer.json, else an HF
+// tokenizer (vocab.txt or vocab.json + merges.txt). A tokenizer larger than the model's vocabulary is
+// an error naming the directory.
+LoadedModel open_model(const std::string& dir, const torch::Device& device = torch::kCPU);
+
+// The tokenizer files of a directory (see LoadedModel::tokenizer_files).
+std::map<std::string, std::string> tokenizer_files(const std::string& dir);
+
+}  // namespace hp

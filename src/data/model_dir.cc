@@ -1,0 +1,41 @@
+// Model directories with their tokenizers (see header).
+#include "headprune/data/model_dir.h"
+
+#include <stdexcept>
+
+#include "headprune/data/hf_tokenizers.h"
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+#include "headprune/io/hf.h"
+
+namespace hp {
+
+std::map<std::string, std::string> tokenizer_files(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  if (!is_hf_dir(dir))
+    if (auto tok = read_checkpoint_file(dir, kTokenizerFile); !tok.empty()) files[kTokenizerFile] = std::move(tok);
+  for (const auto& f : hf_tokenizer_files())
+    if (auto bytes = read_checkpoint_file(dir, f); !bytes.empty()) files[f] = std::move(bytes);
+  return files;
+}
+
+LoadedModel open_model(const std::string& dir, const torch::Device& device) {
+  LoadedModel m;
+  m.dir = dir;
+  m.model = load_checkpoint(dir);
+  if (device != torch::Device(torch::kCPU)) m.model->to(device);
+  // headprune's own tokenizer.json, else the HF tokenizer files (vocab.txt or vocab.json + merges.txt)
+  // of an HF directory or carried along into a headprune checkpoint. An HF directory's own
+  // tokenizer.json (the "fast" tokenizer format) is not read.
+  const std::string tok = join_path(dir, kTokenizerFile);
+  if (is_file(tok) && !is_hf_dir(dir)) m.tokenizer = Tokenizer::load(tok);
+  else m.tokenizer = load_hf_tokenizer(dir);
+  if (m.tokenizer && m.tokenizer->vocab_size() > m.model->config().vocab_size)
+    throw std::runtime_error(dir + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
+                             " entries but the model's vocabulary only " +
+                             std::to_string(m.model->config().vocab_size));
+  m.tokenizer_files = tokenizer_files(dir);
+  return m;
+}
+
+}  // namespace hp

@@ -1,0 +1,114 @@
+// Head geometry (see header).
+#include "headprune/model/geometry.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+namespace hp {
+
+std::vector<int64_t> HeadGeometry::kv_heads() const {
+  std::vector<int64_t> out;
+  for (int64_t h : heads)
+    if (out.empty() || out.back() != h / group_size) out.push_back(h / group_size);
+  return out;  // heads are increasing, so their groups are too
+}
+
+std::vector<int64_t> HeadGeometry::kv_positions() const {
+  std::vector<int64_t> out;
+  int64_t pos = -1, last = -1;
+  for (int64_t h : heads) {
+    if (h / group_size != last) {
+      last = h / group_size;
+      ++pos;
+    }
+    out.push_back(pos);
+  }
+  return out;
+}
+
+int64_t HeadGeometry::position_of(int64_t head) const {
+  auto it = std::find(heads.begin(), heads.end(), head);
+  return it == heads.end() ? -1 : static_cast<int64_t>(it - heads.begin());
+}
+
+HeadGeometry::Cut HeadGeometry::cut(const std::vector<int64_t>& remove) const {
+  const std::set<int64_t> drop(remove.begin(), remove.end());
+  for (int64_t h : drop)
+    if (position_of(h) < 0) throw std::invalid_argument("head geometry: head " + std::to_string(h) + " is not kept");
+  Cut c;
+  const auto kv = kv_heads();
+  const auto kv_pos = kv_positions();
+  std::vector<bool> kv_used(kv.size(), false);
+  for (size_t p = 0; p < heads.size(); ++p) {
+    if (drop.count(heads[p])) continue;
+    c.heads.push_back(heads[p]);
+    c.head_positions.push_back(static_cast<int64_t>(p));
+    for (int64_t d = 0; d < head_dim; ++d) c.q_rows.push_back(static_cast<int64_t>(p) * head_dim + d);
+    kv_used[static_cast<size_t>(kv_pos[p])] = true;
+  }
+  for (size_t g = 0; g < kv.size(); ++g)
+    if (kv_used[g])
+      for (int64_t d = 0; d < head_dim; ++d) c.kv_rows.push_back(static_cast<int64_t>(g) * head_dim + d);
+  return c;
+}
+
+double HeadGeometry::flops(double b, double tq, double tk) const {
+  const double c = static_cast<double>(d_model), h = static_cast<double>(n_heads_kept());
+  const double d = static_cast<double>(head_dim);
+  const double qw = static_cast<double>(q_width()), kvw = static_cast<double>(kv_width());
+  return 2 * b * tq * c * qw          // queries
+         + 2 * 2 * b * tk * c * kvw   // keys and values
+         + 2 * 2 * b * h * tq * tk * d  // scores and weighted values
+         + 2 * b * tq * qw * c;       // output projection
+}
+
+HeadGeometry head_geometry(const ModelConfig& cfg, AttnType type, int64_t layer) {
+  if (!cfg.has(type))
+    throw std::invalid_argument("model " + to_string(cfg.arch) + " has no " + to_string(type) + " attention");
+  if (layer < 0 || layer >= cfg.n_layers(type))
+    throw std::invalid_argument(to_string(type) + " layer " + std::to_string(layer) + " does not exist (model has " +
+                                std::to_string(cfg.n_layers(type)) + " layers)");
+  HeadGeometry g;
+  g.d_model = cfg.d_model;
+  g.head_dim = cfg.head_dim;
+  g.group_size = cfg.n_heads / cfg.effective_kv_heads();
+  g.heads = cfg.heads(type)[static_cast<size_t>(layer)];
+  g.qkv_bias = cfg.qkv_bias;
+  g.o_bias = cfg.o_bias;
+  return g;
+}
+
+namespace {
+
+double stack_flops(const ModelConfig& cfg, AttnType self, double b, double t, bool cross, double src_t) {
+  const double c = static_cast<double>(cfg.d_model);
+  double f = 0;
+  for (int64_t l = 0; l < cfg.n_layers(self); ++l) {
+    f += head_geometry(cfg, self, l).flops(b, t, t);
+    if (cross) f += head_geometry(cfg, AttnType::Cross, l).flops(b, t, src_t);
+    f += 2 * 2 * b * t * c * static_cast<double>(cfg.d_ff);
+  }
+  return f;
+}
+
+}  // namespace
+
+double forward_flops(const ModelConfig& cfg, int64_t batch, int64_t seq_len) {
+  const double b = static_cast<double>(batch), t = static_cast<double>(seq_len);
+  const double c = static_cast<double>(cfg.d_model);
+  switch (cfg.arch) {
+    case Arch::EncoderClassifier:
+      return stack_flops(cfg, AttnType::EncoderSelf, b, t, false, 0) + 2 * b * c * c +
+             2 * b * c * static_cast<double>(cfg.n_classes);
+    case Arch::DecoderLM:
+      return stack_flops(cfg, AttnType::DecoderSelf, b, t, false, 0) + 2 * b * t * c * static_cast<double>(cfg.vocab_size);
+    case Arch::EncoderDecoder:
+      return stack_flops(cfg, AttnType::EncoderSelf, b, t, false, 0) + stack_flops(cfg, AttnType::DecoderSelf, b, t, true, t) +
+             2 * b * t * c * static_cast<double>(cfg.effective_tgt_vocab());
+  }
+  return 0;
+}
+
+}  // namespace hp

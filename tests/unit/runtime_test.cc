@@ -1,0 +1,80 @@
+// The runtime: devices (a clear error for CUDA where there is none), random state for resume,
+// autocast scopes, threads. CUDA cases skip themselves without a GPU.
+#include <gtest/gtest.h>
+
+#include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
+
+#include "headprune/util/runtime.h"
+
+namespace hp {
+namespace {
+
+TEST(Runtime, ParsesDevicesAndExplainsAMissingGpu) {
+  EXPECT_EQ(parse_device("cpu"), torch::Device(torch::kCPU));
+  for (const char* bad : {"tpu", "gpu0", ""}) {
+    try {
+      parse_device(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("expected cpu, cuda or cuda:N"), std::string::npos) << e.what();
+    }
+  }
+  if (torch::cuda::is_available()) {
+    EXPECT_EQ(parse_device("cuda"), torch::Device(torch::kCUDA, 0));
+    EXPECT_THROW(parse_device("cuda:" + std::to_string(torch::cuda::device_count())), std::invalid_argument);
+    return;
+  }
+  try {
+    parse_device("cuda:0");
+    FAIL() << "cuda accepted without CUDA";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA is not available"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Runtime, RandomStateRestoresTheSameDraws) {
+  torch::manual_seed(5);
+  torch::rand({3});
+  const auto state = rng_state(torch::kCPU);
+  const auto a = torch::rand({4});
+  torch::rand({100});
+  set_rng_state(state, torch::kCPU, "test");
+  EXPECT_TRUE(torch::rand({4}).equal(a));
+  EXPECT_THROW(set_rng_state({}, torch::kCPU, "test"), std::runtime_error);
+}
+
+TEST(Runtime, AutocastScopesNestAndRestore) {
+  const auto x = torch::randn({4, 8}), w = torch::randn({3, 8});
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  {
+    Autocast outer(torch::kCPU, true);
+    EXPECT_EQ(torch::linear(x, w).scalar_type(), torch::kBFloat16);
+    {
+      Autocast off(torch::kCPU, false);  // a scope without bf16 changes nothing
+      EXPECT_EQ(torch::linear(x, w).scalar_type(), torch::kBFloat16);
+    }
+    {
+      Autocast inner(torch::kCPU, true);
+      EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    }
+    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+  }
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_EQ(torch::linear(x, w).scalar_type(), torch::kFloat);
+}
+
+TEST(Runtime, AppliesThreadsAndSeed) {
+  Runtime rt;
+  rt.threads = 1;
+  rt.seed = 9;
+  EXPECT_EQ(apply_runtime(rt), 1);
+  const auto a = torch::rand({2});
+  apply_runtime(rt);
+  EXPECT_TRUE(torch::rand({2}).equal(a));
+  EXPECT_EQ(parse_precision("bf16"), Precision::BFloat16);
+  EXPECT_EQ(to_string(Precision::Int8), "int8");
+}
+
+}  // namespace
+}  // namespace hp
