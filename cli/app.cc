@@ -7,14 +7,17 @@
 #include <CLI/CLI.hpp>
 
 #include "headprune/util/log.h"
-#include "headprune/util/runtime.h"
 
 namespace hp::cli {
 
-void apply_globals(const Context& ctx) {
+Runtime start(const Context& ctx) {
   set_log_level(parse_log_level(ctx.log_level));
-  configure_threads(ctx.threads);
-  seed_everything(ctx.seed);
+  Runtime rt;
+  rt.device = parse_device(ctx.device);
+  rt.threads = ctx.threads;
+  rt.seed = ctx.seed;
+  apply_runtime(rt);
+  return rt;
 }
 
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -23,6 +26,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   app.set_version_flag("--version", "headprune 0.1.0");
   app.add_option("--threads", ctx.threads, "CPU threads for tensor math (0 = all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--seed", ctx.seed, "random seed");
+  app.add_option("--device", ctx.device, "where models run: cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--log-level", ctx.log_level, "error, warn, info or debug")
       ->check(CLI::IsMember({"error", "warn", "info", "debug"}));
   app.require_subcommand(1);
@@ -34,9 +38,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   register_importance(app, ctx);
   register_prune(app, ctx);
   register_gates(app, ctx);
-  register_bench(app, ctx);
   register_roles(app, ctx);
-  register_export(app, ctx);
   try {
     app.parse(argc, argv);
     return 0;

@@ -1,10 +1,13 @@
 // The headprune command line: global options, subcommand registration, error handling.
-// Each subcommand file binds its options to a struct and calls library functions.
+// Each subcommand file binds its options to a library request struct, calls the one job function
+// (include/headprune/jobs/) and prints its result.
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+
+#include "headprune/util/runtime.h"
 
 namespace CLI {
 class App;
@@ -17,6 +20,7 @@ struct Context {
   std::ostream& err;  // messages
   int threads = 0;    // 0 = all cores
   uint64_t seed = 1234;
+  std::string device = "cpu";
   std::string log_level = "info";
 };
 
@@ -26,17 +30,16 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
 
 // Called once per subcommand (defined in the subcommand's own file).
 void register_demo(CLI::App& app, Context& ctx);
-void register_info(CLI::App& app, Context& ctx);
-void register_train(CLI::App& app, Context& ctx);
-void register_eval(CLI::App& app, Context& ctx);
+void register_info(CLI::App& app, Context& ctx);        // info, export
+void register_train(CLI::App& app, Context& ctx);       // train, init
+void register_eval(CLI::App& app, Context& ctx);        // eval, bench
 void register_importance(CLI::App& app, Context& ctx);  // importance, agreement
 void register_prune(CLI::App& app, Context& ctx);       // prune, curve
 void register_gates(CLI::App& app, Context& ctx);
-void register_bench(CLI::App& app, Context& ctx);
 void register_roles(CLI::App& app, Context& ctx);
-void register_export(CLI::App& app, Context& ctx);
 
-// Applies --threads/--seed/--log-level; subcommands call it first.
-void apply_globals(const Context& ctx);
+// Applies --threads, --seed, --device and --log-level; every subcommand calls it first and passes
+// the Runtime to its job.
+Runtime start(const Context& ctx);
 
 }  // namespace hp::cli

@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
 ./build/headprune demo --out runs/demo --json runs/demo/summary.json "$@"
-echo "[demo] pruned checkpoints in runs/demo/; try: ./build/headprune info runs/demo/encoder_decoder" >&2
+echo "[demo] pruned checkpoints in runs/demo/; try: ./build/headprune info runs/demo/encoder_decoder/pruned/model" >&2

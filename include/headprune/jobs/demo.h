@@ -1,8 +1,8 @@
-// The end-to-end demo on the built-in synthetic tasks. For each model family: train a small
-// model, score every head by |d loss / d gate| over the validation set (Michel et al.),
-// mask the weakest heads plus one whole layer, remove the same heads physically, fine-tune
-// the smaller model with the trainer, and report heads, parameters, the task metric and
-// forward time at each stage; save, reload and describe the pruned checkpoint.
+// The end-to-end demo on the built-in synthetic tasks, made of the same job calls as the command
+// line. For each model family: train a small model (run_train), score every head by |d loss / d xi_h|
+// over the validation set (run_importance, Michel et al.), plan one whole attention layer plus the
+// weakest other heads, mask, remove physically and fine-tune (run_prune), and time the model before and
+// after (run_bench). Prints a report and returns the same numbers as JSON.
 #pragma once
 
 #include <ostream>
@@ -12,19 +12,21 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "headprune/config.h"
+#include "headprune/jobs/job.h"
 
 namespace hp {
 
 struct DemoOptions {
   std::vector<Arch> families = {Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder};
-  std::string out_dir = "runs/demo";  // per family: <out_dir>/<family>/{train,finetune,pruned}
+  std::string out_dir = "runs/demo";  // per family: <out_dir>/<family>/{train,pruned}
   double prune_fraction = 0.5;        // of all heads, including one emptied layer
-  int64_t train_steps = 300;
+  int64_t train_steps = 0;            // per family; 0 = the family's default (demo_train_steps)
   int64_t finetune_steps = 100;
-  uint64_t seed = 1234;
 };
 
-// Prints a report to `out` and returns the same numbers as JSON.
-nlohmann::json run_demo(const DemoOptions& opts, std::ostream& out);
+// Training steps the demo gives a family by default: enough for it to learn its task.
+int64_t demo_train_steps(Arch family);
+
+nlohmann::json run_demo(const DemoOptions& opts, const Runtime& rt, std::ostream& out, const JobEvents& events = {});
 
 }  // namespace hp

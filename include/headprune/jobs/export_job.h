@@ -1,0 +1,27 @@
+// Checkpoint jobs without data.
+//   run_export  write a (pruned) model in HuggingFace's layout (config.json with pruned_heads,
+//               model.safetensors with HF names; io/hf.h) and/or as a plain headprune checkpoint; the
+//               tokenizer files go along.
+//   run_info    a checkpoint's architecture, heads kept per layer and attention type, masked heads.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace hp {
+
+struct ExportRequest {
+  std::string checkpoint;  // headprune checkpoint or HF directory (its config supplies HF-only fields)
+  std::string hf_dir;      // "" = no HF export
+  std::string native_dir;  // "" = no headprune checkpoint
+};
+// One line per directory written ("wrote DIR (gpt2, pruned_heads {...})").
+std::string run_export(const ExportRequest& req);
+
+// JSON: the config plus n_parameters, heads_per_layer and masked_heads; text: the summary of
+// describe() (io/checkpoint.h) with parameters and masked heads.
+nlohmann::json info_json(const std::string& checkpoint);
+std::string info_text(const std::string& checkpoint);
+
+}  // namespace hp

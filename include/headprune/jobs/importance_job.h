@@ -1,0 +1,52 @@
+// The importance jobs.
+//   run_importance  score every head with one or more methods (score/importance.h) on a checkpoint's
+//                   data; OUT/importance.json and OUT/importance.csv; heat maps (or JSON) to print.
+//   run_agreement   Spearman and Pearson correlation between the maps of two importance files.
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/jobs/job.h"
+#include "headprune/score/importance.h"
+
+namespace hp {
+
+struct ImportanceRequest {
+  std::string checkpoint;
+  std::string out_dir;  // importance.json, importance.csv; "" = print only
+  std::vector<ScoreMethod> methods = {ScoreMethod::Gradient};
+  std::optional<Normalization> normalize;  // unset: each method's default
+  Granularity granularity = Granularity::Example;
+  std::optional<Metric> metric;  // ablation, all_but_one (default: the task's)
+  int64_t beam = 1;
+  int64_t bootstrap = 1000;
+  double alpha = 0.01;
+  std::vector<int64_t> special_ids;  // confidence; empty: the tokenizer's eos ([SEP]), or </s> without one
+  bool cost = false;  // also time one forward and one forward+backward pass as units of cost
+  DataSource data;
+};
+
+struct ImportanceResult {
+  std::vector<HeadScores> maps;
+  nlohmann::json json;  // importance.json: the maps, checkpoint, data, config
+  ModelConfig config;
+  void print(std::ostream& out) const;  // heat maps (and all_but_one's per-layer summary)
+};
+
+ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt, const JobEvents& events = {});
+
+struct AgreementRequest {
+  std::string a, b;    // importance JSON files
+  std::string method;  // compare this method's maps (default: every method both files have)
+  bool by_type = false;  // also per attention type
+};
+
+// One record per compared pair: {a, b, attn_type, n_heads, spearman, pearson}.
+nlohmann::json run_agreement(const AgreementRequest& req, const JobEvents& events = {});
+
+}  // namespace hp

@@ -1,0 +1,117 @@
+// What the jobs share (jobs/*.h: one library entry point per job, each taking a request struct and
+// returning a result struct; the command line only fills the request and prints the result):
+// where the data comes from, recovery fine-tuning, progress reporting, the inputs every job opens
+// once (the model, its tokenizer, the run config, the evaluation split), and the stage table that
+// shows the metric before, masked, removed and fine-tuned.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/data/model_dir.h"
+#include "headprune/eval/task_eval.h"
+#include "headprune/train/run_config.h"
+#include "headprune/train/trainer.h"
+#include "headprune/util/runtime.h"
+
+namespace hp {
+
+// Which data a job evaluates, scores and fine-tunes on.
+struct DataSource {
+  std::string config;  // run config whose "data" (and "train") sections to use; "" = the built-in synthetic task
+  std::string data_root = "../shared/data";  // where relative data paths start
+  std::string split = "valid";               // the split evaluated and scored on
+  int64_t max_examples = 0;                  // only the first N examples of that split (0 = all)
+  int64_t synthetic_examples = 500;          // synthetic task: examples of an evaluation split
+  int64_t synthetic_train = 4000;            // synthetic task: training examples (fine-tuning, gates)
+};
+
+// Recovery fine-tuning after pruning: the run config's training options with these overrides.
+struct FinetuneOptions {
+  int64_t steps = 0;         // 0 = none
+  double lr = 0;             // 0 = the run config's
+  int64_t batch_tokens = 0;  // 0 = the run config's
+};
+
+// How a running job reports. Both callbacks are optional (unset = silent).
+struct JobEvents {
+  struct Progress {
+    Progress(std::string phase_, int64_t done_, int64_t total_, std::string unit_ = "step", std::string extra_ = "")
+        : phase(std::move(phase_)), done(done_), total(total_), unit(std::move(unit_)), extra(std::move(extra_)) {}
+    std::string phase;  // e.g. "gradient", "train", "bench"
+    int64_t done = 0, total = 0;
+    std::string unit;
+    std::string extra;  // e.g. "loss 2.31"
+  };
+  std::function<void(const Progress&)> progress;
+  std::function<void(const std::string& tag, const std::string& line)> note;  // "[tag] line" status lines
+
+  void report(const Progress& p) const {
+    if (progress) progress(p);
+  }
+  void say(const std::string& tag, const std::string& line) const {
+    if (note) note(tag, line);
+  }
+  // A (what, done, total) callback for the scorers' and decoders' progress.
+  std::function<void(const std::string&, int64_t, int64_t)> phase_callback() const;
+};
+
+// A checkpoint and its data, opened once per job: the model (on the runtime's device) with its
+// tokenizer, and the run config, read once.
+class JobInputs {
+ public:
+  JobInputs(const std::string& checkpoint, const DataSource& data, const Runtime& runtime);
+
+  LoadedModel loaded;
+  Transformer& model() { return loaded.model; }
+  const ModelConfig& config() const { return loaded.model->config(); }
+  const DataSource& data() const { return data_; }
+  const Runtime& runtime() const { return runtime_; }
+  const RunConfig& run_config() const { return run_; }  // the synthetic task's when no config was given
+
+  const EvalSet& eval();          // the split of `data.split` (loaded on first use)
+  EvalSet load_split(const std::string& split, int64_t max_examples) const;
+  const TrainData& train_data();  // the train split and the valid split (loaded on first use)
+  // The run config's training options with the runtime's seed.
+  TrainOptions train_options() const;
+  // For fine-tuning: train_options() with the overrides, warm-up capped at a tenth of the steps,
+  // a log line every fifth of them, and evaluation and saving at the end only.
+  TrainOptions finetune_options(const FinetuneOptions& f) const;
+
+ private:
+  DataSource data_;
+  Runtime runtime_;
+  RunConfig run_;
+  nlohmann::json spec_;  // the data section
+  std::string spec_source_;
+  std::optional<EvalSet> eval_;
+  std::optional<TrainData> train_;
+};
+
+// The metric (and loss) of a model at successive stages (before, masked, removed, fine-tuned).
+struct StageTable {
+  Metric metric = Metric::Loss;
+  struct Row {
+    std::string stage;
+    int64_t heads = 0, params = 0;
+    double metric = 0, loss = 0;
+  };
+  std::vector<Row> rows;
+  void record(const std::string& stage, TransformerImpl& model, const EvalSet& set, const MetricOptions& options);
+  void print(std::ostream& out) const;
+  nlohmann::json to_json() const;
+};
+
+// The metric a request names, or the task's default (accuracy, perplexity or BLEU).
+Metric metric_or_default(const std::optional<Metric>& m, const ModelConfig& cfg);
+std::string fmt(double v, int precision = 4);  // fixed-point
+uint64_t dir_bytes(const std::string& dir);     // sum of the regular files' sizes
+
+}  // namespace hp

@@ -1,0 +1,77 @@
+// The pruning jobs.
+//   run_prune  plan (prune/strategy.h) -> mask -> remove physically (unless mask_only) -> optional
+//              recovery fine-tuning with Budhraja's compensation table -> evaluate at every stage ->
+//              save OUT/model (with the tokenizer), OUT/plan.json and OUT/summary.json; checks that
+//              masked and removed give the same outputs and that the saved model reloads exactly.
+//   run_curve  the metric against the fraction of heads pruned, for several strategies, optionally
+//              with recovery fine-tuning at every point; OUT/curve.json and OUT/curve.csv.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/jobs/job.h"
+#include "headprune/prune/strategy.h"
+
+namespace hp {
+
+struct PruneRequest {
+  std::string checkpoint;
+  std::string out_dir;  // model/, plan.json, summary.json (and finetune/ while fine-tuning)
+  PlanSpec plan;        // plan.seed is taken from the runtime
+  bool mask_only = false;  // save the model with the heads masked instead of removed
+  std::optional<Metric> metric;  // default: the task's
+  int64_t beam = 1;              // beam size when the metric is BLEU
+  DataSource data;
+  FinetuneOptions finetune;
+};
+
+struct PruneResult {
+  std::string checkpoint, out_dir;
+  PruningPlan plan;
+  StageTable stages;
+  std::string data;  // the evaluation set's name
+  nlohmann::json compensation;  // null without fine-tuning
+  uint64_t bytes_before = 0, bytes_after = 0;
+  bool mask_only = false;
+  // Checks on the first evaluation batch (up to 64 examples): max |logit difference| between the
+  // masked and the physically pruned model (before fine-tuning; absent with mask_only), and between
+  // the saved checkpoint reloaded and the model saved.
+  std::optional<double> masked_vs_removed;
+  double reloaded = 0;
+  nlohmann::json to_json() const;      // summary.json
+  void print(std::ostream& out) const;  // the stage table, compensation and sizes
+};
+
+PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvents& events = {});
+
+struct CurveRequest {
+  std::string checkpoint;
+  std::string out_dir;  // curve.json, curve.csv; "" = print only
+  std::vector<CurveStrategy> strategies;  // seeds of random strategies are taken from the runtime
+  std::vector<double> fractions = {0, .1, .2, .3, .4, .5, .6, .7, .8, .9};
+  int64_t min_per_layer = 0;
+  std::optional<Metric> metric;
+  int64_t beam = 1;
+  DataSource data;
+  FinetuneOptions finetune;
+};
+
+struct CurveResult {
+  std::string checkpoint, data;
+  Metric metric = Metric::Loss;
+  int64_t finetune_steps = 0, min_per_layer = 0;
+  std::vector<PrunePoint> points;
+  nlohmann::json to_json() const;  // curve.json
+  std::string to_csv() const;      // curve.csv
+  void print(std::ostream& out) const;
+};
+
+CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvents& events = {});
+
+}  // namespace hp

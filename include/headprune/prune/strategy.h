@@ -1,0 +1,57 @@
+// Choosing a pruning plan for a model, as one request: the strategy and its settings (what
+// `headprune prune --strategy ...` takes), and the one function that turns them into a plan.
+//   score      rank by a scoring method (importance.h), globally or per layer, to a target;
+//   iterative  Michel's iterative pruning with re-scoring (pruning.h) to a target fraction;
+//   random     Budhraja's random pruning with a layer strategy (plan.h), seeded;
+//   layers     whole attention layers;
+//   manual     a list of heads ("TYPE:LAYER:HEAD,..." or HF's {"layer": [heads]});
+//   plan       a plan file written earlier (plan.json);
+//   given      the plan in PlanSpec::given (for library callers).
+// Heads the model has masked are never chosen again.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "headprune/prune/plan.h"
+#include "headprune/prune/pruning.h"
+#include "headprune/util/names.h"
+
+namespace hp {
+
+enum class PlanStrategy { Score, Iterative, Random, Layers, Manual, File, Given };
+const NameTable<PlanStrategy>& plan_strategy_names();  // score, iterative, random, layers, manual, plan, given
+PlanStrategy parse_plan_strategy(const std::string& s);
+
+struct PlanSpec {
+  PlanStrategy strategy = PlanStrategy::Score;
+  ScoreMethod method = ScoreMethod::Gradient;  // score, iterative
+  std::optional<PruneTarget> target;           // score, iterative (a fraction), random
+  bool per_layer = false;                      // score
+  int64_t min_per_layer = 0;                   // score, iterative
+  LayerStrategy layer_strategy = LayerStrategy::Uniform;  // random
+  uint64_t seed = 1;                           // random
+  double step = 0.1;                           // iterative: fraction of the heads per step
+  std::optional<double> min_ratio;             // iterative: stop before the metric falls below this share
+  std::string heads;                           // manual
+  std::optional<AttnType> hf_type;             // manual, HF form: the attention type of its layers
+  std::vector<std::pair<AttnType, int64_t>> layers;  // layers
+  std::string plan_file;                       // plan
+  PruningPlan given;                           // given
+};
+
+// "cross:1,decoder_self:0" -> {(cross, 1), (decoder_self, 0)}; errors name the item.
+std::vector<std::pair<AttnType, int64_t>> parse_layer_list(const std::string& s);
+
+// The plan for `model`, validated against it. Score-based strategies score on `data` with `score`;
+// iterative pruning measures `metric` on `data` with `measure` and reports each step to on_step.
+// A strategy whose settings are missing (no target, no heads, ...) is std::invalid_argument.
+PruningPlan make_plan(const PlanSpec& spec, TransformerImpl& model, const EvalSet& data, const ScoreOptions& score,
+                      const MetricOptions& measure, Metric metric,
+                      const std::function<void(const PrunePoint&)>& on_step = nullptr);
+
+}  // namespace hp

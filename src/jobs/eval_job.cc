@@ -1,0 +1,133 @@
+// The evaluation and speed jobs (see header).
+#include "headprune/jobs/eval_job.h"
+
+#include <iomanip>
+#include <ostream>
+
+#include "headprune/eval/evaluate.h"
+#include "headprune/eval/textbook.h"
+#include "headprune/io/files.h"
+#include "headprune/model/precision.h"
+
+namespace hp {
+
+EvalReport run_eval(const EvalRequest& req, const Runtime& rt, const JobEvents& events) {
+  DataSource data = req.data;
+  data.synthetic_train = data.synthetic_examples;  // the unigram baseline's synthetic train split: as large
+  JobInputs in(req.checkpoint, data, rt);
+  Transformer& model = in.model();
+  const ModelConfig& cfg = model->config();
+  apply_precision(*model, rt.precision);
+  const EvalSet& set = in.eval();
+  EvalReport rep;
+  nlohmann::json& out = rep.json;
+  out = {{"checkpoint", req.checkpoint}, {"arch", to_string(cfg.arch)}};
+  out["data"] = req.data.config.empty() ? "synthetic" : req.data.config;
+  out["split"] = req.data.split;
+  out["precision"] = to_string(rt.precision);
+  auto r = evaluate(*model, set.examples);
+  out.update(r.to_json());
+  std::string& line = rep.line;
+  line = std::to_string(r.n_examples) + " examples | loss " + std::to_string(r.loss);
+  if (r.classification) {
+    line += " | accuracy " + std::to_string(r.classification->accuracy) + " | f1 " +
+            std::to_string(r.classification->f1) + " | mcc " + std::to_string(r.classification->mcc);
+  } else {
+    line += " | perplexity " + std::to_string(r.perplexity);
+  }
+  if (cfg.arch == Arch::DecoderLM && req.unigram_baseline) {
+    out["unigram_perplexity"] = unigram_perplexity(in.load_split("train", 0).examples, set.examples, cfg.vocab_size);
+    line += " | unigram perplexity " + std::to_string(out["unigram_perplexity"].get<double>());
+  }
+  if (cfg.arch == Arch::EncoderDecoder) {
+    nlohmann::json bleu = nlohmann::json::object();
+    for (int64_t beam : req.beams) {
+      DecodeOptions d;
+      d.beam_size = beam;
+      d.length_penalty = req.length_penalty;
+      TranslationEval te;
+      if (in.loaded.tokenizer && !set.texts.empty()) {
+        const std::string phase = "decode beam " + std::to_string(beam);
+        te = evaluate_translation(*model, *in.loaded.tokenizer, set.texts, d, 4096, [&](int64_t done, int64_t total) {
+          events.report({phase, done, total, "sent"});
+        });
+      } else {
+        te = evaluate_synthetic_translation(*model, set.examples, d);
+      }
+      bleu["beam" + std::to_string(beam)] = {{"score", te.bleu.score}, {"signature", te.bleu.signature},
+                                             {"brevity_penalty", te.bleu.brevity_penalty},
+                                             {"precisions", te.bleu.precisions}, {"seconds", te.seconds}};
+      line += " | BLEU beam " + std::to_string(beam) + " " + std::to_string(te.bleu.score);
+      if (!req.hyps_path.empty() && beam == req.beams.back()) {
+        std::string all;
+        for (const auto& h : te.hypotheses) all += h + "\n";
+        write_file_atomic(req.hyps_path, all);
+      }
+    }
+    out["bleu"] = bleu;
+  }
+  events.say("eval", line);
+  return rep;
+}
+
+nlohmann::json BenchReport::to_json() const {
+  nlohmann::json jr = nlohmann::json::array();
+  for (const auto& r : records) jr.push_back(r.to_json());
+  return {{"environment", environment}, {"warmup", warmup}, {"reps", reps}, {"records", jr}};
+}
+
+void BenchReport::print(std::ostream& out) const {
+  const auto& env = environment;
+  out << "threads " << env["threads"] << ", " << env["blas"].get<std::string>() << ", int8 engine "
+      << env["int8_engine"].get<std::string>() << ", LibTorch " << env["torch"].get<std::string>() << "; " << reps
+      << " repetitions after " << warmup << " warm-up, models interleaved\n";
+  out << std::left << std::setw(34) << "model" << std::right << std::setw(6) << "batch" << std::setw(5) << "seq"
+      << std::setw(7) << "heads" << std::setw(11) << "median ms" << std::setw(19) << "p10-p90 ms" << std::setw(10)
+      << "ex/s" << std::setw(11) << "tok/s" << std::setw(9) << "GFLOP" << std::setw(8) << "ideal" << std::setw(10)
+      << "measured" << std::setw(8) << "paired" << "\n";
+  for (const auto& r : records) {
+    const std::string name = r.model.size() > 33 ? "..." + r.model.substr(r.model.size() - 30) : r.model;
+    out << std::left << std::setw(34) << name << std::right << std::setw(6) << r.batch << std::setw(5) << r.seq_len
+        << std::setw(7) << r.heads << std::setw(11) << fmt(r.median_ms, 2) << std::setw(19)
+        << (fmt(r.p10_ms, 2) + "-" + fmt(r.p90_ms, 2)) << std::setw(10) << fmt(r.examples_per_s, 1) << std::setw(11)
+        << fmt(r.tokens_per_s, 0) << std::setw(9) << fmt(r.gflops, 2) << std::setw(8) << ("x" + fmt(r.ideal_speedup, 2))
+        << std::setw(10) << ("x" + fmt(r.measured_speedup, 2)) << std::setw(8) << ("x" + fmt(r.paired_speedup, 2))
+        << "\n";
+  }
+  out << "peak resident memory " << env["peak_rss_kb"].get<int64_t>() / 1024 << " MiB (whole process)\n";
+}
+
+BenchReport run_bench(const BenchRequest& req, const Runtime& rt, const JobEvents& events) {
+  std::vector<BenchModel> models;
+  for (const auto& c : req.checkpoints) {
+    for (auto p : req.precisions) {
+      BenchModel m{c, open_model(c, rt.device).model};
+      m.model->eval();
+      apply_precision(*m.model, p);
+      m.precision = to_string(p);
+      if (req.precisions.size() > 1) m.name += " [" + m.precision + "]";
+      models.push_back(m);
+    }
+    if (req.textbook && c == req.checkpoints.front()) {
+      // The first checkpoint again, through the plain-LibTorch forward (fp32).
+      BenchModel m{"textbook nn::Linear", open_model(c, rt.device).model};
+      m.model->eval();
+      auto tb = TextbookClassifier(*m.model);
+      tb->to(rt.device);
+      tb->eval();
+      m.run = [tb](const Batch& b) mutable { return tb->forward(b); };
+      models.push_back(m);
+    }
+  }
+  const auto total = static_cast<int64_t>(req.bench.batch_sizes.size() * req.bench.seq_lens.size());
+  BenchReport rep;
+  rep.warmup = req.bench.warmup;
+  rep.reps = req.bench.reps;
+  rep.records = bench_models(models, req.bench, [&](int64_t done, int64_t) { events.report({"bench", done, total, "shape"}); });
+  rep.environment = bench_environment();  // after the runs: peak memory included
+  rep.environment["device"] = rt.device.str();
+  if (!req.json_path.empty()) write_json_file(req.json_path, rep.to_json());
+  return rep;
+}
+
+}  // namespace hp

@@ -1,0 +1,72 @@
+// Export and info (see header).
+#include "headprune/jobs/export_job.h"
+
+#include <sstream>
+#include <stdexcept>
+
+#include "headprune/data/model_dir.h"
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+#include "headprune/io/hf.h"
+
+namespace hp {
+
+std::string run_export(const ExportRequest& req) {
+  if (req.hf_dir.empty() && req.native_dir.empty()) throw std::invalid_argument("export: give --hf DIR and/or --native DIR");
+  Transformer model{nullptr};
+  nlohmann::json base = nlohmann::json::object();
+  if (is_hf_dir(req.checkpoint)) {
+    auto hf = import_hf(req.checkpoint);
+    model = hf.model;
+    base = hf.config;
+  } else {
+    model = load_checkpoint(req.checkpoint);
+  }
+  const auto files = tokenizer_files(req.checkpoint);
+  std::string out;
+  if (!req.hf_dir.empty()) {
+    export_hf(req.hf_dir, *model, base);
+    for (const auto& [name, bytes] : files)  // an HF tokenizer goes along
+      if (name != kTokenizerFile) write_file_atomic(join_path(req.hf_dir, name), bytes);
+    const auto cfg = read_json_file(join_path(req.hf_dir, kConfigFile));
+    out += "wrote " + req.hf_dir + " (" + cfg.at("model_type").get<std::string>() + ", pruned_heads " +
+           cfg.at("pruned_heads").dump() + ")\n";
+  }
+  if (!req.native_dir.empty()) {
+    save_checkpoint(req.native_dir, *model, files);
+    out += "wrote " + req.native_dir + " (headprune checkpoint)\n";
+  }
+  return out;
+}
+
+nlohmann::json info_json(const std::string& checkpoint) {
+  Transformer model = load_checkpoint(checkpoint);  // validates config and weights strictly
+  const ModelConfig& cfg = model->config();
+  nlohmann::json j = cfg.to_json();
+  j["n_parameters"] = model->n_parameters();
+  nlohmann::json kept = nlohmann::json::object();
+  for (AttnType t : cfg.attn_types()) {
+    nlohmann::json counts = nlohmann::json::array();
+    for (const auto& l : cfg.heads(t)) counts.push_back(l.size());
+    kept[to_string(t)] = counts;
+  }
+  j["heads_per_layer"] = kept;
+  nlohmann::json m = nlohmann::json::array();
+  for (const auto& h : model->masked_heads()) m.push_back(to_string(h));
+  j["masked_heads"] = m;
+  return j;
+}
+
+std::string info_text(const std::string& checkpoint) {
+  Transformer model = load_checkpoint(checkpoint);
+  const auto masked = model->masked_heads();
+  std::ostringstream out;
+  out << "checkpoint          " << checkpoint << "\n" << describe(model->config());
+  out << "parameters          " << model->n_parameters() << "\n";
+  out << "masked heads        " << masked.size();
+  for (size_t i = 0; i < masked.size(); ++i) out << (i ? ", " : " (") << to_string(masked[i]);
+  out << (masked.empty() ? "" : ")") << "\n";
+  return out.str();
+}
+
+}  // namespace hp

@@ -1,0 +1,158 @@
+// The learned-gates job (see header).
+#include "headprune/jobs/gates_job.h"
+
+#include <chrono>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+#include "headprune/model/remove_heads.h"
+#include "headprune/util/log.h"
+
+namespace hp {
+
+void set_concentrator(GateOptions& opts, const std::string& text) {
+  opts.concentrator_adaptive = text == "adaptive";
+  if (opts.concentrator_adaptive) return;
+  try {
+    size_t used = 0;
+    opts.concentrator_weight = std::stod(text, &used);
+    if (used != text.size()) throw std::invalid_argument("trailing characters");
+  } catch (const std::exception&) {
+    throw std::invalid_argument("--concentrator: expected 'adaptive' or a number, got '" + text + "'");
+  }
+}
+
+namespace {
+
+std::string kept_by_type(const ModelConfig& cfg, const std::vector<HeadId>& kept) {
+  std::ostringstream o;
+  bool first = true;
+  for (auto t : cfg.attn_types()) {
+    int64_t n = 0;
+    for (const auto& h : kept) n += h.type == t;
+    o << (first ? "" : " ") << to_string(t) << " " << n << "/" << cfg.n_heads_kept(t);
+    first = false;
+  }
+  return o.str();
+}
+
+std::string period_line(const GatePeriod& p, const GateOptions& o) {
+  std::ostringstream line;
+  line << "step " << p.step << " | expected open " << fmt(p.expected_open, 1) << "/" << p.n_heads() << " | closed "
+       << p.closed << (o.target_kept ? " (target " + std::to_string(p.n_heads() - *o.target_kept) + ")" : std::string())
+       << " | coef " << p.coef;
+  if (o.method == GateMethod::PassConc) line << " | concentrator " << p.conc_coef;
+  return line.str();
+}
+
+}  // namespace
+
+nlohmann::json GatesResult::to_json() const {
+  nlohmann::json head_names = nlohmann::json::array();
+  for (const auto& h : gates.heads) head_names.push_back(to_string(h));
+  nlohmann::json jempty = nlohmann::json::array();
+  for (const auto& [t, l] : gates.emptied) jempty.push_back(to_string(t) + ":" + std::to_string(l));
+  return {{"checkpoint", checkpoint},  {"from_scratch", from_scratch},
+          {"options", options.to_json()}, {"train_steps", train_steps},
+          {"result", gates.to_json()},  {"emptied_layers", jempty},
+          {"heads", head_names},        {"wall_s", wall_s},
+          {"metric", to_string(stages.metric)}, {"data", data},
+          {"stages", stages.to_json()}, {"log", gates.log_json()}};
+}
+
+void GatesResult::print(std::ostream& out) const {
+  stages.print(out);
+  out << "kept " << gates.kept.size() << "/" << n_heads << " heads (" << kept_by_type(config, gates.kept) << ")"
+      << (options.target_kept ? ", target " + std::to_string(*options.target_kept) : std::string()) << "; "
+      << gates.emptied.size() << " attention layers emptied; " << gates.steps << " steps, " << fmt(wall_s, 1) << " s\n";
+  out << "saved " << out_dir << "/model, plan.json, gates.json, gates_log.csv\n";
+}
+
+GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvents& events) {
+  if (req.out_dir.empty()) throw std::invalid_argument("gates: an output directory is required (--out)");
+  JobInputs in(req.checkpoint, req.data, rt);
+  GatesResult res;
+  res.checkpoint = req.checkpoint;
+  res.out_dir = req.out_dir;
+  res.from_scratch = req.from_scratch;
+  res.train_steps = req.steps;
+  if (const auto masked = in.model()->masked_heads(); !masked.empty()) {
+    // Masked heads are removed first, so that every gate belongs to a live head.
+    in.loaded.model = remove_heads(*in.model(), masked);
+    events.say("gates", "removed " + std::to_string(masked.size()) + " masked heads first");
+  }
+  res.config = in.config();
+  const ModelConfig& cfg = res.config;
+  res.n_heads = static_cast<int64_t>(kept_heads(cfg).size());
+  res.options = req.gate;
+  if (req.prune) res.options.target_kept = res.n_heads - req.prune->resolve(res.n_heads, "--target");
+  res.options.validate(res.n_heads);
+  const GateOptions& opts = res.options;
+  res.stages.metric = metric_or_default(req.metric, cfg);
+  const EvalSet& set = in.eval();
+  res.data = set.name;
+  MetricOptions mo;
+  mo.decode.beam_size = req.beam;
+  const auto& extras = in.loaded.tokenizer_files;
+
+  // One training set serves the gate training and the fine-tuning after it.
+  const TrainData& td = in.train_data();
+  FinetuneOptions gate_training = req.finetune;
+  gate_training.steps = req.steps;
+  gate_training.lr = req.lr;
+  TrainOptions to = in.finetune_options(gate_training);
+  to.eval_every = req.steps + opts.max_extra_steps;
+  if (req.from_scratch) {
+    // Voita's second setting: the same architecture, trained with gates from a fresh init, with the
+    // run config's warm-up as in ordinary training.
+    to.warmup_steps = in.train_options().warmup_steps;
+    torch::manual_seed(rt.seed);
+    in.loaded.model = Transformer(cfg);
+    in.loaded.model->to(rt.device);
+  } else {
+    in.model()->eval();
+    res.stages.record("before", *in.model(), set, mo);
+  }
+  make_directories(req.out_dir);
+  events.say("gates", to_string(opts.method) + " on " + std::to_string(res.n_heads) + " heads" +
+                          (opts.target_kept ? ", target " + std::to_string(*opts.target_kept) + " kept" : std::string()) +
+                          "; " + std::to_string(req.steps) + " steps" + (req.from_scratch ? " from scratch" : ""));
+  std::string last_state;
+  const int64_t total_steps = to.max_steps + opts.max_extra_steps;
+  const auto t0 = std::chrono::steady_clock::now();
+  res.gates = train_gates(
+      in.model(), td, to, opts, join_path(req.out_dir, "train"),
+      [&](const GatePeriod& p) {
+        last_state = "open " + fmt(p.expected_open, 1) + " closed " + std::to_string(p.closed);
+        log_info("gates", period_line(p, opts));
+      },
+      [&](const TrainProgress& p) {
+        events.report({"gates", p.step, total_steps, "step", "loss " + fmt(p.loss, 4) + " " + last_state});
+      });
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  res.plan.heads = res.gates.closed;
+  res.plan.strategy = "gates:" + to_string(opts.method);
+  res.plan.info = res.gates.to_json();
+  auto& model = *in.model();
+  model.eval();
+  model.mask_heads(res.plan.heads);
+  res.stages.record("masked", model, set, mo);
+  Transformer result = remove_heads(model, res.plan.heads);
+  res.stages.record("removed", *result, set, mo);
+  if (req.finetune.steps > 0) {
+    train_model(result, td, in.finetune_options(req.finetune), join_path(req.out_dir, "finetune"), extras);
+    result->eval();
+    res.stages.record("fine-tuned", *result, set, mo);
+  }
+  save_checkpoint(join_path(req.out_dir, "model"), *result, extras);
+  save_plan(join_path(req.out_dir, "plan.json"), res.plan);
+  write_json_file(join_path(req.out_dir, "gates.json"), res.to_json(), 1);
+  write_file_atomic(join_path(req.out_dir, "gates_log.csv"), res.gates.log_csv());
+  return res;
+}
+
+}  // namespace hp

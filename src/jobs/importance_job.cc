@@ -1,0 +1,126 @@
+// The importance jobs (see header).
+#include "headprune/jobs/importance_job.h"
+
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "headprune/io/files.h"
+
+namespace hp {
+
+void ImportanceResult::print(std::ostream& out) const {
+  for (const auto& s : maps) {
+    print_heat_map(out, s, config);
+    if (s.info.contains("per_layer")) {
+      out << "  best single head per layer (" << s.info["metric"].get<std::string>() << ", base "
+          << s.info["base_metric"].get<double>() << "):\n";
+      for (const auto& r : s.info["per_layer"])
+        out << "    " << r["attn_type"].get<std::string>() << " L" << r["layer"].get<int64_t>() << ": head "
+            << r["best_head"].get<int64_t>() << " -> " << r["best_head_metric"].get<double>()
+            << " (whole layer masked: " << r["layer_masked_metric"].get<double>() << ")\n";
+    }
+    out << "\n";
+  }
+}
+
+ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt, const JobEvents& events) {
+  JobInputs in(req.checkpoint, req.data, rt);
+  bool needs_data = false;
+  for (ScoreMethod m : req.methods) needs_data = needs_data || uses_data(m);
+  const EvalSet empty;
+  const EvalSet& set = needs_data ? in.eval() : empty;
+
+  ScoreOptions so;
+  so.normalize = req.normalize;
+  so.granularity = req.granularity;
+  so.metric = req.metric;
+  so.decode.beam_size = req.beam;
+  so.bootstrap_samples = req.bootstrap;
+  so.significance = req.alpha;
+  so.special_ids = req.special_ids;
+  if (so.special_ids.empty()) so.special_ids = {in.loaded.tokenizer ? in.loaded.tokenizer->specials().eos : Tokenizer::kEos};
+  so.seed = rt.seed;
+  so.progress = events.phase_callback();
+
+  std::optional<PassCost> cost;
+  if (req.cost && needs_data) cost = measure_pass_cost(*in.model(), set, so);
+  ImportanceResult res;
+  res.config = in.config();
+  for (ScoreMethod m : req.methods) {
+    HeadScores s = score_heads(*in.model(), set, m, so);
+    s.info["checkpoint"] = req.checkpoint;
+    if (cost && uses_data(m)) {
+      const double sec = s.info["seconds"].get<double>();
+      s.info["cost"] = {{"forward_s", cost->forward_s},
+                        {"forward_backward_s", cost->forward_backward_s},
+                        {"x_forward", sec / cost->forward_s},
+                        {"x_forward_backward", sec / cost->forward_backward_s}};
+    }
+    std::ostringstream line;
+    line << s.method << ": " << s.info["seconds"].get<double>() << " s";
+    if (s.info.contains("cost"))
+      line << " (" << s.info["cost"]["x_forward"].get<double>() << "x a forward pass, "
+           << s.info["cost"]["x_forward_backward"].get<double>() << "x a forward+backward pass)";
+    if (s.info.contains("n_significant"))
+      line << "; " << s.info["n_significant"].get<int64_t>() << " of " << s.info["n_heads"].get<int64_t>()
+           << " heads change " << s.info["metric"].get<std::string>() << " significantly (p < " << req.alpha << ")";
+    events.say("importance", line.str());
+    res.maps.push_back(std::move(s));
+  }
+  res.json = maps_to_json(res.maps);
+  res.json["checkpoint"] = req.checkpoint;
+  res.json["data"] = needs_data ? set.name : "none";
+  res.json["config"] = res.config.to_json();
+  if (!req.out_dir.empty()) {
+    make_directories(req.out_dir);
+    write_json_file(join_path(req.out_dir, "importance.json"), res.json);
+    write_file_atomic(join_path(req.out_dir, "importance.csv"), maps_to_csv(res.maps));
+    events.say("importance", "wrote " + join_path(req.out_dir, "importance.json") + " and importance.csv");
+  }
+  return res;
+}
+
+namespace {
+
+const HeadScores& pick(const std::vector<HeadScores>& maps, const std::string& method, const std::string& file) {
+  for (const auto& m : maps)
+    if (m.method == method) return m;
+  throw std::invalid_argument(file + " has no map for method '" + method + "'");
+}
+
+}  // namespace
+
+nlohmann::json run_agreement(const AgreementRequest& req, const JobEvents& events) {
+  const auto A = read_maps(req.a), B = read_maps(req.b);
+  std::vector<std::pair<const HeadScores*, const HeadScores*>> pairs;
+  if (!req.method.empty()) {
+    pairs.push_back({&pick(A, req.method, req.a), &pick(B, req.method, req.b)});
+  } else if (A.size() == 1 && B.size() == 1) {
+    pairs.push_back({&A[0], &B[0]});
+  } else {
+    for (const auto& m : A)
+      for (const auto& n : B)
+        if (m.method == n.method) pairs.push_back({&m, &n});
+    if (pairs.empty()) throw std::invalid_argument(req.a + " and " + req.b + " share no scoring method");
+  }
+  nlohmann::json out = nlohmann::json::array();
+  auto record = [&](const HeadScores& x, const HeadScores& y, const AttnType* t) {
+    const Agreement ag = agreement(x, y, t);
+    const std::string type = t ? to_string(*t) : "all";
+    out.push_back({{"a", x.method}, {"b", y.method}, {"attn_type", type}, {"n_heads", ag.n},
+                   {"spearman", ag.spearman}, {"pearson", ag.pearson}});
+    std::ostringstream line;
+    line << x.method << " vs " << y.method << " (" << type << ", " << ag.n << " heads): spearman " << ag.spearman
+         << ", pearson " << ag.pearson;
+    events.say("agreement", line.str());
+  };
+  for (const auto& [x, y] : pairs) {
+    record(*x, *y, nullptr);
+    if (req.by_type)
+      for (AttnType t : x->attn_types()) record(*x, *y, &t);
+  }
+  return out;
+}
+
+}  // namespace hp

@@ -1,0 +1,106 @@
+// Shared job plumbing (see header).
+#include "headprune/jobs/job.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "headprune/data/tasks.h"
+
+namespace hp {
+
+std::function<void(const std::string&, int64_t, int64_t)> JobEvents::phase_callback() const {
+  if (!progress) return nullptr;
+  auto fn = progress;
+  return [fn](const std::string& what, int64_t done, int64_t total) { fn({what, done, total}); };
+}
+
+JobInputs::JobInputs(const std::string& checkpoint, const DataSource& data, const Runtime& runtime)
+    : data_(data), runtime_(runtime) {
+  loaded = open_model(checkpoint, runtime.device);
+  if (data.config.empty()) {
+    run_ = synthetic_run_config(loaded.model->config().arch);
+    spec_ = synthetic_data_spec(data.synthetic_train, data.synthetic_examples, data.synthetic_examples);
+    spec_source_ = "the synthetic task";
+  } else {
+    run_ = read_run_config(data.config, /*require_model=*/false);  // the only read of the run config
+    spec_ = run_.data;
+    spec_source_ = data.config;
+  }
+}
+
+EvalSet JobInputs::load_split(const std::string& split, int64_t max_examples) const {
+  return load_eval_set(config(), loaded.tokenizer, spec_, spec_source_, split, data_.data_root, max_examples,
+                       runtime_.seed);
+}
+
+const EvalSet& JobInputs::eval() {
+  if (!eval_) eval_ = load_split(data_.split, data_.max_examples);
+  return *eval_;
+}
+
+const TrainData& JobInputs::train_data() {
+  if (!train_) train_ = TrainData{load_split("train", 0).examples, load_split("valid", data_.max_examples).examples};
+  return *train_;
+}
+
+TrainOptions JobInputs::train_options() const {
+  TrainOptions to = run_.train;
+  to.seed = runtime_.seed;
+  return to;
+}
+
+TrainOptions JobInputs::finetune_options(const FinetuneOptions& f) const {
+  TrainOptions to = train_options();
+  if (f.lr > 0) to.lr = f.lr;
+  if (f.batch_tokens > 0) to.batch_tokens = f.batch_tokens;
+  to.warmup_steps = std::min<int64_t>(to.warmup_steps, std::max<int64_t>(1, f.steps / 10));
+  to.log_every = std::max<int64_t>(1, f.steps / 5);
+  to.max_steps = f.steps;
+  to.eval_every = f.steps;
+  to.save_every = f.steps;
+  return to;
+}
+
+void StageTable::record(const std::string& stage, TransformerImpl& m, const EvalSet& set, const MetricOptions& options) {
+  std::vector<Metric> ms = {metric};
+  if (metric != Metric::Loss) ms.push_back(Metric::Loss);
+  const auto r = measure(m, set, ms, options);
+  rows.push_back({stage, m.n_active_heads(), m.n_parameters(), r.at(metric).value(), r.at(Metric::Loss).value()});
+}
+
+void StageTable::print(std::ostream& out) const {
+  out << std::left << std::setw(12) << "stage" << std::right << std::setw(8) << "heads" << std::setw(12) << "params"
+      << std::setw(12) << to_string(metric) << std::setw(10) << "loss" << "\n";
+  for (const auto& r : rows)
+    out << std::left << std::setw(12) << r.stage << std::right << std::setw(8) << r.heads << std::setw(12) << r.params
+        << std::setw(12) << fmt(r.metric) << std::setw(10) << fmt(r.loss) << "\n";
+}
+
+nlohmann::json StageTable::to_json() const {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : rows)
+    j.push_back({{"stage", r.stage}, {"heads", r.heads}, {"params", r.params}, {"metric", r.metric}, {"loss", r.loss}});
+  return j;
+}
+
+Metric metric_or_default(const std::optional<Metric>& m, const ModelConfig& cfg) {
+  return m ? *m : default_metric(cfg.arch);
+}
+
+std::string fmt(double v, int prec) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(prec) << v;
+  return o.str();
+}
+
+uint64_t dir_bytes(const std::string& dir) {
+  uint64_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file()) n += e.file_size();
+  return n;
+}
+
+}  // namespace hp

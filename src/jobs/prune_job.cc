@@ -1,0 +1,214 @@
+// The pruning jobs (see header).
+#include "headprune/jobs/prune_job.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "headprune/data/dataset.h"
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+#include "headprune/model/remove_heads.h"
+
+namespace hp {
+
+namespace {
+
+// The first examples of a set, collated on the model's device, for the output checks.
+Batch check_batch(const EvalSet& set, TransformerImpl& model) {
+  const size_t n = std::min<size_t>(64, set.examples.size());
+  const std::vector<Example> head(set.examples.begin(), set.examples.begin() + static_cast<std::ptrdiff_t>(n));
+  return collate(head, model.config().arch, model.config().pad_id).to(model.parameters().front().device());
+}
+
+double max_abs_diff(TransformerImpl& a, TransformerImpl& b, const Batch& batch) {
+  torch::NoGradGuard no_grad;
+  const bool ta = a.is_training(), tb = b.is_training();
+  a.eval();
+  b.eval();
+  const double d = (a.forward(batch).logits - b.forward(batch).logits).abs().max().item<double>();
+  a.train(ta);
+  b.train(tb);
+  return d;
+}
+
+}  // namespace
+
+nlohmann::json PruneResult::to_json() const {
+  nlohmann::json j = {{"checkpoint", checkpoint},      {"metric", to_string(stages.metric)},
+                      {"data", data},                  {"plan", plan.to_json()},
+                      {"stages", stages.to_json()},    {"bytes_before", bytes_before},
+                      {"bytes_after", bytes_after},    {"mask_only", mask_only}};
+  if (!compensation.is_null()) j["compensation"] = compensation;
+  j["checks"] = {{"masked_vs_removed_max_abs_diff",
+                  masked_vs_removed ? nlohmann::json(*masked_vs_removed) : nlohmann::json(nullptr)},
+                 {"reloaded_max_abs_diff", reloaded}};
+  return j;
+}
+
+void PruneResult::print(std::ostream& out) const {
+  stages.print(out);
+  if (!compensation.is_null()) {
+    out << "compensation (gradient importance of the kept heads, before -> after fine-tuning):\n";
+    for (const auto& l : compensation["layers"])
+      out << "  " << std::left << std::setw(13) << l["attn_type"].get<std::string>() << std::right << " L"
+          << l["layer"].get<int64_t>() << "  kept " << l["kept_heads"].get<int64_t>() << "  mean "
+          << fmt(l["mean_before"].get<double>()) << " -> " << fmt(l["mean_after"].get<double>()) << "  x"
+          << fmt(l["ratio"].get<double>(), 2) << "\n";
+    out << "  all kept heads: x" << fmt(compensation["total_ratio"].get<double>(), 2) << ", Spearman before/after "
+        << fmt(compensation["spearman"].get<double>(), 3) << "\n";
+  }
+  out << "checks: ";
+  if (masked_vs_removed) out << "masked vs removed max |diff| " << std::scientific << std::setprecision(1) << *masked_vs_removed << "; ";
+  out << "reloaded max |diff| " << std::scientific << std::setprecision(1) << reloaded << std::defaultfloat << "\n";
+  out << "checkpoint " << bytes_before << " -> " << bytes_after << " bytes; saved " << out_dir << "/model and "
+      << out_dir << "/plan.json\n";
+}
+
+PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvents& events) {
+  if (req.out_dir.empty()) throw std::invalid_argument("prune: an output directory is required (--out)");
+  JobInputs in(req.checkpoint, req.data, rt);
+  PruneResult res;
+  res.checkpoint = req.checkpoint;
+  res.out_dir = req.out_dir;
+  res.mask_only = req.mask_only;
+  res.stages.metric = metric_or_default(req.metric, in.config());
+  const EvalSet& set = in.eval();
+  res.data = set.name;
+  ScoreOptions so;
+  so.seed = rt.seed;
+  so.metric = res.stages.metric;
+  so.decode.beam_size = req.beam;
+  so.progress = events.phase_callback();
+  MetricOptions mo;
+  mo.decode.beam_size = req.beam;
+
+  PlanSpec spec = req.plan;
+  spec.seed = rt.seed;
+  res.plan = make_plan(spec, *in.model(), set, so, mo, res.stages.metric, [&](const PrunePoint& p) {
+    std::ostringstream line;
+    line << "iterative: " << p.n_pruned << " heads pruned, metric " << p.metric;
+    events.say("prune", line.str());
+  });
+  auto& model = *in.model();
+  model.eval();
+  res.stages.record("before", model, set, mo);
+  model.mask_heads(res.plan.heads);
+  res.stages.record("masked", model, set, mo);
+  Transformer result{nullptr};
+  if (req.mask_only) {
+    result = in.model();
+  } else {
+    result = remove_heads(model, res.plan.heads);  // heads masked before the plan keep their mask
+    res.stages.record("removed", *result, set, mo);
+    res.masked_vs_removed = max_abs_diff(model, *result, check_batch(set, model));
+  }
+  make_directories(req.out_dir);
+  const auto& extras = in.loaded.tokenizer_files;  // the tokenizer travels with the pruned model
+  if (req.finetune.steps > 0) {
+    // Budhraja et al.: how the kept heads' importance shifts with fine-tuning (unnormalized gradient
+    // importance before and after, on the evaluation data).
+    ScoreOptions raw = so;
+    raw.normalize = Normalization::None;
+    raw.progress = nullptr;
+    const HeadScores before = score_heads(*result, set, ScoreMethod::Gradient, raw);
+    train_model(result, in.train_data(), in.finetune_options(req.finetune), join_path(req.out_dir, "finetune"), extras);
+    result->eval();
+    res.stages.record("fine-tuned", *result, set, mo);
+    res.compensation = compensation(before, score_heads(*result, set, ScoreMethod::Gradient, raw));
+  }
+  save_checkpoint(join_path(req.out_dir, "model"), *result, extras);
+  save_plan(join_path(req.out_dir, "plan.json"), res.plan);
+  Transformer reloaded = load_checkpoint(join_path(req.out_dir, "model"));
+  reloaded->to(rt.device);
+  res.reloaded = max_abs_diff(*result, *reloaded, check_batch(set, *result));
+  res.bytes_before = dir_bytes(req.checkpoint);
+  res.bytes_after = dir_bytes(join_path(req.out_dir, "model"));
+  write_json_file(join_path(req.out_dir, "summary.json"), res.to_json());
+  events.say("prune", res.plan.strategy + ": " + std::to_string(res.plan.heads.size()) + " heads");
+  return res;
+}
+
+nlohmann::json CurveResult::to_json() const {
+  nlohmann::json jp = nlohmann::json::array();
+  for (const auto& p : points) {
+    nlohmann::json hs = nlohmann::json::array();
+    for (const auto& h : p.pruned) hs.push_back(to_string(h));
+    nlohmann::json j = {{"strategy", p.strategy}, {"fraction", p.fraction}, {"n_pruned", p.n_pruned},
+                        {"metric", p.metric},     {"loss", p.loss},         {"pruned", hs}};
+    if (p.metric_finetuned) {
+      j["metric_finetuned"] = *p.metric_finetuned;
+      j["loss_finetuned"] = *p.loss_finetuned;
+    }
+    jp.push_back(j);
+  }
+  return {{"checkpoint", checkpoint},         {"metric", to_string(metric)},       {"data", data},
+          {"finetune_steps", finetune_steps}, {"min_per_layer", min_per_layer}, {"points", jp}};
+}
+
+std::string CurveResult::to_csv() const {
+  std::ostringstream csv;
+  csv << "strategy,fraction,n_pruned,metric,loss,metric_finetuned,loss_finetuned\n";
+  for (const auto& p : points)
+    csv << p.strategy << "," << p.fraction << "," << p.n_pruned << "," << std::setprecision(10) << p.metric << ","
+        << p.loss << "," << (p.metric_finetuned ? std::to_string(*p.metric_finetuned) : "") << ","
+        << (p.loss_finetuned ? std::to_string(*p.loss_finetuned) : "") << "\n";
+  return csv.str();
+}
+
+void CurveResult::print(std::ostream& out) const {
+  out << std::left << std::setw(28) << "strategy" << std::right << std::setw(9) << "fraction" << std::setw(8)
+      << "pruned" << std::setw(12) << to_string(metric) << std::setw(14) << "fine-tuned" << "\n";
+  for (const auto& p : points)
+    out << std::left << std::setw(28) << p.strategy << std::right << std::setw(9) << fmt(p.fraction, 3) << std::setw(8)
+        << p.n_pruned << std::setw(12) << fmt(p.metric) << std::setw(14)
+        << (p.metric_finetuned ? fmt(*p.metric_finetuned) : "-") << "\n";
+}
+
+CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvents& events) {
+  JobInputs in(req.checkpoint, req.data, rt);
+  CurveResult res;
+  res.checkpoint = req.checkpoint;
+  res.metric = metric_or_default(req.metric, in.config());
+  res.finetune_steps = req.finetune.steps;
+  res.min_per_layer = req.min_per_layer;
+  const EvalSet& set = in.eval();
+  res.data = set.name;
+  CurveOptions co;
+  co.fractions = req.fractions;
+  co.strategies = req.strategies;
+  for (auto& st : co.strategies) st.seed = rt.seed;
+  co.metric = res.metric;
+  co.measure.decode.beam_size = req.beam;
+  co.score.seed = rt.seed;
+  co.score.metric = res.metric;
+  co.min_per_layer = req.min_per_layer;
+  if (req.finetune.steps > 0) {
+    co.finetune = in.finetune_options(req.finetune);
+    co.finetune_steps = req.finetune.steps;
+    co.train = &in.train_data();
+    co.work_dir = req.out_dir.empty() ? std::filesystem::temp_directory_path().string() + "/headprune-curve" : req.out_dir;
+  }
+  const size_t total = co.strategies.size() * req.fractions.size();
+  size_t done = 0;
+  co.on_point = [&](const PrunePoint& p) {
+    events.say("curve", std::to_string(++done) + "/" + std::to_string(total) + " " + p.strategy + " " +
+                            fmt(p.fraction, 2) + ": " + to_string(res.metric) + " " + fmt(p.metric) +
+                            (p.metric_finetuned ? " -> fine-tuned " + fmt(*p.metric_finetuned) : std::string()));
+  };
+  co.on_skip = [&](const std::string& why) { events.say("curve", "skipped: " + why); };
+  in.model()->eval();
+  res.points = pruning_curve(*in.model(), set, set, co);
+  if (!req.out_dir.empty()) {
+    make_directories(req.out_dir);
+    write_json_file(join_path(req.out_dir, "curve.json"), res.to_json());
+    write_file_atomic(join_path(req.out_dir, "curve.csv"), res.to_csv());
+    events.say("curve", "wrote " + req.out_dir + "/curve.json and curve.csv");
+  }
+  return res;
+}
+
+}  // namespace hp

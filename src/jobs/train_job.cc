@@ -1,0 +1,73 @@
+// The training jobs (see header).
+#include "headprune/jobs/train_job.h"
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+#include "headprune/data/tasks.h"
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+
+namespace hp {
+
+nlohmann::json TrainReport::to_json() const {
+  return {{"steps", result.steps},
+          {"last_train_loss", result.last_loss},
+          {"best_metric", result.best_metric},
+          {"wall_s", wall_s},
+          {"best", join_path(out_dir, "best")},
+          {"last", join_path(out_dir, "last")},
+          {"history", result.history}};
+}
+
+TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvents& events) {
+  if (req.out_dir.empty()) throw std::invalid_argument("train: an output directory is required (--out)");
+  RunConfig rc = req.config.empty() ? synthetic_run_config(req.family) : read_run_config(req.config);
+  TrainOptions topts = rc.train;
+  topts.seed = rt.seed;
+  topts.resume = req.resume;
+  if (req.max_steps > 0) topts.max_steps = req.max_steps;
+  if (req.keep_every >= 0) topts.keep_every = req.keep_every;
+  if (req.eval_every > 0) topts.eval_every = req.eval_every;
+
+  // On resume the saved vocabulary is reused, so the data is tokenized exactly as before.
+  std::optional<Tokenizer> tok;
+  const std::string saved_tok = join_path(req.out_dir, "last/" + std::string(kTokenizerFile));
+  if (req.resume && is_file(saved_tok)) tok = Tokenizer::load(saved_tok);
+  TaskData data = load_task(rc.data, rc.model, req.data_root, tok, {"train", "valid"}, rt.seed);
+  ModelConfig cfg = rc.model;
+  std::map<std::string, std::string> extras;
+  if (data.tokenizer) {
+    cfg.vocab_size = data.tokenizer->vocab_size();
+    cfg.finalize();
+    extras[kTokenizerFile] = data.tokenizer->serialized();
+  }
+  make_directories(req.out_dir);
+  write_json_file(join_path(req.out_dir, "train_config.json"), rc.to_json(topts));
+  events.say("train", std::to_string(data.train.size()) + " training and " + std::to_string(data.valid.size()) +
+                          " validation examples; " + std::to_string(topts.max_steps) + " steps");
+  Transformer model(cfg);
+  model->to(rt.device);
+  TrainReport rep;
+  rep.out_dir = req.out_dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  rep.result = train_model(model, {data.train, data.valid}, topts, req.out_dir, extras, [&](const TrainProgress& p) {
+    char extra[96];
+    std::snprintf(extra, sizeof extra, "loss %.4f lr %.1e %.0f tok/s", p.loss, p.lr, p.tokens_per_s);
+    events.report({"train", p.step, topts.max_steps, "step", extra});
+  });
+  rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+std::string run_init(const InitRequest& req, const Runtime& rt) {
+  if (req.out_dir.empty()) throw std::invalid_argument("init: an output directory is required (--out)");
+  torch::manual_seed(rt.seed);
+  Transformer model(read_model_config(req.config));
+  save_checkpoint(req.out_dir, *model);
+  return "wrote " + req.out_dir + ": " + std::to_string(model->n_parameters()) + " parameters, " +
+         std::to_string(model->n_active_heads()) + " heads";
+}
+
+}  // namespace hp

@@ -1,0 +1,104 @@
+// Plans from a strategy request (see header).
+#include "headprune/prune/strategy.h"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace hp {
+
+const NameTable<PlanStrategy>& plan_strategy_names() {
+  static const NameTable<PlanStrategy> t{"strategy",
+                                         {{PlanStrategy::Score, {"score"}},
+                                          {PlanStrategy::Iterative, {"iterative"}},
+                                          {PlanStrategy::Random, {"random"}},
+                                          {PlanStrategy::Layers, {"layers"}},
+                                          {PlanStrategy::Manual, {"manual"}},
+                                          {PlanStrategy::File, {"plan"}},
+                                          {PlanStrategy::Given, {"given"}}}};
+  return t;
+}
+
+PlanStrategy parse_plan_strategy(const std::string& s) { return plan_strategy_names().parse(s); }
+
+std::vector<std::pair<AttnType, int64_t>> parse_layer_list(const std::string& s) {
+  std::vector<std::pair<AttnType, int64_t>> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const auto c = item.rfind(':');
+    if (c == std::string::npos) throw std::invalid_argument("layers: '" + item + "' is not TYPE:LAYER");
+    try {
+      size_t used = 0;
+      const std::string num = item.substr(c + 1);
+      const int64_t l = std::stoll(num, &used);
+      if (used != num.size()) throw std::invalid_argument("trailing characters");
+      out.push_back({parse_attn_type(item.substr(0, c)), l});
+    } catch (const std::logic_error& e) {
+      throw std::invalid_argument("layers: '" + item + "' is not TYPE:LAYER (" + e.what() + ")");
+    }
+  }
+  return out;
+}
+
+namespace {
+
+PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const EvalSet& data, const ScoreOptions& score,
+                           const MetricOptions& measure, Metric metric,
+                           const std::function<void(const PrunePoint&)>& on_step) {
+  const ModelConfig& cfg = model.config();
+  const std::string name = plan_strategy_names().name(spec.strategy);
+  switch (spec.strategy) {
+    case PlanStrategy::Given: return spec.given;
+    case PlanStrategy::File:
+      if (spec.plan_file.empty()) throw std::invalid_argument("strategy plan needs a plan file (--plan FILE)");
+      return read_plan(spec.plan_file);
+    case PlanStrategy::Manual:
+      if (spec.heads.empty()) throw std::invalid_argument("strategy manual needs heads (--heads TYPE:LAYER:HEAD,...)");
+      return plan_manual(spec.heads, cfg, spec.hf_type);
+    case PlanStrategy::Layers:
+      if (spec.layers.empty()) throw std::invalid_argument("strategy layers needs layers (--layers TYPE:LAYER[,...])");
+      return plan_layers(cfg, spec.layers);
+    default: break;
+  }
+  if (!spec.target) throw std::invalid_argument("strategy " + name + " needs a target (--target 0.3, 30% or a count)");
+  const auto masked = model.masked_heads();
+  if (spec.strategy == PlanStrategy::Random) {
+    RandomPlanOptions ro;
+    ro.target = *spec.target;
+    ro.layers = spec.layer_strategy;
+    ro.seed = spec.seed;
+    ro.exclude = masked;
+    return plan_random(cfg, ro);
+  }
+  if (spec.strategy == PlanStrategy::Iterative) {
+    if (!spec.target->fraction) throw std::invalid_argument("strategy iterative: the target must be a fraction");
+    IterativeOptions io;
+    io.step = spec.step;
+    io.target = *spec.target->fraction;
+    io.min_metric_ratio = spec.min_ratio;
+    io.min_per_layer = spec.min_per_layer;
+    io.method = spec.method;
+    io.score = score;
+    io.metric = metric;
+    io.measure = measure;
+    io.on_step = on_step;
+    return prune_iteratively(model, data, data, io).plan;
+  }
+  ScorePlanOptions po;
+  po.target = *spec.target;
+  po.per_layer = spec.per_layer;
+  po.min_per_layer = spec.min_per_layer;
+  po.exclude = masked;
+  return plan_by_score(score_heads(model, data, spec.method, score), cfg, po);
+}
+
+}  // namespace
+
+PruningPlan make_plan(const PlanSpec& spec, TransformerImpl& model, const EvalSet& data, const ScoreOptions& score,
+                      const MetricOptions& measure, Metric metric, const std::function<void(const PrunePoint&)>& on_step) {
+  PruningPlan plan = unchecked_plan(spec, model, data, score, measure, metric, on_step);
+  validate_plan(plan, model.config());
+  return plan;
+}
+
+}  // namespace hp

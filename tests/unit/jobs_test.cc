@@ -1,0 +1,124 @@
+// The jobs as a library user calls them: train a small model on the synthetic task, then prune,
+// score, draw a curve and learn gates on it exactly as the command line does, in process.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+#include "headprune/jobs/gates_job.h"
+#include "headprune/jobs/importance_job.h"
+#include "headprune/jobs/prune_job.h"
+#include "headprune/jobs/train_job.h"
+#include "test_util.h"
+
+namespace hp {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Jobs : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    TrainRequest tr;
+    tr.family = Arch::EncoderClassifier;
+    tr.out_dir = *dir_ / "train";
+    tr.max_steps = 30;
+    tr.eval_every = 30;
+    run_train(tr, runtime());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static Runtime runtime() {
+    Runtime rt;
+    rt.threads = 2;
+    rt.seed = 3;
+    return rt;
+  }
+  static DataSource small_data() {
+    DataSource d;
+    d.synthetic_examples = 48;
+    d.synthetic_train = 200;
+    return d;
+  }
+  static std::string checkpoint() { return *dir_ / "train/best"; }
+  static test::TempDir* dir_;
+};
+test::TempDir* Jobs::dir_ = nullptr;
+
+TEST_F(Jobs, PruneWritesTheModelPlanAndSummaryAndChecksThem) {
+  PruneRequest r;
+  r.checkpoint = checkpoint();
+  r.out_dir = *dir_ / "prune";
+  r.plan.strategy = PlanStrategy::Score;
+  r.plan.target = parse_target("0.5");
+  r.data = small_data();
+  r.finetune.steps = 5;
+  std::vector<std::string> notes;
+  JobEvents ev;
+  ev.note = [&](const std::string& tag, const std::string& line) { notes.push_back("[" + tag + "] " + line); };
+  const PruneResult res = run_prune(r, runtime(), ev);
+  ASSERT_EQ(res.stages.rows.size(), 4u);
+  EXPECT_EQ(res.stages.rows[0].heads, 8);
+  EXPECT_EQ(res.stages.rows[2].heads, 4);
+  EXPECT_LT(res.stages.rows[2].params, res.stages.rows[0].params);
+  EXPECT_NEAR(res.stages.rows[1].loss, res.stages.rows[2].loss, 1e-5) << "masked and removed differ";
+  ASSERT_TRUE(res.masked_vs_removed);
+  EXPECT_LE(*res.masked_vs_removed, 1e-5);
+  EXPECT_EQ(res.reloaded, 0.0);
+  EXPECT_FALSE(res.compensation.is_null());
+  EXPECT_EQ(read_json_file(r.out_dir + "/summary.json"), res.to_json());
+  EXPECT_EQ(read_plan(r.out_dir + "/plan.json").heads, res.plan.heads);
+  EXPECT_EQ(load_checkpoint(r.out_dir + "/model")->n_active_heads(), 4);
+  ASSERT_FALSE(notes.empty());
+  EXPECT_EQ(notes.back(), "[prune] score:gradient:global: 4 heads");
+  r.out_dir.clear();
+  EXPECT_THROW(run_prune(r, runtime()), std::invalid_argument);
+}
+
+TEST_F(Jobs, ImportanceAndCurveWriteWhatTheyReturn) {
+  ImportanceRequest ir;
+  ir.checkpoint = checkpoint();
+  ir.out_dir = *dir_ / "importance";
+  ir.methods = {ScoreMethod::Gradient, ScoreMethod::Magnitude};
+  ir.data = small_data();
+  const auto imp = run_importance(ir, runtime());
+  ASSERT_EQ(imp.maps.size(), 2u);
+  const auto maps = read_maps(ir.out_dir + "/importance.json");
+  ASSERT_EQ(maps.size(), 2u);
+  EXPECT_EQ(maps[1].scores, imp.maps[1].scores);
+
+  CurveRequest cr;
+  cr.checkpoint = checkpoint();
+  cr.out_dir = *dir_ / "curve";
+  cr.strategies = {parse_curve_strategy("gradient"), parse_curve_strategy("random")};
+  cr.fractions = {0, 0.5};
+  cr.data = small_data();
+  const auto curve = run_curve(cr, runtime());
+  ASSERT_EQ(curve.points.size(), 4u);
+  EXPECT_EQ(curve.points[1].n_pruned, 4);
+  EXPECT_EQ(read_json_file(cr.out_dir + "/curve.json"), curve.to_json());
+}
+
+TEST_F(Jobs, GatesWriteTheirLogAndPlan) {
+  GatesRequest gr;
+  gr.checkpoint = checkpoint();
+  gr.out_dir = *dir_ / "gates";
+  gr.gate.method = GateMethod::Pass;
+  gr.gate.period = 10;
+  gr.gate.max_extra_steps = 100;
+  gr.prune = parse_target("0.5");
+  gr.steps = 20;
+  gr.data = small_data();
+  const auto res = run_gates(gr, runtime());
+  EXPECT_EQ(res.options.target_kept, 4);
+  EXPECT_EQ(res.plan.heads, res.gates.closed);
+  ASSERT_FALSE(res.gates.log.empty());
+  const auto csv = read_file(gr.out_dir + "/gates_log.csv");
+  EXPECT_EQ(static_cast<size_t>(std::count(csv.begin(), csv.end(), '\n')), 1 + res.gates.log.size() * 8);
+  EXPECT_EQ(read_json_file(gr.out_dir + "/gates.json").at("log"), res.gates.log_json());
+  EXPECT_TRUE(fs::exists(gr.out_dir + "/model/model.safetensors"));
+}
+
+}  // namespace
+}  // namespace hp
