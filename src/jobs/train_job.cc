@@ -47,6 +47,7 @@ TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvent
   write_json_file(join_path(req.out_dir, "train_config.json"), rc.to_json(topts));
   events.say("train", std::to_string(data.train.size()) + " training and " + std::to_string(data.valid.size()) +
                           " validation examples; " + std::to_string(topts.max_steps) + " steps");
+  torch::manual_seed(rt.seed);  // the initialization depends on the seed only, not on earlier jobs
   Transformer model(cfg);
   model->to(rt.device);
   TrainReport rep;

@@ -61,7 +61,6 @@ RunConfig synthetic_run_config(Arch arch) {
   if (arch == Arch::EncoderDecoder) c.tgt_vocab_size = 32;
   if (arch == Arch::EncoderClassifier) c.n_classes = 2;
   for (AttnType t : kAllAttnTypes) c.heads(t).clear();
-  c.finalize();
   rc.data = synthetic_data_spec();
   rc.train.max_steps = 600;
   rc.train.batch_tokens = 2048;
@@ -69,6 +68,17 @@ RunConfig synthetic_run_config(Arch arch) {
   rc.train.warmup_steps = 50;
   rc.train.eval_every = 200;
   rc.train.log_every = 100;
+  if (arch == Arch::EncoderDecoder) {
+    // The reversed, relabelled sequences stay on a loss plateau for hundreds of steps at lr 1e-3 with
+    // dropout; without dropout and at 3e-3 the model leaves it by step ~300 and translates almost
+    // perfectly by step 800 (greedy BLEU ~99.8; docs/training.md).
+    c.dropout = 0.0;
+    c.attention_dropout = 0.0;
+    rc.train.max_steps = 800;
+    rc.train.lr = 3e-3;
+    rc.train.warmup_steps = 100;
+  }
+  c.finalize();
   return rc;
 }
 
