@@ -1,6 +1,7 @@
 // `headprune prune` and `headprune curve`: options -> PruneRequest / CurveRequest -> jobs/prune_job.h.
 #include <memory>
 #include <ostream>
+#include <stdexcept>
 
 #include "common.h"
 #include "headprune/jobs/prune_job.h"
@@ -11,8 +12,14 @@ void register_prune(CLI::App& app, Context& ctx) {
   auto r = std::make_shared<PruneRequest>();
   auto* sub = app.add_subcommand("prune", "Prune heads: score, plan, mask or remove, fine-tune, evaluate, save");
   sub->add_option("checkpoint", r->checkpoint, "checkpoint directory")->required();
-  add_parsed(sub, "--strategy", r->plan.strategy, parse_plan_strategy,
-             "score, iterative, random, layers, manual or plan", "score");
+  add_parsed(
+      sub, "--strategy", r->plan.strategy,
+      [](const std::string& s) {
+        const PlanStrategy st = parse_plan_strategy(s);
+        if (st == PlanStrategy::Given) throw std::invalid_argument("--strategy given is for library callers; use --strategy plan --plan FILE");
+        return st;
+      },
+      "score, iterative, random, layers, manual or plan", "score");
   add_parsed(sub, "--method", r->plan.method, parse_score_method, "scoring method for score and iterative", "gradient");
   add_parsed(sub, "--target", r->plan.target, parse_target, "how many heads: a fraction (0.3 or 30%) or a count (12)");
   sub->add_flag("--per-layer", r->plan.per_layer, "score: the target fraction of every layer instead of globally");

@@ -66,7 +66,8 @@ int64_t peak_rss_kb() {
 }
 
 nlohmann::json bench_environment() {
-  return {{"threads", at::get_num_threads()},
+  return {{"cpu", cpu_model()},
+          {"threads", at::get_num_threads()},
           {"hardware_threads", hardware_threads()},
           {"blas", blas_info()},
           {"int8_engine", quantized_engine_name()},

@@ -3,6 +3,7 @@
 #include "headprune/jobs/demo.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iomanip>
 #include <sstream>
 
@@ -48,6 +49,7 @@ int64_t demo_train_steps(Arch family) {
 }
 
 nlohmann::json run_demo(const DemoOptions& opts, const Runtime& rt, std::ostream& out, const JobEvents& events) {
+  const auto t0 = std::chrono::steady_clock::now();
   nlohmann::json report = nlohmann::json::array();
   for (Arch arch : opts.families) {
     const std::string dir = join_path(opts.out_dir, to_string(arch));
@@ -113,7 +115,11 @@ nlohmann::json run_demo(const DemoOptions& opts, const Runtime& rt, std::ostream
                                  {"ideal_speedup", smaller.ideal_speedup}}},
                       {"checkpoint", join_path(pr.out_dir, "model")}});
   }
-  return report;
+  auto env = bench_environment();
+  env["device"] = rt.device.str();
+  return {{"families", report},
+          {"environment", env},
+          {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
 }
 
 }  // namespace hp

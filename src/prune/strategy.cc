@@ -27,15 +27,17 @@ std::vector<std::pair<AttnType, int64_t>> parse_layer_list(const std::string& s)
   while (std::getline(in, item, ',')) {
     const auto c = item.rfind(':');
     if (c == std::string::npos) throw std::invalid_argument("layers: '" + item + "' is not TYPE:LAYER");
+    const AttnType type = parse_attn_type(item.substr(0, c));
+    const std::string num = item.substr(c + 1);
+    int64_t layer = -1;
     try {
       size_t used = 0;
-      const std::string num = item.substr(c + 1);
-      const int64_t l = std::stoll(num, &used);
-      if (used != num.size()) throw std::invalid_argument("trailing characters");
-      out.push_back({parse_attn_type(item.substr(0, c)), l});
-    } catch (const std::logic_error& e) {
-      throw std::invalid_argument("layers: '" + item + "' is not TYPE:LAYER (" + e.what() + ")");
+      layer = std::stoll(num, &used);
+      if (used != num.size()) layer = -1;
+    } catch (const std::logic_error&) {
     }
+    if (layer < 0) throw std::invalid_argument("layers: '" + item + "' is not TYPE:LAYER (LAYER a number >= 0)");
+    out.push_back({type, layer});
   }
   return out;
 }

@@ -2,6 +2,7 @@
 #include "headprune/util/runtime.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -117,6 +118,19 @@ Autocast::~Autocast() {
     at::autocast::set_cpu_enabled(was_enabled_);
     at::autocast::set_autocast_cpu_dtype(was_dtype_);
   }
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const auto start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "unknown" : line.substr(start);
+  }
+  return "unknown";
 }
 
 std::string blas_info() {

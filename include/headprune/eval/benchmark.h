@@ -58,7 +58,8 @@ struct BenchModel {
 std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const BenchOptions& opts,
                                       const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
-// Threads, BLAS and its kernel set, the int8 engine, LibTorch version, peak resident memory so far.
+// CPU model, threads, BLAS and its kernel set, the int8 engine, LibTorch version, peak resident memory
+// so far.
 nlohmann::json bench_environment();
 int64_t peak_rss_kb();
 

@@ -2,7 +2,8 @@
 // line. For each model family: train a small model (run_train), score every head by |d loss / d xi_h|
 // over the validation set (run_importance, Michel et al.), plan one whole attention layer plus the
 // weakest other heads, mask, remove physically and fine-tune (run_prune), and time the model before and
-// after (run_bench). Prints a report and returns the same numbers as JSON.
+// after (run_bench). Prints a report and returns the same numbers as JSON: {"families": [...],
+// "environment": {cpu, threads, BLAS, ...}, "wall_s"}.
 #pragma once
 
 #include <ostream>

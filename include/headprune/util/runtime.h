@@ -74,5 +74,7 @@ class Autocast {
 
 // e.g. "OpenBLAS 0.3.21 (OpenMP) core=Haswell, OPENBLAS_CORETYPE=Haswell"
 std::string blas_info();
+// The CPU's model name from /proc/cpuinfo ("unknown" where there is none).
+std::string cpu_model();
 
 }  // namespace hp
