@@ -360,7 +360,7 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {
   Transformer pruned{nullptr};
   TransformerImpl* m = &model_in;
   if (const auto masked = model_in.masked_heads(); !masked.empty()) {
-    pruned = remove_heads(model_in, masked);  // HF has no gates: masked heads leave physically
+    pruned = remove_heads(model_in, masked);  // HF files have no masks: masked heads leave physically
     m = pruned.get();
   }
   const ModelConfig& cfg = m->config();

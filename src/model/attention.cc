@@ -1,4 +1,4 @@
-// Multi-head attention with per-head gates; see the header for the dimension legend.
+// Multi-head and grouped-query attention with per-head masks; see the header for the dimension legend.
 #include "headprune/model/attention.h"
 
 #include "headprune/model/precision.h"
@@ -65,7 +65,7 @@ torch::Tensor split_heads(const torch::Tensor& x, int64_t H, int64_t D) {
 }
 
 // Identifies a tensor's current contents for the caches below: its storage and in-place version
-// (optimizer steps, loading and gate changes bump the version; conversions change the storage).
+// (optimizer steps, loading and mask changes bump the version; conversions change the storage).
 std::pair<const void*, int64_t> stamp(const torch::Tensor& t) {
   if (!t.defined()) return {nullptr, 0};
   return {t.data_ptr(), t.is_inference() ? 0 : static_cast<int64_t>(t._version())};

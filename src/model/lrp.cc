@@ -126,10 +126,10 @@ torch::Tensor mix(const torch::Tensor& probs, const torch::Tensor& v) {
   return MixFn::apply(probs.detach(), v);
 }
 
-torch::Tensor probe(const torch::Tensor& ctx, const torch::Tensor& gate) {
-  if (!g_active) return ctx * gate;
-  const auto g = gate.detach();
-  return ctx * g + (gate - g).expand(ctx.sizes());
+torch::Tensor probe(const torch::Tensor& ctx, const torch::Tensor& p) {
+  if (!g_active) return ctx * p;
+  const auto held = p.detach();
+  return ctx * held + (p - held).expand(ctx.sizes());
 }
 
 }  // namespace hp::lrp

@@ -64,6 +64,9 @@ void apply_precision(TransformerImpl& model, Precision p) {
   for (auto& m : model.modules(false))
     if (auto* d = dynamic_cast<DenseImpl*>(m.get()); d && d->quantized()) converted = true;
   if (converted) throw std::logic_error("apply_precision: the model was already converted");
+  if (p == Precision::Int8 && !model.parameters().front().device().is_cpu())
+    throw std::invalid_argument("int8 inference runs on the CPU only (dynamic int8 linear layers); use --device cpu, "
+                                "or bf16 on " + model.parameters().front().device().str());
   model.eval();
   if (p == Precision::BFloat16) {
     model.to(torch::kBFloat16);

@@ -13,13 +13,13 @@
 namespace hp {
 namespace {
 
-// Saves every gate and puts them back on destruction.
-class GateSnapshot {
+// Saves every head mask and puts them back on destruction.
+class MaskSnapshot {
  public:
-  explicit GateSnapshot(TransformerImpl& model) : model_(model) {
+  explicit MaskSnapshot(TransformerImpl& model) : model_(model) {
     for (auto& g : model.head_masks()) saved_.push_back(g.mask.detach().clone());
   }
-  ~GateSnapshot() {
+  ~MaskSnapshot() {
     torch::NoGradGuard no_grad;
     size_t i = 0;
     for (auto& g : model_.head_masks()) g.mask.copy_(saved_[i++]);
@@ -57,7 +57,7 @@ std::vector<PrunePoint> iterate(TransformerImpl& model, const EvalSet& score_set
                                 bool rescore, int64_t min_per_layer, const std::vector<AttnType>& only_types,
                                 Metric metric, const MetricOptions& mo, int64_t n_total,
                                 const std::function<bool(const PrunePoint&)>& keep_going) {
-  GateSnapshot snap(model);
+  MaskSnapshot snap(model);
   const ModelConfig cfg = model.config();
   std::vector<HeadId> pruned = model.masked_heads();
   const std::vector<HeadId> masked_at_start = pruned;
@@ -209,7 +209,7 @@ std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& sco
 
   auto finetune = [&](PrunePoint& p) {
     if (opts.finetune_steps <= 0) return;
-    GateSnapshot snap(model);
+    MaskSnapshot snap(model);
     model.unmask_all();
     for (const auto& h : masked) model.set_head_mask(h, 0.0);
     PruningPlan plan;
@@ -289,7 +289,7 @@ std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& sco
       p.fraction = n > 0 ? static_cast<double>(p.n_pruned) / static_cast<double>(n) : 0.0;
       p.pruned = plan.heads;
       {
-        GateSnapshot snap(model);
+        MaskSnapshot snap(model);
         model.mask_heads(plan.heads);
         std::tie(p.metric, p.loss) = metric_and_loss(model, eval_set, opts.metric, opts.measure);
       }

@@ -1,4 +1,4 @@
-// Ablation scorers (Michel et al. §3.2-3.3): mask heads through their gates and re-evaluate the
+// Ablation scorers (Michel et al. §3.2-3.3): mask heads and re-evaluate the
 // task metric on the same examples; each evaluation is one forward pass over the data (plus
 // decoding when the metric is BLEU).
 #include <stdexcept>

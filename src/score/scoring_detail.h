@@ -18,7 +18,7 @@ struct AttnLayer {
   std::vector<int64_t> heads;
 };
 std::vector<AttnLayer> attention_layers(TransformerImpl& model);
-// [H] bool: heads that contribute nothing (gate 0, or output-projection columns all zero).
+// [H] bool: heads that contribute nothing (mask 0, or output-projection columns all zero).
 torch::Tensor no_op_heads(const AttnLayer& a);
 
 // Per attention type of a batch: which query positions are real tokens [B, T], the token ids
@@ -32,7 +32,7 @@ void for_each_batch(TransformerImpl& model, const EvalSet& data, const ScoreOpti
                     const std::function<void(const Batch&)>& fn);
 
 // Puts the model in eval mode for scoring and restores, on destruction, its mode, the
-// parameters' requires_grad and the analysis hooks (gate probes, context observers).
+// parameters' requires_grad and the analysis hooks (head probes, context observers).
 class ModelState {
  public:
   explicit ModelState(TransformerImpl& model);

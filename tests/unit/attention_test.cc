@@ -1,4 +1,4 @@
-// MultiHeadAttention: gates, zero-head layers, probabilities, masks.
+// MultiHeadAttention: head masks, zero-head layers, probabilities, masks.
 #include <gtest/gtest.h>
 
 #include "headprune/model/attention.h"
@@ -17,7 +17,7 @@ MultiHeadAttention make_attention(std::vector<int64_t> heads, uint64_t seed = 3)
   return a;
 }
 
-TEST(Attention, GateZeroRemovesExactlyTheHeadsContribution) {
+TEST(Attention, MaskZeroRemovesExactlyTheHeadsContribution) {
   auto a = make_attention({0, 1, 2, 3});
   auto x = torch::randn({2, 5, 16});
   // Reference: the output without head 2 = o_proj over the other heads' context columns.

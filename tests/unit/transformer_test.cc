@@ -1,4 +1,4 @@
-// The three families: output shapes, padding and causal masks, attention maps, gate grads.
+// The three families: output shapes, padding and causal masks, attention maps, mask gradients.
 #include <gtest/gtest.h>
 
 #include "headprune/model/state.h"
@@ -111,17 +111,17 @@ TEST(Model, MaskingUnknownHeadsIsAClearError) {
   EXPECT_TRUE(model->masked_heads().empty());
 }
 
-// d loss / d gate from one backward pass equals a central finite difference (float64).
-class GateGradient : public ::testing::TestWithParam<Arch> {};
+// d loss / d xi_h (the head mask) from one backward pass equals a central finite difference (float64).
+class MaskGradient : public ::testing::TestWithParam<Arch> {};
 
-TEST_P(GateGradient, MatchesCentralFiniteDifference) {
+TEST_P(MaskGradient, MatchesCentralFiniteDifference) {
   auto model = test::make_model(GetParam(), 21, torch::kDouble);
   Batch b = test::make_batch(model->config(), 4, 3);
   model->set_head_masks_requires_grad(true);
   model->loss(model->forward(b), b).backward();
   const double eps = 1e-6;
   int checked = 0;
-  std::vector<torch::Tensor> grads;  // all gates at 1, taken before any probing
+  std::vector<torch::Tensor> grads;  // all masks at 1, taken before any probing
   for (auto& g : model->head_masks()) {
     ASSERT_TRUE(g.mask.grad().defined());
     grads.push_back(g.mask.grad().clone());
@@ -136,7 +136,7 @@ TEST_P(GateGradient, MatchesCentralFiniteDifference) {
         model->set_head_mask(h, v);
         return model->loss(model->forward(b), b).item<double>();
       };
-      // Probe around a non-trivial gate value too, so the check is not only at 1.
+      // Probe around a non-trivial mask value too, so the check is not only at 1.
       const double at = (i % 2 == 0) ? 1.0 : 0.5;
       double fd_at = (loss_at(at + eps) - loss_at(at - eps)) / (2 * eps);
       model->set_head_mask(h, 1.0);
@@ -144,7 +144,7 @@ TEST_P(GateGradient, MatchesCentralFiniteDifference) {
         EXPECT_NEAR(grad[i].item<double>(), fd_at, 1e-6 + 1e-5 * std::abs(fd_at)) << to_string(h);
         ++checked;
       } else {
-        // Recompute the analytic gradient with the gate at 0.5.
+        // Recompute the analytic gradient with the mask at 0.5.
         model->set_head_mask(h, 0.5);
         for (auto& gg : model->head_masks()) gg.mask.mutable_grad() = torch::Tensor();
         {
@@ -161,7 +161,7 @@ TEST_P(GateGradient, MatchesCentralFiniteDifference) {
   EXPECT_EQ(checked, model->config().n_heads * 2 * static_cast<int>(model->config().attn_types().size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GateGradient,
+INSTANTIATE_TEST_SUITE_P(Families, MaskGradient,
                          ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
                          [](const auto& info) { return to_string(info.param); });
 

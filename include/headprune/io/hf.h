@@ -38,7 +38,7 @@ HfModel import_hf(const std::string& dir);
 // The same, from a config and tensors with HF names (what import_hf reads from the directory).
 HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source);
 
-// The HF tensors and config of a model (gate-masked heads are removed first). `base_config` (e.g.
+// The HF tensors and config of a model (masked heads are removed first). `base_config` (e.g.
 // the imported one) supplies fields headprune does not model (id2label, token ids ...); the model
 // type follows the architecture: encoder_classifier -> BERT, decoder_lm -> GPT-2. A model that HF's
 // classes cannot express (sinusoidal positions, pre-LayerNorm BERT ...) is std::invalid_argument.

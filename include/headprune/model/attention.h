@@ -36,7 +36,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // cache (optional): for self-attention new keys/values are appended; for cross-attention
   // (static_kv) keys/values are computed once and reused. The cache holds the G key/value heads.
   // In eval mode without gradients (and outside LRP) the inference path runs: Q/K/V (or K/V) in
-  // one GEMM with concatenated weights (rebuilt whenever a projection changes), and the gate
+  // one GEMM with concatenated weights (rebuilt whenever a projection changes), and the mask
   // multiply skipped while every head is unmasked. Results equal the training path up to rounding.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
                         const torch::Tensor& mask, torch::Tensor* probs_out = nullptr,

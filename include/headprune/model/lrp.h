@@ -15,7 +15,7 @@
 //   mix          attention: context = P V with the attention weights P held constant, so relevance
 //                flows to the values only (queries and keys get none);
 //   elementwise  LayerNorm, activations, scaling: relevance passes through unchanged;
-//   probe        a head's context times a gate of ones: the gate's "gradient" is the relevance
+//   probe        a head's context times a probe of ones: the probe's "gradient" is the relevance
 //                reaching the head's output, summed over the head dimension.
 // The rules are linear in the relevance, so one backward pass from every prediction of a batch
 // gives the sum of the per-prediction relevances.
@@ -48,7 +48,7 @@ torch::Tensor add(const torch::Tensor& a, const torch::Tensor& b);
 torch::Tensor elementwise(const torch::Tensor& y, const torch::Tensor& x);
 // probs [B, H, T, S] @ v [B, H, S, D].
 torch::Tensor mix(const torch::Tensor& probs, const torch::Tensor& v);
-// ctx [B, H, T, D] * gate (broadcastable, e.g. [B, H, T, 1]).
-torch::Tensor probe(const torch::Tensor& ctx, const torch::Tensor& gate);
+// ctx [B, H, T, D] * probe (broadcastable, e.g. [B, H, T, 1]).
+torch::Tensor probe(const torch::Tensor& ctx, const torch::Tensor& probe);
 
 }  // namespace hp::lrp

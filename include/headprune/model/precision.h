@@ -8,7 +8,8 @@
 //         QNNPACK; there is no FBGEMM in this LibTorch). Embeddings, LayerNorm, attention scores and
 //         a tied output projection stay in fp32.
 // Conversions are one-way and for inference only: an int8 model cannot be trained (it throws if
-// asked for gradients) and neither can be saved as a checkpoint of another precision.
+// asked for gradients) and neither can be saved as a checkpoint of another precision. int8 runs on
+// the CPU only (a model on another device is std::invalid_argument).
 #pragma once
 
 #include <string>

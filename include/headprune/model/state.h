@@ -1,4 +1,4 @@
-// Named tensors of a model (parameters and gate buffers) and strict loading into a built
+// Named tensors of a model (parameters and head-mask buffers) and strict loading into a built
 // model: every name present, shapes equal, nothing left over.
 #pragma once
 

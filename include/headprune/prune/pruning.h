@@ -16,7 +16,7 @@
 
 namespace hp {
 
-// Mask (gates to 0; shapes unchanged) or remove physically (a new, smaller model).
+// Mask (mask entries to 0; shapes unchanged) or remove physically (a new, smaller model).
 void apply_plan_mask(TransformerImpl& model, const PruningPlan& plan);
 Transformer apply_plan_remove(TransformerImpl& model, const PruningPlan& plan);
 
@@ -50,7 +50,7 @@ struct IterativeResult {
   PruningPlan plan;                 // the largest pruned set that met the stopping rule
   std::vector<PrunePoint> steps;    // step 0 = nothing pruned
 };
-// The model's gates are restored afterwards.
+// The model's head masks are restored afterwards.
 IterativeResult prune_iteratively(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set,
                                   const IterativeOptions& opts);
 

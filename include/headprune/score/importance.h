@@ -1,7 +1,7 @@
 // Head importance: every scorer from the literature behind one call.
 //
 //   gradient     Michel et al.: I_h = E |d L / d xi_h|, one backward pass per batch through a
-//                per-example (or per-token) gate probe, weights frozen. L is an example's summed
+//                per-example (or per-token) head probe, weights frozen. L is an example's summed
 //                token loss. Granularity "example" is the paper's formula; "token" takes |.| per
 //                query token and averages over tokens, as Michel's code does.
 //   ablation     mask each head alone; the change in loss and in the task metric, with a paired
@@ -17,7 +17,7 @@
 //                bidirectional layers; column entropy_nats has the raw mean); lower = more
 //                focused, so lower ranks as more important.
 //                Both look at attention patterns only, which say nothing about a head that
-//                contributes nothing: a head with gate 0 or all-zero output-projection columns
+//                contributes nothing: a head with mask 0 or all-zero output-projection columns
 //                scores confidence 0 and normalized entropy 1, uniform attention (the least important
 //                values possible).
 //   magnitude    L2 norm of the head's weight slices (Q/K/V rows and output-projection columns);
@@ -28,7 +28,7 @@
 //                prediction (alpha-beta LRP, see model/lrp.h), averaged over predictions.
 //   random       seeded uniform scores, the control.
 // Scores are keyed by original head id; heads already removed are absent, heads masked in the
-// model keep their gate (they usually score 0). Deterministic for a given seed and thread count.
+// model keep their mask (they usually score 0). Deterministic for a given seed and thread count.
 #pragma once
 
 #include <cstdint>

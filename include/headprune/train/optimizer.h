@@ -1,5 +1,5 @@
 // AdamW (decoupled weight decay) with a state that saves and restores exactly, plus the
-// learning-rate schedules. Head gates are buffers, not parameters: the optimizer never
+// learning-rate schedules. Head masks are buffers, not parameters: the optimizer never
 // touches them, so masked heads stay masked while the rest of the model trains.
 #pragma once
 
