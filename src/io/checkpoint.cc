@@ -101,8 +101,13 @@ std::string describe(const ModelConfig& c) {
   };
   std::ostringstream o;
   o << label("arch") << to_string(c.arch) << "\n"
-    << label("d_model") << c.d_model << " (head_dim " << c.head_dim << ", d_ff " << c.d_ff << ")\n"
-    << label("vocab") << c.vocab_size;
+    << label("d_model") << c.d_model << " (head_dim " << c.head_dim << ", d_ff " << c.d_ff << ")\n";
+  if (c.effective_kv_heads() != c.n_heads)
+    o << label("attention") << "grouped-query: " << c.effective_kv_heads() << " key/value heads for " << c.n_heads
+      << " query heads per layer\n";
+  if (!c.qkv_bias || !c.o_bias)
+    o << label("biases") << "q/k/v " << (c.qkv_bias ? "yes" : "no") << ", output " << (c.o_bias ? "yes" : "no") << "\n";
+  o << label("vocab") << c.vocab_size;
   if (c.arch == Arch::EncoderDecoder) o << " -> " << c.effective_tgt_vocab();
   o << "\n";
   if (c.n_encoder_layers) o << label("encoder layers") << c.n_encoder_layers << "\n";

@@ -206,6 +206,13 @@ TEST(Checkpoint, DescribeShowsPerLayerHeads) {
   EXPECT_NE(text.find("encoder_self heads  8/8 kept: 4 x 2 layers"), std::string::npos) << text;
   EXPECT_NE(text.find("cross heads         3/8 kept: [3, 0] per layer"), std::string::npos) << text;
   EXPECT_NE(text.find("layer 1 keeps [] (attention skipped)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("grouped-query"), std::string::npos) << text;
+  c.n_kv_heads = 2;
+  c.o_bias = false;
+  c.finalize();
+  text = describe(c);
+  EXPECT_NE(text.find("grouped-query: 2 key/value heads for 4 query heads per layer"), std::string::npos) << text;
+  EXPECT_NE(text.find("biases              q/k/v yes, output no"), std::string::npos) << text;
 }
 
 }  // namespace
