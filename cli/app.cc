@@ -24,7 +24,8 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   Context ctx{out, err};
   CLI::App app{"headprune: find which attention heads of a Transformer matter, remove the rest, measure the trade-off"};
   app.set_version_flag("--version", "headprune 0.1.0");
-  app.add_option("--threads", ctx.threads, "CPU threads for tensor math (0 = all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", ctx.threads, "CPU threads for tensor math (0 = all cores)")
+      ->check(CLI::Range(0, 4 * hardware_threads()));  // more only slows ATen and OpenBLAS down
   app.add_option("--seed", ctx.seed, "random seed");
   app.add_option("--device", ctx.device, "where models run: cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--log-level", ctx.log_level, "error, warn, info or debug")

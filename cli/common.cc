@@ -53,6 +53,11 @@ struct PhaseBars {
 };
 }  // namespace
 
+CLI::Option* add_out_option(CLI::App* sub, std::string& dir, bool& overwrite, const std::string& help) {
+  sub->add_flag("--overwrite", overwrite, "replace a non-empty output directory as a whole (refused without it)");
+  return sub->add_option("--out", dir, help);
+}
+
 JobEvents stderr_events(Context& ctx) {
   JobEvents ev;
   auto bars = std::make_shared<PhaseBars>();

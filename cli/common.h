@@ -16,6 +16,9 @@ void add_data_options(CLI::App* sub, DataSource& d);
 // --finetune-steps, --finetune-lr, --finetune-batch-tokens and --synthetic-train.
 void add_finetune_options(CLI::App* sub, FinetuneOptions& f, DataSource& d);
 
+// --out DIR and --overwrite (replace a non-empty DIR as a whole; without it such a DIR is refused).
+CLI::Option* add_out_option(CLI::App* sub, std::string& dir, bool& overwrite, const std::string& help);
+
 // An option whose text a library parser turns into its value (enum names, targets); a bad value is
 // the parser's error. The default shown in --help is `shown`.
 template <typename T, typename Parse>

@@ -12,7 +12,7 @@ void register_demo(CLI::App& app, Context& ctx) {
   auto opts = std::make_shared<DemoOptions>();
   auto json_path = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("demo", "Train, score, mask, prune and fine-tune each model family on the built-in synthetic task");
-  sub->add_option("--out", opts->out_dir, "directory for the checkpoints")->capture_default_str();
+  add_out_option(sub, opts->out_dir, opts->overwrite, "directory for the checkpoints")->capture_default_str();
   add_parsed_list(sub, "--family", opts->families, parse_arch, "encoder_classifier, decoder_lm, encoder_decoder (default: all)");
   sub->add_option("--fraction", opts->prune_fraction, "fraction of heads to remove (one whole layer, then by gradient)")
       ->check(CLI::Range(0.0, 1.0))

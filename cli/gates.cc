@@ -58,7 +58,7 @@ void register_gates(CLI::App& app, Context& ctx) {
   add_gate_options(sub, *r);
   add_parsed(sub, "--metric", r->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
   sub->add_option("--beam", r->beam, "beam size for BLEU")->capture_default_str();
-  sub->add_option("--out", r->out_dir, "output directory")->required();
+  add_out_option(sub, r->out_dir, r->overwrite, "output directory")->required();
   add_data_options(sub, r->data);
   add_finetune_options(sub, r->finetune, r->data);
   sub->callback([&ctx, r] {

@@ -31,7 +31,7 @@ void register_importance(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->add_option("--alpha", r->alpha, "significance level")->capture_default_str();
   sub->add_option("--special-ids", r->special_ids, "confidence: key token ids excluded (default: the tokenizer's eos / [SEP])");
-  sub->add_option("--out", r->out_dir, "write importance.json and importance.csv here");
+  add_out_option(sub, r->out_dir, r->overwrite, "write importance.json and importance.csv here");
   sub->add_flag("--json", *json, "print the maps as JSON instead of heat maps");
   sub->add_flag("--cost", r->cost, "also time one forward and one forward+backward pass over the data and report "
                                    "each method's cost as a multiple of them");

@@ -24,6 +24,7 @@ void register_info(CLI::App& app, Context& ctx) {
   ex->add_option("checkpoint", e->checkpoint, "headprune checkpoint or HF directory")->required();
   ex->add_option("--hf", e->hf_dir, "HF output directory (config.json with pruned_heads, model.safetensors)");
   ex->add_option("--native", e->native_dir, "headprune checkpoint output directory");
+  ex->add_flag("--overwrite", e->overwrite, "replace non-empty output directories as a whole (refused without it)");
   ex->callback([&ctx, e] {
     start(ctx);
     ctx.out << run_export(*e);

@@ -36,7 +36,7 @@ void register_prune(CLI::App& app, Context& ctx) {
   sub->add_flag("--mask-only", r->mask_only, "save the model with the heads masked instead of removing them");
   add_parsed(sub, "--metric", r->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
   sub->add_option("--beam", r->beam, "beam size for BLEU")->capture_default_str();
-  sub->add_option("--out", r->out_dir, "output directory: model/, plan.json, summary.json")->required();
+  add_out_option(sub, r->out_dir, r->overwrite, "output directory: model/, plan.json, summary.json")->required();
   add_data_options(sub, r->data);
   add_finetune_options(sub, r->finetune, r->data);
   sub->callback([&ctx, r] { run_prune(*r, start(ctx), stderr_events(ctx)).print(ctx.out); });
@@ -55,7 +55,7 @@ void register_prune(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   add_parsed(cs, "--metric", c->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
   cs->add_option("--beam", c->beam, "beam size for BLEU")->capture_default_str();
-  cs->add_option("--out", c->out_dir, "write curve.json and curve.csv here");
+  add_out_option(cs, c->out_dir, c->overwrite, "write curve.json and curve.csv here");
   add_data_options(cs, c->data);
   add_finetune_options(cs, c->finetune, c->data);
   cs->callback([&ctx, c] { run_curve(*c, start(ctx), stderr_events(ctx)).print(ctx.out); });

@@ -24,7 +24,7 @@ void register_roles(CLI::App& app, Context& ctx) {
   sub->add_option("--syntactic-margin", r->roles.syntactic_margin, "syntactic: accuracy above the baseline")
       ->capture_default_str();
   sub->add_option("--rare-share", r->roles.rare_share, "rare: share pointing at the rarest word")->capture_default_str();
-  sub->add_option("--out", r->out_dir, "write roles.json and roles.csv here");
+  add_out_option(sub, r->out_dir, r->overwrite, "write roles.json and roles.csv here");
   sub->callback([&ctx, r] { run_roles(*r, start(ctx), stderr_events(ctx)).print(ctx.out); });
 }
 

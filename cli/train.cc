@@ -11,7 +11,7 @@ void register_train(CLI::App& app, Context& ctx) {
   auto i = std::make_shared<InitRequest>();
   auto* init = app.add_subcommand("init", "Write a randomly initialized checkpoint of a model config (speed studies)");
   init->add_option("--config", i->config, "model config JSON (a bare model object or a run config)")->required();
-  init->add_option("--out", i->out_dir, "checkpoint directory to write")->required();
+  add_out_option(init, i->out_dir, i->overwrite, "checkpoint directory to write")->required();
   init->callback([&ctx, i] { ctx.out << run_init(*i, start(ctx)) << "\n"; });
 
   auto r = std::make_shared<TrainRequest>();
@@ -20,9 +20,9 @@ void register_train(CLI::App& app, Context& ctx) {
   add_parsed(sub, "--family", r->family, parse_arch,
              "built-in synthetic task when no --config: encoder_classifier, decoder_lm, encoder_decoder",
              "encoder_classifier");
-  sub->add_option("--out", r->out_dir, "output directory (best/, last/, history.json)")->required();
+  add_out_option(sub, r->out_dir, r->overwrite, "output directory (best/, last/, history.json)")->required();
   sub->add_option("--data-root", r->data_root, "directory that relative data paths start from")->capture_default_str();
-  sub->add_flag("--resume", r->resume, "continue from OUT/last if it exists");
+  sub->add_flag("--resume", r->resume, "continue OUT's run from OUT/last (an error if there is none)");
   sub->add_option("--max-steps", r->max_steps, "override the config's max_steps");
   sub->add_option("--keep-every", r->keep_every, "keep a model snapshot OUT/step-NNNNNN every N steps (0 = none)");
   sub->add_option("--eval-every", r->eval_every, "override the config's eval_every");

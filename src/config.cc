@@ -45,6 +45,10 @@ void require_positive(const std::string& field, int64_t v) {
   if (v <= 0) bad(field, "must be > 0, got " + std::to_string(v));
 }
 
+void require_at_most(const std::string& field, int64_t v, int64_t limit) {
+  if (v > limit) bad(field, "is " + std::to_string(v) + ", above the limit " + std::to_string(limit) + " (not a real model?)");
+}
+
 }  // namespace
 
 std::string to_string(Arch a) { return arch_names().name(a); }
@@ -129,7 +133,31 @@ int64_t ModelConfig::n_heads_kept(AttnType t) const {
   return n;
 }
 
+double ModelConfig::approx_parameters() const {
+  const double d = static_cast<double>(d_model), hd = static_cast<double>(head_dim > 0 ? head_dim : 0);
+  const double attn = d * hd * (2.0 * static_cast<double>(n_heads) + 2.0 * static_cast<double>(effective_kv_heads()));
+  const double ffn = 2.0 * d * static_cast<double>(d_ff);
+  const double layers = static_cast<double>(n_encoder_layers) + static_cast<double>(n_decoder_layers);
+  const double cross = arch == Arch::EncoderDecoder ? static_cast<double>(n_decoder_layers) * attn : 0.0;
+  double emb = d * (static_cast<double>(vocab_size) + static_cast<double>(max_positions) + static_cast<double>(n_segments));
+  if (arch == Arch::EncoderDecoder) emb += d * static_cast<double>(effective_tgt_vocab());
+  if (!tie_embeddings) emb += d * static_cast<double>(effective_tgt_vocab());
+  return emb + layers * (attn + ffn) + cross + d * static_cast<double>(n_classes);
+}
+
 void ModelConfig::finalize() {
+  require_at_most("vocab_size", vocab_size, ConfigLimits::vocab);
+  require_at_most("tgt_vocab_size", tgt_vocab_size, ConfigLimits::vocab);
+  require_at_most("d_model", d_model, ConfigLimits::dim);
+  require_at_most("d_ff", d_ff, ConfigLimits::dim);
+  require_at_most("head_dim", head_dim, ConfigLimits::dim);
+  require_at_most("n_heads", n_heads, ConfigLimits::heads);
+  require_at_most("n_kv_heads", n_kv_heads, ConfigLimits::heads);
+  require_at_most("n_encoder_layers", n_encoder_layers, ConfigLimits::layers);
+  require_at_most("n_decoder_layers", n_decoder_layers, ConfigLimits::layers);
+  require_at_most("max_positions", max_positions, ConfigLimits::positions);
+  require_at_most("n_classes", n_classes, ConfigLimits::classes);
+  require_at_most("n_segments", n_segments, ConfigLimits::classes);
   require_positive("vocab_size", vocab_size);
   require_positive("d_model", d_model);
   require_positive("d_ff", d_ff);
@@ -247,6 +275,8 @@ T get_as(const nlohmann::json& v, const std::string& key) {
 
 int64_t get_int(const nlohmann::json& v, const std::string& key) {
   if (!v.is_number_integer()) bad(key, "must be an integer, got " + v.dump());
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    bad(key, "is " + v.dump() + ", too large for a 64-bit integer");
   return v.get<int64_t>();
 }
 

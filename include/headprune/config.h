@@ -54,6 +54,18 @@ inline std::ostream& operator<<(std::ostream& o, const HeadId& h) { return o << 
 // Parses "TYPE:LAYER:HEAD" (type names as in to_string, or enc/dec/cross).
 HeadId parse_head_id(const std::string& s);
 
+// Bounds every config is checked against before anything is allocated: far above any real model
+// (the largest vocabularies are ~256k tokens, d_ff ~53k, 128 heads, 126 layers), far below sizes whose
+// products overflow.
+struct ConfigLimits {
+  static constexpr int64_t vocab = 1 << 24;      // vocab_size, tgt_vocab_size
+  static constexpr int64_t dim = 1 << 17;        // d_model, d_ff, head_dim
+  static constexpr int64_t heads = 4096;         // n_heads
+  static constexpr int64_t layers = 4096;        // per stack
+  static constexpr int64_t positions = 1 << 22;  // max_positions
+  static constexpr int64_t classes = 1 << 20;    // n_classes, n_segments
+};
+
 struct ModelConfig {
   Arch arch = Arch::EncoderClassifier;
   int64_t vocab_size = 0;      // source / only vocabulary
@@ -91,6 +103,11 @@ struct ModelConfig {
   // Fill defaults (head_dim, all heads kept) and validate; throws std::invalid_argument
   // naming the field and what was expected.
   void finalize();
+
+  // The parameters the model will hold, from the shapes alone (nothing allocated; a double, so a
+  // hostile config cannot overflow it). Checked before building: against the machine's memory, and
+  // by the loaders against the tensors a file actually holds.
+  double approx_parameters() const;
 
   int64_t effective_tgt_vocab() const { return tgt_vocab_size > 0 ? tgt_vocab_size : vocab_size; }
   int64_t effective_kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }

@@ -1,6 +1,8 @@
 // WordPiece (BERT) and byte-level BPE (GPT-2) tokenizers (see header).
 #include "headprune/data/hf_tokenizers.h"
 
+#include "headprune/config.h"
+
 #include <algorithm>
 #include <climits>
 #include <stdexcept>
@@ -266,7 +268,9 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_parts(const std::map<std::stri
                                                         const std::vector<std::pair<std::string, std::string>>& merges) {
   ByteLevelBpeTokenizer t;
   for (const auto& [tok, id] : vocab) {
-    if (id < 0) throw std::invalid_argument("vocabulary: token '" + tok + "' has a negative id");
+    if (id < 0 || id >= ConfigLimits::vocab)
+      throw std::invalid_argument("vocabulary: token '" + tok + "' has id " + std::to_string(id) + ", outside [0, " +
+                                  std::to_string(ConfigLimits::vocab) + ")");
     if (!t.by_id_.emplace(id, tok).second)
       throw std::invalid_argument("vocabulary: id " + std::to_string(id) + " is used twice");
     t.ids_[tok] = id;
@@ -282,7 +286,9 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::load(const std::string& vocab_json,
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!it.value().is_number_integer())
       throw std::runtime_error(vocab_json + ": the id of '" + it.key() + "' is not an integer");
-    vocab[it.key()] = it.value().get<int64_t>();
+    vocab[it.key()] = it.value().is_number_unsigned() && it.value().get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                          ? -1  // reported as out of range below
+                          : it.value().get<int64_t>();
   }
   std::vector<std::pair<std::string, std::string>> merges;
   const auto lines = read_lines(merges_txt);

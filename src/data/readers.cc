@@ -128,6 +128,7 @@ std::vector<TextExample> read_tsv_classification(const std::string& path, const 
       throw std::runtime_error(where(path, i) + ": expected " + std::to_string(header.size()) +
                                " tab-separated fields, got " + std::to_string(fields.size()));
     TextExample e;
+    e.line = static_cast<int64_t>(i) + 1;
     e.text_a = fields[col_a];
     if (col_b >= 0) e.text_b = fields[col_b];
     if (col_label >= 0 && !parse_label(fields[col_label], &e.label))

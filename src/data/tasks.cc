@@ -151,8 +151,12 @@ TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const s
     cols.text_b = opt<std::string>(spec, "text_b", "");
     cols.label = opt<std::string>(spec, "label", "label");
     std::map<std::string, std::vector<TextExample>> raw;
+    std::map<std::string, std::string> files;
     for (const char* s : {"train", "valid", "test"})
-      if (wants(splits, s) && spec.contains(s)) raw[s] = read_tsv_classification(path(spec.at(s).get<std::string>()), cols);
+      if (wants(splits, s) && spec.contains(s)) {
+        files[s] = path(spec.at(s).get<std::string>());
+        raw[s] = read_tsv_classification(files[s], cols);
+      }
     if (tokenizer) {
       d.tokenizer = tokenizer;
     } else {
@@ -168,8 +172,10 @@ TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const s
       std::vector<Example> ex;
       for (const auto& e : kv.second) {
         if (e.label < 0 || e.label >= model.n_classes)
-          throw std::invalid_argument("data: label " + std::to_string(e.label) + " outside the model's " +
-                                      std::to_string(model.n_classes) + " classes");
+          throw std::invalid_argument(files[kv.first] + ":" + std::to_string(e.line) + ": label " +
+                                      std::to_string(e.label) + " is outside the model's " +
+                                      std::to_string(model.n_classes) + " classes [0, " +
+                                      std::to_string(model.n_classes) + ")");
         ex.push_back(classification_example(*d.tokenizer, e.text_a, e.text_b, e.label, max_len));
       }
       (kv.first == "train" ? d.train : kv.first == "valid" ? d.valid : d.test) = std::move(ex);

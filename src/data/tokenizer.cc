@@ -433,11 +433,13 @@ Tokenizer Tokenizer::train(const std::vector<std::string>& sentences, const Toke
   // Alphabet: the most frequent well-formed characters up to the coverage, plus "▁".
   std::unordered_map<std::string, int64_t> char_counts;
   int64_t total = 0;
-  for (const auto& [w, f] : words)
-    for_each_char(w, [&](const std::string& c, bool valid) {
+  for (const auto& word : words) {
+    const int64_t f = word.second;  // a named copy: lambdas cannot capture structured bindings in C++17
+    for_each_char(word.first, [&](const std::string& c, bool valid) {
       total += f;
       if (valid) char_counts[c] += f;
     });
+  }
   std::vector<std::pair<std::string, int64_t>> by_count(char_counts.begin(), char_counts.end());
   std::sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second
@@ -485,13 +487,12 @@ Tokenizer Tokenizer::train(const std::vector<std::string>& sentences, const Toke
 }
 
 Tokenizer Tokenizer::from_serialized(const std::string& bytes, const std::string& what) {
+  // parse_json: every JSON fault (syntax, a number out of range, a repeated key) names the file.
   json j;
   try {
-    j = json::parse(bytes);
-  } catch (const json::parse_error& e) {
-    throw std::runtime_error(what +
-                             ": expected a headprune-bpe tokenizer JSON file, got text that is not JSON (" +
-                             e.what() + ")");
+    j = parse_json(bytes, what);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + " (expected a headprune-bpe tokenizer JSON file, got text that is not JSON)");
   }
   if (!j.is_object())
     throw std::runtime_error(what + ": expected a JSON object, got " + std::string(j.type_name()));

@@ -60,7 +60,8 @@ Transformer load_checkpoint(const std::string& dir) {
     std::string hint;
     if (is_file(join_path(dir, "pytorch_model.bin")))
       hint = " (found pytorch_model.bin: convert it to safetensors first, e.g. in Python: "
-             "safetensors.torch.save_file(torch.load(p), 'model.safetensors'))";
+             "safetensors.torch.save_file(torch.load(p, weights_only=True), 'model.safetensors'); never unpickle "
+             "a downloaded file without weights_only=True)";
     throw std::runtime_error("checkpoint '" + dir + "': missing " + kWeightsFile + hint);
   }
   auto file = read_safetensors(path);
@@ -74,6 +75,7 @@ Transformer load_checkpoint(const std::string& dir) {
     }
     file.tensors = std::move(renamed);
   }
+  check_tensors_fit(cfg, file.tensors, path);  // a config.json sized beyond its weights allocates nothing
   Transformer model(cfg);
   load_state_strict(*model, file.tensors, path);
   model->eval();

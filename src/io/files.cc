@@ -7,20 +7,28 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <vector>
 #include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace hp {
 namespace fs = std::filesystem;
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path, uint64_t max_bytes) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw std::runtime_error(path + ": is a directory, expected a file");
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > max_bytes)
+    throw std::runtime_error(path + ": " + std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) +
+                             " this reader accepts (not the file you meant?)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open for reading (" + std::strerror(errno) + ")");
   std::ostringstream ss;
@@ -79,13 +87,119 @@ void make_directories(const std::string& path) {
   if (ec || !fs::is_directory(path)) throw std::runtime_error(path + ": cannot create directory (" + ec.message() + ")");
 }
 
-nlohmann::json read_json_file(const std::string& path, bool allow_comments) {
-  const std::string text = read_file(path);
-  try {
-    return nlohmann::json::parse(text, nullptr, true, allow_comments);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+bool is_empty_or_missing_directory(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return true;
+  return fs::is_directory(path, ec) && fs::is_empty(path, ec);
+}
+
+void replace_directory(const std::string& dst, const std::function<void(const std::string& tmp)>& fill) {
+  const std::string tmp = dst + ".tmp", old = dst + ".old";
+  fs::remove_all(tmp);
+  fill(tmp);
+  fs::remove_all(old);
+  if (fs::exists(dst)) fs::rename(dst, old);
+  fs::rename(tmp, dst);
+  fs::remove_all(old);
+}
+
+namespace {
+std::string without_trailing_slashes(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+}  // namespace
+
+PathLock::PathLock(const std::string& path) : lock_path_(without_trailing_slashes(path) + ".lock") {
+  const std::string parent = fs::path(lock_path_).parent_path().string();
+  if (!parent.empty()) make_directories(parent);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error(lock_path_ + ": cannot create the lock file (" + std::strerror(errno) + ")");
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      char buf[32] = {0};
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      const std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
+      throw std::runtime_error(without_trailing_slashes(path) + ": another process (pid " + holder +
+                               ") is writing it (lock " + lock_path_ + "); wait for it or choose another output");
+    }
+    // The holder before us may have removed the file between our open and our lock: lock the file
+    // that is at the path now.
+    struct stat at_fd {}, at_path {};
+    if (::fstat(fd, &at_fd) == 0 && ::stat(lock_path_.c_str(), &at_path) == 0 && at_fd.st_ino == at_path.st_ino &&
+        at_fd.st_dev == at_path.st_dev) {
+      const std::string pid = std::to_string(::getpid());
+      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) { /* the pid is informative only */ }
+      fd_ = fd;
+      return;
+    }
+    ::close(fd);
   }
+  throw std::runtime_error(lock_path_ + ": could not take the lock (the file keeps changing)");
+}
+
+PathLock::~PathLock() {
+  if (fd_ >= 0) {
+    ::unlink(lock_path_.c_str());  // while still holding it: a waiting opener re-checks the inode
+    ::close(fd_);
+  }
+}
+
+OutputDir::OutputDir(const std::string& out, const Options& options)
+    : final_(without_trailing_slashes(out)), staging_(final_ + ".partial"), lock_(final_) {
+  std::error_code ec;
+  if (fs::exists(final_, ec) && !fs::is_directory(final_, ec))
+    throw std::runtime_error(final_ + ": exists and is not a directory");
+  if (!is_empty_or_missing_directory(final_) && !options.overwrite &&
+      !(options.replaceable && options.replaceable(final_)))
+    throw std::runtime_error(final_ + ": the output directory is not empty; choose another or pass " + options.flag +
+                             " to replace it as a whole");
+  fs::remove_all(staging_, ec);
+  make_directories(staging_);
+}
+
+OutputDir::~OutputDir() {
+  if (!committed_) {
+    std::error_code ec;
+    fs::remove_all(staging_, ec);
+  }
+}
+
+void OutputDir::commit() {
+  replace_directory(final_, [&](const std::string& tmp) {
+    fs::remove_all(tmp);
+    fs::rename(staging_, tmp);
+  });
+  committed_ = true;
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& source, bool allow_comments) {
+  using Event = nlohmann::json::parse_event_t;
+  std::vector<std::set<std::string>> keys;  // the keys of each object being parsed, innermost last
+  std::string duplicate;
+  const auto callback = [&](int, Event event, nlohmann::json& parsed) {
+    if (event == Event::object_start) {
+      keys.emplace_back();
+    } else if (event == Event::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (event == Event::key && !keys.empty() && duplicate.empty()) {
+      if (!keys.back().insert(parsed.get<std::string>()).second) duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text, callback, true, allow_comments);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(source + ": not valid JSON: " + e.what());
+  }
+  if (!duplicate.empty()) throw std::runtime_error(source + ": duplicate key '" + duplicate + "' (which one is meant?)");
+  return j;
+}
+
+nlohmann::json read_json_file(const std::string& path, bool allow_comments) {
+  return parse_json(read_file(path), path, allow_comments);
 }
 
 void write_json_file(const std::string& path, const nlohmann::json& j, int indent) {

@@ -20,16 +20,34 @@ namespace {
   throw std::runtime_error(source + ": " + what);
 }
 
+int64_t checked_int(const nlohmann::json& v, const char* key, const std::string& source) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    fail(source, std::string("config field '") + key + "' is " + v.dump() + ", too large for a 64-bit integer");
+  return v.get<int64_t>();
+}
+
 int64_t req_int(const nlohmann::json& c, const char* key, const std::string& source) {
   if (!c.contains(key) || !c.at(key).is_number_integer())
     fail(source, std::string("config field '") + key + "' is missing or not an integer");
-  return c.at(key).get<int64_t>();
+  return checked_int(c.at(key), key, source);
 }
 
 int64_t opt_int(const nlohmann::json& c, const char* key, int64_t dflt, const std::string& source) {
   if (!c.contains(key) || c.at(key).is_null()) return dflt;
   if (!c.at(key).is_number_integer()) fail(source, std::string("config field '") + key + "' must be an integer");
-  return c.at(key).get<int64_t>();
+  return checked_int(c.at(key), key, source);
+}
+
+std::string opt_str(const nlohmann::json& c, const char* key, const std::string& dflt, const std::string& source) {
+  if (!c.contains(key) || c.at(key).is_null()) return dflt;
+  if (!c.at(key).is_string()) fail(source, std::string("config field '") + key + "' must be a string, got " + c.at(key).dump());
+  return c.at(key).get<std::string>();
+}
+
+bool opt_bool(const nlohmann::json& c, const char* key, bool dflt, const std::string& source) {
+  if (!c.contains(key) || c.at(key).is_null()) return dflt;
+  if (!c.at(key).is_boolean()) fail(source, std::string("config field '") + key + "' must be true or false, got " + c.at(key).dump());
+  return c.at(key).get<bool>();
 }
 
 double opt_num(const nlohmann::json& c, const char* key, double dflt, const std::string& source) {
@@ -106,6 +124,14 @@ class HfTensors {
     }
   }
   bool has(const std::string& name) const { return left_.count(name) > 0; }
+  // The leading size of a matrix (e.g. the classes of a classifier), checked to be one.
+  int64_t rows(const std::string& name) const {
+    const auto it = left_.find(name);
+    if (it == left_.end()) fail(source_, "missing tensor '" + name + "'");
+    if (it->second.dim() != 2)
+      fail(source_, "tensor '" + original_.at(name) + "' has shape " + shape_str(it->second.sizes()) + ", expected a matrix");
+    return it->second.size(0);
+  }
   // The tensor, checked against the expected shape (empty = any).
   torch::Tensor take(const std::string& name, std::vector<int64_t> shape = {}) {
     auto it = left_.find(name);
@@ -158,47 +184,49 @@ std::string bert_layer(int64_t l, bool hf) {
 }
 std::string gpt2_layer(int64_t l, bool hf) { return (hf ? "h." : "decoder.layers.") + std::to_string(l) + "."; }
 
-HfModel import_bert(const nlohmann::json& c, const TensorMap& tensors, const std::string& source) {
+HfModel import_bert(const nlohmann::json& c, const TensorMap& tensors, const std::string& source,
+                    const std::string& csrc) {
   ModelConfig cfg;
   cfg.arch = Arch::EncoderClassifier;
-  cfg.vocab_size = req_int(c, "vocab_size", source);
-  cfg.d_model = req_int(c, "hidden_size", source);
-  cfg.n_heads = req_int(c, "num_attention_heads", source);
-  cfg.n_encoder_layers = req_int(c, "num_hidden_layers", source);
-  cfg.d_ff = req_int(c, "intermediate_size", source);
-  cfg.max_positions = req_int(c, "max_position_embeddings", source);
-  cfg.n_segments = opt_int(c, "type_vocab_size", 2, source);
-  cfg.layer_norm_eps = opt_num(c, "layer_norm_eps", 1e-12, source);
-  cfg.dropout = opt_num(c, "hidden_dropout_prob", 0.1, source);
-  cfg.attention_dropout = opt_num(c, "attention_probs_dropout_prob", 0.1, source);
-  cfg.pad_id = opt_int(c, "pad_token_id", 0, source);
-  cfg.activation = parse_hf_activation(c.value("hidden_act", std::string("gelu")), source);
-  if (c.value("position_embedding_type", std::string("absolute")) != "absolute")
-    fail(source, "position_embedding_type '" + c.at("position_embedding_type").get<std::string>() +
-                     "' is not supported (absolute only)");
+  cfg.vocab_size = req_int(c, "vocab_size", csrc);
+  cfg.d_model = req_int(c, "hidden_size", csrc);
+  cfg.n_heads = req_int(c, "num_attention_heads", csrc);
+  cfg.n_encoder_layers = req_int(c, "num_hidden_layers", csrc);
+  cfg.d_ff = req_int(c, "intermediate_size", csrc);
+  cfg.max_positions = req_int(c, "max_position_embeddings", csrc);
+  cfg.n_segments = opt_int(c, "type_vocab_size", 2, csrc);
+  cfg.layer_norm_eps = opt_num(c, "layer_norm_eps", 1e-12, csrc);
+  cfg.dropout = opt_num(c, "hidden_dropout_prob", 0.1, csrc);
+  cfg.attention_dropout = opt_num(c, "attention_probs_dropout_prob", 0.1, csrc);
+  cfg.pad_id = opt_int(c, "pad_token_id", 0, csrc);
+  cfg.activation = parse_hf_activation(opt_str(c, "hidden_act", "gelu", csrc), csrc);
+  if (const auto pe = opt_str(c, "position_embedding_type", "absolute", csrc); pe != "absolute")
+    fail(csrc, "position_embedding_type '" + pe + "' is not supported (absolute only)");
   if (cfg.n_heads <= 0 || cfg.d_model % cfg.n_heads != 0)
-    fail(source, "hidden_size must be a multiple of num_attention_heads");
+    fail(csrc, "hidden_size must be a multiple of num_attention_heads");
   cfg.positional = Positional::Learned;
   cfg.norm = NormPosition::Post;
   cfg.embed_layer_norm = true;
   cfg.tie_embeddings = false;
-  cfg.encoder_self_heads = kept_from_pruned(c, cfg.n_encoder_layers, cfg.n_heads, source);
+  cfg.encoder_self_heads = kept_from_pruned(c, cfg.n_encoder_layers, cfg.n_heads, csrc);
 
   const bool prefixed = std::any_of(tensors.begin(), tensors.end(), [](const auto& kv) { return kv.first.rfind("bert.", 0) == 0; });
   HfTensors t(tensors, prefixed ? "bert." : "", source);
   const bool has_classifier = t.has("classifier.weight");
   if (has_classifier) {
-    cfg.n_classes = tensors.at("classifier.weight").size(0);
-  } else if (c.contains("id2label") && c.at("id2label").is_object() && !c.at("id2label").empty()) {
+    cfg.n_classes = t.rows("classifier.weight");
+  } else if (c.contains("id2label") && c.at("id2label").is_object() && !c.at("id2label").empty() &&
+             c.at("id2label").size() <= static_cast<size_t>(ConfigLimits::classes)) {
     cfg.n_classes = static_cast<int64_t>(c.at("id2label").size());
   } else {
-    cfg.n_classes = opt_int(c, "num_labels", 2, source);
+    cfg.n_classes = opt_int(c, "num_labels", 2, csrc);
   }
   try {
     cfg.finalize();
   } catch (const std::invalid_argument& e) {
-    fail(source, std::string("config: ") + e.what());
+    fail(csrc, e.what());
   }
+  check_tensors_fit(cfg, tensors, source);  // before anything is allocated
   HfModel out;
   out.model_type = "bert";
   out.config = c;
@@ -229,24 +257,26 @@ HfModel import_bert(const nlohmann::json& c, const TensorMap& tensors, const std
   return out;
 }
 
-HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std::string& source) {
+HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std::string& source,
+                    const std::string& csrc) {
   ModelConfig cfg;
   cfg.arch = Arch::DecoderLM;
-  cfg.vocab_size = req_int(c, "vocab_size", source);
-  cfg.d_model = req_int(c, "n_embd", source);
-  cfg.n_heads = req_int(c, "n_head", source);
-  cfg.n_decoder_layers = req_int(c, "n_layer", source);
-  cfg.d_ff = opt_int(c, "n_inner", 4 * cfg.d_model, source);
-  cfg.max_positions = req_int(c, "n_positions", source);
-  cfg.layer_norm_eps = opt_num(c, "layer_norm_epsilon", 1e-5, source);
-  cfg.dropout = opt_num(c, "resid_pdrop", 0.1, source);
-  cfg.attention_dropout = opt_num(c, "attn_pdrop", 0.1, source);
-  cfg.activation = parse_hf_activation(c.value("activation_function", std::string("gelu_new")), source);
-  if (!c.value("scale_attn_weights", true)) fail(source, "scale_attn_weights false is not supported");
-  if (c.value("scale_attn_by_inverse_layer_idx", false))
-    fail(source, "scale_attn_by_inverse_layer_idx true is not supported");
-  if (cfg.n_heads <= 0 || cfg.d_model % cfg.n_heads != 0) fail(source, "n_embd must be a multiple of n_head");
-  const int64_t eos = opt_int(c, "eos_token_id", 0, source);
+  cfg.vocab_size = req_int(c, "vocab_size", csrc);
+  cfg.d_model = req_int(c, "n_embd", csrc);
+  cfg.n_heads = req_int(c, "n_head", csrc);
+  cfg.n_decoder_layers = req_int(c, "n_layer", csrc);
+  // 4 x n_embd by default (n_embd is bounded first, so the product cannot overflow).
+  cfg.d_ff = opt_int(c, "n_inner", cfg.d_model > 0 && cfg.d_model <= ConfigLimits::dim ? 4 * cfg.d_model : cfg.d_model, csrc);
+  cfg.max_positions = req_int(c, "n_positions", csrc);
+  cfg.layer_norm_eps = opt_num(c, "layer_norm_epsilon", 1e-5, csrc);
+  cfg.dropout = opt_num(c, "resid_pdrop", 0.1, csrc);
+  cfg.attention_dropout = opt_num(c, "attn_pdrop", 0.1, csrc);
+  cfg.activation = parse_hf_activation(opt_str(c, "activation_function", "gelu_new", csrc), csrc);
+  if (!opt_bool(c, "scale_attn_weights", true, csrc)) fail(csrc, "scale_attn_weights false is not supported");
+  if (opt_bool(c, "scale_attn_by_inverse_layer_idx", false, csrc))
+    fail(csrc, "scale_attn_by_inverse_layer_idx true is not supported");
+  if (cfg.n_heads <= 0 || cfg.d_model % cfg.n_heads != 0) fail(csrc, "n_embd must be a multiple of n_head");
+  const int64_t eos = opt_int(c, "eos_token_id", 0, csrc);
   cfg.pad_id = eos >= 0 && eos < cfg.vocab_size ? eos : 0;
   cfg.positional = Positional::Learned;
   cfg.norm = NormPosition::Pre;
@@ -258,11 +288,11 @@ HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std
   torch::Tensor lm_head;
   if (t.has("lm_head.weight")) lm_head = t.take("lm_head.weight");
   cfg.tie_embeddings = true;
-  cfg.decoder_self_heads = kept_from_pruned(c, cfg.n_decoder_layers, cfg.n_heads, source);
+  cfg.decoder_self_heads = kept_from_pruned(c, cfg.n_decoder_layers, cfg.n_heads, csrc);
   try {
     cfg.finalize();
   } catch (const std::invalid_argument& e) {
-    fail(source, std::string("config: ") + e.what());
+    fail(csrc, e.what());
   }
   const int64_t C = cfg.d_model;
   auto wte = t.take("wte.weight", {cfg.vocab_size, C});
@@ -270,6 +300,7 @@ HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std
     cfg.tie_embeddings = false;
     cfg.finalize();
   }
+  check_tensors_fit(cfg, tensors, source);  // before anything is allocated
   HfModel out;
   out.model_type = "gpt2";
   out.config = c;
@@ -324,13 +355,14 @@ bool is_hf_dir(const std::string& dir) {
   }
 }
 
-HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source) {
+HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source,
+                  const std::string& config_source) {
   if (!config.is_object() || !config.contains("model_type") || !config.at("model_type").is_string())
-    fail(source, "config has no model_type");
+    fail(config_source, "no model_type (a string such as \"bert\" or \"gpt2\")");
   const auto type = config.at("model_type").get<std::string>();
-  if (type == "bert") return import_bert(config, tensors, source);
-  if (type == "gpt2") return import_gpt2(config, tensors, source);
-  fail(source, "model_type '" + type + "' is not supported (bert, gpt2)");
+  if (type == "bert") return import_bert(config, tensors, source, config_source);
+  if (type == "gpt2") return import_gpt2(config, tensors, source, config_source);
+  fail(config_source, "model_type '" + type + "' is not supported (bert, gpt2)");
 }
 
 HfModel import_hf(const std::string& dir) {
@@ -344,16 +376,12 @@ HfModel import_hf(const std::string& dir) {
           "HF checkpoint '" + dir + "' has only pytorch_model.bin: headprune reads safetensors only (LibTorch "
           "cannot unpickle HF's state dict from C++, and unpickling runs code). Convert it once in Python: "
           "from safetensors.torch import save_file; import torch; "
-          "save_file(torch.load('pytorch_model.bin'), 'model.safetensors')");
+          "save_file(torch.load('pytorch_model.bin', weights_only=True), 'model.safetensors') "
+          "(weights_only=True: never unpickle a downloaded file without it)");
     throw std::runtime_error("HF checkpoint '" + dir + "': missing model.safetensors");
   }
-  try {
-    return import_hf(config, read_safetensors(wpath).tensors, wpath);
-  } catch (const std::runtime_error& e) {
-    const std::string m = e.what();
-    if (m.rfind(wpath, 0) == 0) throw;
-    throw std::runtime_error(wpath + ": " + m);
-  }
+  // Errors name the file at fault: config.json for its fields, model.safetensors for its tensors.
+  return import_hf(config, read_safetensors(wpath).tensors, wpath, cpath);
 }
 
 HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {

@@ -52,12 +52,7 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
   if (8 + n > bytes.size())
     throw fail("header length " + std::to_string(n) + " exceeds the file size " + std::to_string(bytes.size()) +
                " (truncated file?)");
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
-  } catch (const nlohmann::json::exception& e) {
-    throw fail(std::string("header is not valid JSON: ") + e.what());
-  }
+  const nlohmann::json header = parse_json(bytes.substr(8, n), source + ": header");
   if (!header.is_object()) throw fail("header must be a JSON object, got " + std::string(header.type_name()));
 
   const char* data = bytes.data() + 8 + n;
@@ -85,17 +80,31 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
       throw fail(where + ": unknown dtype '" + dt + "' (supported: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL)");
     if (!e["shape"].is_array()) throw fail(where + ": shape must be a list of non-negative integers");
     std::vector<int64_t> shape;
+    const uint64_t elem = c10::elementSize(d->second);
+    // The shape's byte count is checked against the data section as it is multiplied, so no product
+    // overflows and nothing is allocated for a shape the file cannot hold.
     uint64_t numel = 1;
+    bool too_big = false;
     for (const auto& s : e["shape"]) {
       if (!s.is_number_unsigned()) throw fail(where + ": shape must be a list of non-negative integers, got " + e["shape"].dump());
-      shape.push_back(s.get<int64_t>());
-      numel *= s.get<uint64_t>();
+      const uint64_t dim = s.get<uint64_t>();
+      if (dim > (1ull << 48))
+        throw fail(where + ": shape " + e["shape"].dump() + " has a dimension above 2^48 (not a real tensor)");
+      shape.push_back(static_cast<int64_t>(dim));
+      if (dim != 0 && numel > (1ull << 62) / elem / dim) too_big = true;  // the byte count would overflow
+      numel = too_big ? 0 : numel * dim;
     }
+    if (shape.size() > 64) throw fail(where + ": shape has " + std::to_string(shape.size()) + " dimensions (at most 64)");
+    bool empty = false;
+    for (int64_t s : shape) empty = empty || s == 0;
+    if (too_big && !empty)
+      throw fail(where + ": shape " + e["shape"].dump() + " of " + dt + " needs more than 2^62 bytes (the data section holds " +
+                 std::to_string(data_size) + ")");
+    if (empty) numel = 0;
     const auto& off = e["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       throw fail(where + ": data_offsets must be [begin, end], got " + off.dump());
     const uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
-    const uint64_t elem = c10::elementSize(d->second);
     if (en < b) throw fail(where + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(en) + "] end before begin");
     if (en - b != numel * elem)
       throw fail(where + ": shape " + shape_str(shape) + " of " + dt + " needs " + std::to_string(numel * elem) +

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <iomanip>
 #include <sstream>
 
@@ -51,8 +52,22 @@ int64_t demo_train_steps(Arch family) {
 nlohmann::json run_demo(const DemoOptions& opts, const Runtime& rt, std::ostream& out, const JobEvents& events) {
   const auto t0 = std::chrono::steady_clock::now();
   nlohmann::json report = nlohmann::json::array();
+  OutputDir::Options oo;
+  oo.overwrite = opts.overwrite;
+  oo.replaceable = [](const std::string& d) {  // an earlier demo's output: family directories and JSON summaries
+    const auto names = arch_names().names();
+    for (const auto& e : std::filesystem::directory_iterator(d)) {
+      const std::string name = e.path().filename().string();
+      const bool family = e.is_directory() && std::find(names.begin(), names.end(), name) != names.end();
+      const bool summary = e.is_regular_file() && e.path().extension() == ".json";
+      if (!family && !summary) return false;
+    }
+    return true;
+  };
+  OutputDir demo_dir(opts.out_dir, oo);
   for (Arch arch : opts.families) {
-    const std::string dir = join_path(opts.out_dir, to_string(arch));
+    const std::string dir = join_path(demo_dir.path(), to_string(arch));
+    const std::string final_dir = join_path(opts.out_dir, to_string(arch));  // where it is after commit()
     out << "== " << to_string(arch) << " ==\n";
 
     // 1. Train on the synthetic task.
@@ -113,8 +128,9 @@ nlohmann::json run_demo(const DemoOptions& opts, const Runtime& rt, std::ostream
                                  {"after_ms", smaller.median_ms},
                                  {"paired_speedup", smaller.paired_speedup},
                                  {"ideal_speedup", smaller.ideal_speedup}}},
-                      {"checkpoint", join_path(pr.out_dir, "model")}});
+                      {"checkpoint", join_path(final_dir, "pruned/model")}});
   }
+  demo_dir.commit();
   auto env = bench_environment();
   env["device"] = rt.device.str();
   return {{"families", report},

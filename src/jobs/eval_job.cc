@@ -1,6 +1,8 @@
 // The evaluation and speed jobs (see header).
 #include "headprune/jobs/eval_job.h"
 
+#include <cmath>
+
 #include <iomanip>
 #include <ostream>
 
@@ -27,6 +29,11 @@ EvalReport run_eval(const EvalRequest& req, const Runtime& rt, const JobEvents& 
   out["precision"] = to_string(rt.precision);
   auto r = evaluate(*model, set.examples);
   out.update(r.to_json());
+  if (!std::isfinite(r.loss)) {  // JSON has no NaN: say so instead of a bare null
+    out["loss_non_finite"] = std::isnan(r.loss) ? "nan" : "inf";
+    events.say("eval", "warning: the loss is " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") +
+                           " (the model produces non-finite values on this data)");
+  }
   std::string& line = rep.line;
   line = std::to_string(r.n_examples) + " examples | loss " + std::to_string(r.loss);
   if (r.classification) {

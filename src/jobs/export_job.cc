@@ -23,17 +23,22 @@ std::string run_export(const ExportRequest& req) {
     model = load_checkpoint(req.checkpoint);
   }
   const auto files = tokenizer_files(req.checkpoint);
+  std::optional<OutputDir> hf_out, native_out;  // both checked before either is written
+  if (!req.hf_dir.empty()) hf_out.emplace(req.hf_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
+  if (!req.native_dir.empty()) native_out.emplace(req.native_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
   std::string out;
-  if (!req.hf_dir.empty()) {
-    export_hf(req.hf_dir, *model, base);
+  if (hf_out) {
+    export_hf(hf_out->path(), *model, base);
     for (const auto& [name, bytes] : files)  // an HF tokenizer goes along
-      if (name != kTokenizerFile) write_file_atomic(join_path(req.hf_dir, name), bytes);
-    const auto cfg = read_json_file(join_path(req.hf_dir, kConfigFile));
+      if (name != kTokenizerFile) write_file_atomic(join_path(hf_out->path(), name), bytes);
+    const auto cfg = read_json_file(join_path(hf_out->path(), kConfigFile));
+    hf_out->commit();
     out += "wrote " + req.hf_dir + " (" + cfg.at("model_type").get<std::string>() + ", pruned_heads " +
            cfg.at("pruned_heads").dump() + ")\n";
   }
-  if (!req.native_dir.empty()) {
-    save_checkpoint(req.native_dir, *model, files);
+  if (native_out) {
+    save_checkpoint(native_out->path(), *model, files);
+    native_out->commit();
     out += "wrote " + req.native_dir + " (headprune checkpoint)\n";
   }
   return out;

@@ -73,6 +73,8 @@ void GatesResult::print(std::ostream& out) const {
 
 GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvents& events) {
   if (req.out_dir.empty()) throw std::invalid_argument("gates: an output directory is required (--out)");
+  OutputDir out(req.out_dir, {req.overwrite, {}, "--overwrite"});  // refused before any work if it holds something
+  const std::string& dir = out.path();
   JobInputs in(req.checkpoint, req.data, rt);
   GatesResult res;
   res.checkpoint = req.checkpoint;
@@ -116,7 +118,6 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
     in.model()->eval();
     res.stages.record("before", *in.model(), set, mo);
   }
-  make_directories(req.out_dir);
   events.say("gates", to_string(opts.method) + " on " + std::to_string(res.n_heads) + " heads" +
                           (opts.target_kept ? ", target " + std::to_string(*opts.target_kept) + " kept" : std::string()) +
                           "; " + std::to_string(req.steps) + " steps" + (req.from_scratch ? " from scratch" : ""));
@@ -124,7 +125,7 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
   const int64_t total_steps = to.max_steps + opts.max_extra_steps;
   const auto t0 = std::chrono::steady_clock::now();
   res.gates = train_gates(
-      in.model(), td, to, opts, join_path(req.out_dir, "train"),
+      in.model(), td, to, opts, join_path(dir, "train"),
       [&](const GatePeriod& p) {
         last_state = "open " + fmt(p.expected_open, 1) + " closed " + std::to_string(p.closed);
         log_info("gates", period_line(p, opts));
@@ -144,14 +145,15 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
   Transformer result = remove_heads(model, res.plan.heads);
   res.stages.record("removed", *result, set, mo);
   if (req.finetune.steps > 0) {
-    train_model(result, td, in.finetune_options(req.finetune), join_path(req.out_dir, "finetune"), extras);
+    train_model(result, td, in.finetune_options(req.finetune), join_path(dir, "finetune"), extras);
     result->eval();
     res.stages.record("fine-tuned", *result, set, mo);
   }
-  save_checkpoint(join_path(req.out_dir, "model"), *result, extras);
-  save_plan(join_path(req.out_dir, "plan.json"), res.plan);
-  write_json_file(join_path(req.out_dir, "gates.json"), res.to_json(), 1);
-  write_file_atomic(join_path(req.out_dir, "gates_log.csv"), res.gates.log_csv());
+  save_checkpoint(join_path(dir, "model"), *result, extras);
+  save_plan(join_path(dir, "plan.json"), res.plan);
+  write_json_file(join_path(dir, "gates.json"), res.to_json(), 1);
+  write_file_atomic(join_path(dir, "gates_log.csv"), res.gates.log_csv());
+  out.commit();
   return res;
 }
 

@@ -25,6 +25,8 @@ void ImportanceResult::print(std::ostream& out) const {
 }
 
 ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt, const JobEvents& events) {
+  std::optional<OutputDir> out;  // refused before any work if it holds something
+  if (!req.out_dir.empty()) out.emplace(req.out_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
   JobInputs in(req.checkpoint, req.data, rt);
   bool needs_data = false;
   for (ScoreMethod m : req.methods) needs_data = needs_data || uses_data(m);
@@ -72,10 +74,10 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   res.json["checkpoint"] = req.checkpoint;
   res.json["data"] = needs_data ? set.name : "none";
   res.json["config"] = res.config.to_json();
-  if (!req.out_dir.empty()) {
-    make_directories(req.out_dir);
-    write_json_file(join_path(req.out_dir, "importance.json"), res.json);
-    write_file_atomic(join_path(req.out_dir, "importance.csv"), maps_to_csv(res.maps));
+  if (out) {
+    write_json_file(join_path(out->path(), "importance.json"), res.json);
+    write_file_atomic(join_path(out->path(), "importance.csv"), maps_to_csv(res.maps));
+    out->commit();
     events.say("importance", "wrote " + join_path(req.out_dir, "importance.json") + " and importance.csv");
   }
   return res;

@@ -70,6 +70,8 @@ void PruneResult::print(std::ostream& out) const {
 
 PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvents& events) {
   if (req.out_dir.empty()) throw std::invalid_argument("prune: an output directory is required (--out)");
+  OutputDir out(req.out_dir, {req.overwrite, {}, "--overwrite"});  // refused before any work if it holds something
+  const std::string& dir = out.path();
   JobInputs in(req.checkpoint, req.data, rt);
   PruneResult res;
   res.checkpoint = req.checkpoint;
@@ -106,7 +108,6 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
     res.stages.record("removed", *result, set, mo);
     res.masked_vs_removed = max_abs_diff(model, *result, check_batch(set, model));
   }
-  make_directories(req.out_dir);
   const auto& extras = in.loaded.tokenizer_files;  // the tokenizer travels with the pruned model
   if (req.finetune.steps > 0) {
     // Budhraja et al.: how the kept heads' importance shifts with fine-tuning (unnormalized gradient
@@ -115,19 +116,20 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
     raw.normalize = Normalization::None;
     raw.progress = nullptr;
     const HeadScores before = score_heads(*result, set, ScoreMethod::Gradient, raw);
-    train_model(result, in.train_data(), in.finetune_options(req.finetune), join_path(req.out_dir, "finetune"), extras);
+    train_model(result, in.train_data(), in.finetune_options(req.finetune), join_path(dir, "finetune"), extras);
     result->eval();
     res.stages.record("fine-tuned", *result, set, mo);
     res.compensation = compensation(before, score_heads(*result, set, ScoreMethod::Gradient, raw));
   }
-  save_checkpoint(join_path(req.out_dir, "model"), *result, extras);
-  save_plan(join_path(req.out_dir, "plan.json"), res.plan);
-  Transformer reloaded = load_checkpoint(join_path(req.out_dir, "model"));
+  save_checkpoint(join_path(dir, "model"), *result, extras);
+  save_plan(join_path(dir, "plan.json"), res.plan);
+  Transformer reloaded = load_checkpoint(join_path(dir, "model"));
   reloaded->to(rt.device);
   res.reloaded = max_abs_diff(*result, *reloaded, check_batch(set, *result));
   res.bytes_before = dir_bytes(req.checkpoint);
-  res.bytes_after = dir_bytes(join_path(req.out_dir, "model"));
-  write_json_file(join_path(req.out_dir, "summary.json"), res.to_json());
+  res.bytes_after = dir_bytes(join_path(dir, "model"));
+  write_json_file(join_path(dir, "summary.json"), res.to_json());
+  out.commit();
   events.say("prune", res.plan.strategy + ": " + std::to_string(res.plan.heads.size()) + " heads");
   return res;
 }
@@ -169,6 +171,8 @@ void CurveResult::print(std::ostream& out) const {
 }
 
 CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvents& events) {
+  std::optional<OutputDir> out;  // refused before any work if it holds something
+  if (!req.out_dir.empty()) out.emplace(req.out_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
   JobInputs in(req.checkpoint, req.data, rt);
   CurveResult res;
   res.checkpoint = req.checkpoint;
@@ -190,7 +194,7 @@ CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvent
     co.finetune = in.finetune_options(req.finetune);
     co.finetune_steps = req.finetune.steps;
     co.train = &in.train_data();
-    co.work_dir = req.out_dir.empty() ? std::filesystem::temp_directory_path().string() + "/headprune-curve" : req.out_dir;
+    co.work_dir = out ? out->path() : std::filesystem::temp_directory_path().string() + "/headprune-curve";
   }
   const size_t total = co.strategies.size() * req.fractions.size();
   size_t done = 0;
@@ -202,10 +206,10 @@ CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvent
   co.on_skip = [&](const std::string& why) { events.say("curve", "skipped: " + why); };
   in.model()->eval();
   res.points = pruning_curve(*in.model(), set, set, co);
-  if (!req.out_dir.empty()) {
-    make_directories(req.out_dir);
-    write_json_file(join_path(req.out_dir, "curve.json"), res.to_json());
-    write_file_atomic(join_path(req.out_dir, "curve.csv"), res.to_csv());
+  if (out) {
+    write_json_file(join_path(out->path(), "curve.json"), res.to_json());
+    write_file_atomic(join_path(out->path(), "curve.csv"), res.to_csv());
+    out->commit();
     events.say("curve", "wrote " + req.out_dir + "/curve.json and curve.csv");
   }
   return res;

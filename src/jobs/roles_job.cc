@@ -153,6 +153,8 @@ std::string RolesResult::to_csv() const {
 }
 
 RolesResult run_roles(const RolesRequest& req, const Runtime& rt, const JobEvents& events) {
+  std::optional<OutputDir> out;  // refused before any work if it holds something
+  if (!req.out_dir.empty()) out.emplace(req.out_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
   LoadedModel lm = open_model(req.checkpoint, rt.device);
   if (!lm.tokenizer)
     throw std::invalid_argument(req.checkpoint +
@@ -177,10 +179,10 @@ RolesResult run_roles(const RolesRequest& req, const Runtime& rt, const JobEvent
   if (!req.plan.empty())
     for (const auto& h : read_plan(req.plan).heads) res.pruned.insert(h);
   for (const auto& [head, ptr] : mp.heads) res.heads.push_back(classify_head(head, ptr, mp.sentences, rarest, req.roles));
-  if (!req.out_dir.empty()) {
-    make_directories(req.out_dir);
-    write_json_file(join_path(req.out_dir, "roles.json"), res.to_json(), 1);
-    write_file_atomic(join_path(req.out_dir, "roles.csv"), res.to_csv());
+  if (out) {
+    write_json_file(join_path(out->path(), "roles.json"), res.to_json(), 1);
+    write_file_atomic(join_path(out->path(), "roles.csv"), res.to_csv());
+    out->commit();
     events.say("roles", "wrote " + req.out_dir + "/roles.json and roles.csv");
   }
   return res;

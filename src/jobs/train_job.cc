@@ -27,6 +27,8 @@ TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvent
   TrainOptions topts = rc.train;
   topts.seed = rt.seed;
   topts.resume = req.resume;
+  topts.overwrite = req.overwrite;
+  const RunDir run_dir(req.out_dir, topts);  // checked before any data is read: fails fast
   if (req.max_steps > 0) topts.max_steps = req.max_steps;
   if (req.keep_every >= 0) topts.keep_every = req.keep_every;
   if (req.eval_every > 0) topts.eval_every = req.eval_every;
@@ -43,7 +45,6 @@ TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvent
     cfg.finalize();
     extras[kTokenizerFile] = data.tokenizer->serialized();
   }
-  make_directories(req.out_dir);
   write_json_file(join_path(req.out_dir, "train_config.json"), rc.to_json(topts));
   events.say("train", std::to_string(data.train.size()) + " training and " + std::to_string(data.valid.size()) +
                           " validation examples; " + std::to_string(topts.max_steps) + " steps");
@@ -53,7 +54,7 @@ TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvent
   TrainReport rep;
   rep.out_dir = req.out_dir;
   const auto t0 = std::chrono::steady_clock::now();
-  rep.result = train_model(model, {data.train, data.valid}, topts, req.out_dir, extras, [&](const TrainProgress& p) {
+  rep.result = train_model(model, {data.train, data.valid}, topts, run_dir, extras, [&](const TrainProgress& p) {
     char extra[96];
     std::snprintf(extra, sizeof extra, "loss %.4f lr %.1e %.0f tok/s", p.loss, p.lr, p.tokens_per_s);
     events.report({"train", p.step, topts.max_steps, "step", extra});
@@ -64,9 +65,11 @@ TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvent
 
 std::string run_init(const InitRequest& req, const Runtime& rt) {
   if (req.out_dir.empty()) throw std::invalid_argument("init: an output directory is required (--out)");
+  OutputDir out(req.out_dir, {req.overwrite, {}, "--overwrite"});
   torch::manual_seed(rt.seed);
   Transformer model(read_model_config(req.config));
-  save_checkpoint(req.out_dir, *model);
+  save_checkpoint(out.path(), *model);
+  out.commit();
   return "wrote " + req.out_dir + ": " + std::to_string(model->n_parameters()) + " parameters, " +
          std::to_string(model->n_active_heads()) + " heads";
 }

@@ -1,6 +1,8 @@
 // State dicts and strict loading.
 #include "headprune/model/state.h"
 
+#include <cstdio>
+
 #include <set>
 #include <stdexcept>
 
@@ -51,8 +53,28 @@ void load_state_strict(TransformerImpl& model, const TensorMap& state, const std
     if (!expected.count(kv.first))
       throw std::runtime_error(source + ": unexpected tensor '" + kv.first + "' (shape " +
                                shape_str(kv.second.sizes()) + ") that the model does not have");
+  for (const auto& kv : state) {
+    if (!at::isFloatingType(kv.second.scalar_type())) continue;
+    const int64_t bad = kv.second.numel() - torch::isfinite(kv.second).sum().item<int64_t>();
+    if (bad > 0)
+      throw std::runtime_error(source + ": tensor '" + kv.first + "' holds " + std::to_string(bad) +
+                               " NaN or infinite values (a diverged or corrupted model?)");
+  }
   torch::NoGradGuard no_grad;
   for (auto& kv : expected) kv.second.copy_(state.at(kv.first));
+}
+
+void check_tensors_fit(const ModelConfig& cfg, const TensorMap& tensors, const std::string& source) {
+  double held = 0;
+  for (const auto& kv : tensors) held += static_cast<double>(kv.second.numel());
+  const double wanted = cfg.approx_parameters();
+  // Generous: the estimate leaves out norms and biases, and a tied output layer may be stored twice.
+  if (wanted > 2 * held + 1e6) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, ": the config asks for about %.3g parameters but the file holds only %.3g values",
+                  wanted, held);
+    throw std::runtime_error(source + buf + " (config.json does not belong to these weights?)");
+  }
 }
 
 }  // namespace hp

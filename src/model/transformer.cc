@@ -2,7 +2,10 @@
 #include "headprune/model/transformer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
+
+#include "headprune/util/runtime.h"
 
 namespace hp {
 
@@ -144,6 +147,13 @@ torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& 
 // ---------------------------------------------------------------------------------------
 TransformerImpl::TransformerImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {
   cfg_.finalize();
+  const double bytes = cfg_.approx_parameters() * 4.0, memory = static_cast<double>(physical_memory_bytes());
+  if (memory > 0 && bytes > memory) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "config: the model needs about %.1f GiB for its parameters, more than this machine's %.1f GiB",
+                  bytes / (1ull << 30), memory / (1ull << 30));
+    throw std::invalid_argument(buf);
+  }
   switch (cfg_.arch) {
     case Arch::EncoderClassifier:
       encoder = register_module("encoder", Stack(cfg_, AttnType::EncoderSelf, cfg_.vocab_size, true));

@@ -141,6 +141,14 @@ PruningPlan plan_by_score(const HeadScores& scores, const ModelConfig& cfg, cons
                                   " (was it computed on another model?)");
     candidates.push_back(h);
   }
+  // A NaN orders arbitrarily: a plan built on it would be noise. Report it instead.
+  std::vector<std::string> non_finite;
+  for (const auto& h : candidates)
+    if (!std::isfinite(scores.scores.at(h))) non_finite.push_back(to_string(h));
+  if (!non_finite.empty())
+    throw std::invalid_argument("plan by score: the " + scores.method + " scores of " + std::to_string(non_finite.size()) +
+                                " heads are NaN or infinite (first: " + non_finite.front() +
+                                "); the model or the data give non-finite values, no plan is made from them");
   // Least important first; ascending_importance breaks ties by head id.
   std::vector<HeadId> order;
   const std::set<HeadId> cand(candidates.begin(), candidates.end());

@@ -91,17 +91,6 @@ void validate(const TrainOptions& o, const TrainData& d) {
   if (d.valid.empty()) bad("no validation examples");
 }
 
-// Atomically replaces directory `dst` by a directory filled by `fill` (via dst.tmp and dst.old).
-void replace_dir(const std::string& dst, const std::function<void(const std::string&)>& fill) {
-  const std::string tmp = dst + ".tmp", old = dst + ".old";
-  fs::remove_all(tmp);
-  fill(tmp);
-  fs::remove_all(old);
-  if (fs::exists(dst)) fs::rename(dst, old);
-  fs::rename(tmp, dst);
-  fs::remove_all(old);
-}
-
 std::string resume_dir(const std::string& out_dir) {
   for (const char* d : {"/last", "/last.old"})
     if (is_file(out_dir + d + "/trainer_state.json")) return out_dir + d;
@@ -114,13 +103,52 @@ double metric_of(const EvalResult& r, bool accuracy) {
 
 }  // namespace
 
+// The run directory's state decides what a start may do: nothing is replaced or mixed silently.
+RunDir::RunDir(const std::string& out_dir, const TrainOptions& opts) : lock_(out_dir), path_(out_dir) {
+  const bool fresh = is_empty_or_missing_directory(out_dir);
+  const std::string from = fresh ? "" : resume_dir(out_dir);
+  if (opts.resume) {
+    if (opts.overwrite) throw std::invalid_argument("train: --resume and --overwrite exclude each other");
+    if (from.empty())
+      throw std::runtime_error(out_dir + (fresh ? ": nothing to resume (no such run directory, or it is empty)"
+                                                : ": cannot resume: no last/trainer_state.json (the run saved no resume "
+                                                  "point); --overwrite starts it again"));
+  } else if (!fresh) {
+    if (!opts.overwrite) {
+      if (from.empty())
+        throw std::runtime_error(out_dir + ": not empty and not a resumable headprune run; choose another output or "
+                                           "pass --overwrite to replace it");
+      std::string at;
+      try {
+        const auto js = read_json_file(from + "/trainer_state.json");
+        at = " (at step " + std::to_string(js.at("step").get<int64_t>()) + ")";
+      } catch (const std::exception&) {
+      }
+      throw std::runtime_error(out_dir + ": already holds a training run" + at +
+                               "; --resume continues it, --overwrite starts it again");
+    }
+    std::error_code ec;
+    fs::remove_all(out_dir, ec);
+    if (ec) throw std::runtime_error(out_dir + ": cannot remove the earlier run (" + ec.message() + ")");
+  }
+  make_directories(out_dir);
+}
+
 TrainResult train_model(Transformer& model, const TrainData& data, const TrainOptions& opts, const std::string& out_dir,
+                        const std::map<std::string, std::string>& extra_files, const TrainProgressFn& progress,
+                        const TrainHooks* hooks) {
+  validate(opts, data);
+  const RunDir dir(out_dir, opts);
+  return train_model(model, data, opts, dir, extra_files, progress, hooks);
+}
+
+TrainResult train_model(Transformer& model, const TrainData& data, const TrainOptions& opts, const RunDir& run_dir,
                         const std::map<std::string, std::string>& extra_files, const TrainProgressFn& progress,
                         const TrainHooks* hooks) {
   validate(opts, data);
   if (hooks && opts.resume) throw std::invalid_argument("train: a run with extra trained parameters cannot be resumed");
   const bool save = !hooks || hooks->save_checkpoints;
-  make_directories(out_dir);
+  const std::string& out_dir = run_dir.path();
   const bool cls = model->config().arch == Arch::EncoderClassifier;
   const bool use_accuracy = opts.best_metric == "accuracy" || (opts.best_metric == "auto" && cls);
   if (use_accuracy && !cls) throw std::invalid_argument("train: best_metric accuracy needs an encoder_classifier");
@@ -140,15 +168,23 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
     model = load_checkpoint(from);
     model->to(device);
     make_opt();
-    auto js = read_json_file(from + "/trainer_state.json");
-    st.step = js.at("step");
-    st.epoch = js.at("epoch");
-    st.batch_in_epoch = js.at("batch_in_epoch");
-    st.has_best = js.at("has_best");
-    st.best = js.at("best");
-    st.log_loss_sum = js.at("log_loss_sum");
-    st.log_tokens = js.at("log_tokens");
-    st.history = js.at("history");
+    const std::string state_file = from + "/trainer_state.json";
+    const auto js = read_json_file(state_file);
+    try {
+      st.step = js.at("step");
+      st.epoch = js.at("epoch");
+      st.batch_in_epoch = js.at("batch_in_epoch");
+      st.has_best = js.at("has_best");
+      st.best = js.at("best");
+      st.log_loss_sum = js.at("log_loss_sum");
+      st.log_tokens = js.at("log_tokens");
+      st.history = js.at("history");
+      if (st.step < 0 || st.epoch < 0 || st.batch_in_epoch < 0 || !st.history.is_array() || !js.at("options").is_object())
+        throw std::invalid_argument("negative step/epoch/batch, or history/options of the wrong type");
+    } catch (const std::exception& e) {
+      throw std::runtime_error(state_file + ": not a valid trainer state (" + e.what() +
+                               "); --overwrite starts the run again");
+    }
     // Options that only decide what is written or logged do not change the result.
     auto affecting = [](nlohmann::json o) {
       for (const char* k : {"keep_every", "save_every", "log_every"}) o.erase(k);
@@ -169,7 +205,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
   model->train();
 
   auto save_last = [&] {
-    replace_dir(out_dir + "/last", [&](const std::string& dir) {
+    replace_directory(out_dir + "/last", [&](const std::string& dir) {
       save_checkpoint(dir, *model, extra_files);
       TensorMap t;
       for (auto& kv : opt->state()) t["optim." + kv.first] = kv.second;
@@ -273,7 +309,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
           st.has_best = true;
           st.best = m;
           if (save)
-            replace_dir(out_dir + "/best", [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
+            replace_directory(out_dir + "/best", [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
         }
         nlohmann::json rec = r.to_json();
         rec["step"] = st.step;
@@ -293,7 +329,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       if (save && opts.keep_every > 0 && st.step % opts.keep_every == 0) {
         char name[32];
         std::snprintf(name, sizeof name, "/step-%06lld", static_cast<long long>(st.step));
-        replace_dir(out_dir + name, [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
+        replace_directory(out_dir + name, [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
       }
       if (stop) stopped = true;
     }

@@ -2,6 +2,8 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "headprune/util/runtime.h"
 #include <nlohmann/json.hpp>
 
 #include "app.h"
@@ -24,6 +26,17 @@ Result run_cli(std::vector<std::string> args) {
   std::ostringstream out, err;
   int code = cli::run(static_cast<int>(argv.size()), argv.data(), out, err);
   return {code, out.str(), err.str()};
+}
+
+TEST(Cli, ThreadsAreBoundedByTheMachine) {
+  // --threads 1000 made a 20-example evaluation 40x slower; --threads -1 printed a 300-digit bound.
+  for (const char* n : {"1000", "-1"}) {
+    auto r = run_cli({"--threads", n, "info", "x"});
+    EXPECT_NE(r.code, 0) << n;
+    EXPECT_NE(r.err.find("--threads"), std::string::npos) << r.err;
+    EXPECT_LT(r.err.size(), 300u) << r.err;
+  }
+  EXPECT_THROW(configure_threads(100000), std::invalid_argument);
 }
 
 TEST(Cli, HelpAndUsageErrors) {

@@ -249,7 +249,7 @@ TEST(HfImport, BadInputIsAClearError) {
   // Only a pickled state dict: say how to convert it.
   fs::rename(d + "/model.safetensors", d + "/pytorch_model.bin");
   expect_error([&] { import_hf(d); }, "has only pytorch_model.bin");
-  expect_error([&] { load_checkpoint(d); }, "save_file(torch.load('pytorch_model.bin'), 'model.safetensors')");
+  expect_error([&] { load_checkpoint(d); }, "save_file(torch.load('pytorch_model.bin', weights_only=True), 'model.safetensors')");
 }
 
 }  // namespace

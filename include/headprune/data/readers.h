@@ -18,6 +18,7 @@ std::vector<std::string> read_lines(const std::string& path);
 struct TextExample {
   std::string text_a, text_b;  // text_b empty for single sentences
   int64_t label = -1;
+  int64_t line = 0;  // 1-based line of the file it was read from (0 when not from a file)
 };
 
 struct TsvColumns {

@@ -36,7 +36,9 @@ struct HfModel {
 
 HfModel import_hf(const std::string& dir);
 // The same, from a config and tensors with HF names (what import_hf reads from the directory).
-HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source);
+// Errors name `source` (the tensors' file) or `config_source` (the config's), whichever is at fault.
+HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source,
+                  const std::string& config_source = "config.json");
 
 // The HF tensors and config of a model (masked heads are removed first). `base_config` (e.g.
 // the imported one) supplies fields headprune does not model (id2label, token ids ...); the model

@@ -19,7 +19,10 @@ namespace hp {
 
 struct DemoOptions {
   std::vector<Arch> families = {Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder};
-  std::string out_dir = "runs/demo";  // per family: <out_dir>/<family>/{train,pruned}
+  // Per family: <out_dir>/<family>/{train,pruned}. The demo replaces its own earlier output there;
+  // a directory holding anything else is refused unless `overwrite`.
+  std::string out_dir = "runs/demo";
+  bool overwrite = false;
   double prune_fraction = 0.5;        // of all heads, including one emptied layer
   int64_t train_steps = 0;            // per family; 0 = the family's default (demo_train_steps)
   int64_t finetune_steps = 100;

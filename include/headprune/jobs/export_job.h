@@ -15,6 +15,7 @@ struct ExportRequest {
   std::string checkpoint;  // headprune checkpoint or HF directory (its config supplies HF-only fields)
   std::string hf_dir;      // "" = no HF export
   std::string native_dir;  // "" = no headprune checkpoint
+  bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
 };
 // One line per directory written ("wrote DIR (gpt2, pruned_heads {...})").
 std::string run_export(const ExportRequest& req);

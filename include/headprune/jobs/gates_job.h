@@ -20,6 +20,7 @@ namespace hp {
 
 struct GatesRequest {
   std::string checkpoint, out_dir;
+  bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
   GateOptions gate;                   // gate.target_kept is set from `prune` when given
   std::optional<PruneTarget> prune;   // heads to prune: a fraction or a count (required by pass, passconc)
   int64_t steps = 1000;               // training steps with gates (plus up to gate.max_extra_steps)

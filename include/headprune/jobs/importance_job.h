@@ -19,6 +19,7 @@ namespace hp {
 struct ImportanceRequest {
   std::string checkpoint;
   std::string out_dir;  // importance.json, importance.csv; "" = print only
+  bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
   std::vector<ScoreMethod> methods = {ScoreMethod::Gradient};
   std::optional<Normalization> normalize;  // unset: each method's default
   Granularity granularity = Granularity::Example;

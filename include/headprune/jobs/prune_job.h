@@ -23,6 +23,7 @@ namespace hp {
 struct PruneRequest {
   std::string checkpoint;
   std::string out_dir;  // model/, plan.json, summary.json (and finetune/ while fine-tuning)
+  bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
   PlanSpec plan;        // plan.seed is taken from the runtime
   bool mask_only = false;  // save the model with the heads masked instead of removed
   std::optional<Metric> metric;  // default: the task's
@@ -53,6 +54,7 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
 struct CurveRequest {
   std::string checkpoint;
   std::string out_dir;  // curve.json, curve.csv; "" = print only
+  bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
   std::vector<CurveStrategy> strategies;  // seeds of random strategies are taken from the runtime
   std::vector<double> fractions = {0, .1, .2, .3, .4, .5, .6, .7, .8, .9};
   int64_t min_per_layer = 0;

@@ -26,6 +26,7 @@ struct RolesRequest {
   std::string importance;  // importance.json to join ("" = none)
   std::string plan;        // plan.json: mark heads kept or pruned ("" = none)
   std::string out_dir;     // roles.json, roles.csv ("" = print only)
+  bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
   int64_t max_sentences = 2000;
   RoleOptions roles;
 };

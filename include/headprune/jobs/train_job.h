@@ -19,7 +19,8 @@ struct TrainRequest {
   Arch family = Arch::EncoderClassifier;
   std::string out_dir;
   std::string data_root = "../shared/data";
-  bool resume = false;      // continue from OUT/last if it exists
+  bool resume = false;      // continue OUT's run from OUT/last (an error if it has none)
+  bool overwrite = false;   // replace an earlier run in OUT (without it, a non-empty OUT is refused)
   int64_t max_steps = 0;    // > 0 overrides the config's
   int64_t eval_every = 0;   // > 0 overrides the config's
   int64_t keep_every = -1;  // >= 0 overrides the config's (OUT/step-NNNNNN snapshots)
@@ -37,6 +38,7 @@ TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvent
 struct InitRequest {
   std::string config;  // a model config JSON (a bare model object or a run config's "model")
   std::string out_dir;
+  bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
 };
 // Writes the checkpoint (the constructors' initialization, seeded by the runtime's seed); returns a
 // one-line description.

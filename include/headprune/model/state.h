@@ -24,6 +24,11 @@ TensorMap state_dict(TransformerImpl& model);
 // and expected vs got (missing tensor, unexpected tensor, shape, dtype).
 void load_state_strict(TransformerImpl& model, const TensorMap& state, const std::string& source);
 
+// Before a model is built from a config read beside a weights file: the parameters the config asks
+// for (ModelConfig::approx_parameters) must be about what the file holds, else std::runtime_error
+// naming `source` and both counts, so a hostile or mistaken config allocates nothing.
+void check_tensors_fit(const ModelConfig& cfg, const TensorMap& tensors, const std::string& source);
+
 std::string shape_str(at::IntArrayRef shape);  // "[4, 32]"
 
 }  // namespace hp

@@ -19,6 +19,7 @@
 
 #include "headprune/data/dataset.h"
 #include "headprune/eval/evaluate.h"
+#include "headprune/io/files.h"
 #include "headprune/model/transformer.h"
 #include "headprune/train/optimizer.h"
 
@@ -42,7 +43,10 @@ struct TrainOptions {
   std::string best_metric = "auto";  // auto (accuracy for classification, else loss) | loss | accuracy
   bool bf16 = false;  // bf16 autocast for forward/backward matmuls (fp32 master weights); ~4x faster GEMMs on CPUs with bf16 support
   uint64_t seed = 1;
-  bool resume = false;           // continue from out_dir/last if it exists
+  // The run directory: a new run needs it missing or empty; resume continues out_dir/last (and says
+  // why it cannot); overwrite removes an earlier run first. Neither is part of to_json().
+  bool resume = false;
+  bool overwrite = false;
   int64_t stop_after = -1;       // stop (without saving) after this step, as if killed: for tests
 
   nlohmann::json to_json() const;
@@ -78,9 +82,26 @@ struct TrainHooks {
   bool save_checkpoints = true;                           // best/, last/, step-N/
 };
 
+// A run directory, locked for one writer (a second fails at once) and checked against the options:
+// a new run needs it missing or empty; `resume` needs its last/ resume point and says why it cannot;
+// `overwrite` removes an earlier run first. Anything else is a std::runtime_error naming the directory
+// and what to pass, so a finished run (its best/, history.json) is never replaced silently.
+class RunDir {
+ public:
+  RunDir(const std::string& out_dir, const TrainOptions& opts);
+  const std::string& path() const { return path_; }
+
+ private:
+  PathLock lock_;
+  std::string path_;
+};
+
 // Trains `model` in place (on resume it is replaced by the saved one). `extra_files` (e.g.
-// the tokenizer) are written into every checkpoint.
+// the tokenizer) are written into every checkpoint. The first form opens the RunDir itself.
 TrainResult train_model(Transformer& model, const TrainData& data, const TrainOptions& opts, const std::string& out_dir,
+                        const std::map<std::string, std::string>& extra_files = {},
+                        const TrainProgressFn& progress = nullptr, const TrainHooks* hooks = nullptr);
+TrainResult train_model(Transformer& model, const TrainData& data, const TrainOptions& opts, const RunDir& run_dir,
                         const std::map<std::string, std::string>& extra_files = {},
                         const TrainProgressFn& progress = nullptr, const TrainHooks* hooks = nullptr);
 

@@ -76,5 +76,8 @@ class Autocast {
 std::string blas_info();
 // The CPU's model name from /proc/cpuinfo ("unknown" where there is none).
 std::string cpu_model();
+// Physical memory in bytes (0 when unknown): the bound a model's parameters are checked against
+// before they are allocated.
+uint64_t physical_memory_bytes();
 
 }  // namespace hp

@@ -1,0 +1,341 @@
+// Regression tests for what a hostile or careless user found (hardening issue): outputs never
+// destroyed silently, sizes checked before allocating, no undefined behaviour, and every error
+// naming the file (and field or line) and what was expected.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "headprune/data/hf_tokenizers.h"
+#include "headprune/data/synthetic.h"
+#include "headprune/data/tasks.h"
+#include "headprune/data/tokenizer.h"
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+#include "headprune/io/hf.h"
+#include "headprune/io/safetensors.h"
+#include "headprune/prune/plan.h"
+#include "headprune/score/head_scores.h"
+#include "headprune/train/trainer.h"
+#include "headprune/util/log.h"
+#include "test_util.h"
+
+namespace hp {
+namespace {
+namespace fs = std::filesystem;
+
+// The message of what `f` throws (a test failure when it does not throw).
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error";
+  return "";
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string slurp(const std::string& path) { return read_file(path); }
+
+// ---- outputs are never destroyed silently ----------------------------------------------------
+
+struct SmallRun {
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  TrainData data;
+  TrainOptions opts;
+  SmallRun() {
+    cfg.n_classes = 2;
+    data = {synthetic_examples(cfg, 64, 3, 10, 1), synthetic_examples(cfg, 16, 3, 10, 2)};
+    opts.max_steps = 6;
+    opts.batch_tokens = 256;
+    opts.warmup_steps = 1;
+    opts.eval_every = 3;
+    opts.log_every = 1000;
+  }
+  TrainResult train(const std::string& dir, const TrainOptions& o) {
+    torch::manual_seed(1);
+    Transformer model(cfg);
+    return train_model(model, data, o, dir);
+  }
+};
+
+TEST(HostileInput, TrainRefusesToStartOverAFinishedRun) {
+  set_log_level(LogLevel::Warn);
+  test::TempDir tmp;
+  SmallRun run;
+  const std::string dir = tmp / "run";
+  run.train(dir, run.opts);
+  const std::string history = slurp(dir + "/history.json");
+  const std::string best = slurp(dir + "/best/model.safetensors");
+
+  // Again without --resume: refused, naming the directory and both ways out; nothing touched.
+  const std::string again = error_of([&] { run.train(dir, run.opts); });
+  EXPECT_NE(again.find(dir), std::string::npos) << again;
+  EXPECT_NE(again.find("already holds a training run (at step 6)"), std::string::npos) << again;
+  EXPECT_NE(again.find("--overwrite"), std::string::npos) << again;
+  EXPECT_EQ(slurp(dir + "/history.json"), history);
+  EXPECT_EQ(slurp(dir + "/best/model.safetensors"), best);
+
+  // --resume of a finished run ends at once with its history intact.
+  TrainOptions resume = run.opts;
+  resume.resume = true;
+  EXPECT_EQ(run.train(dir, resume).history.size(), 2u);
+  EXPECT_EQ(slurp(dir + "/best/model.safetensors"), best);
+
+  // --resume without a resume point says why; the run is untouched.
+  fs::remove_all(dir + "/last");
+  const std::string no_last = error_of([&] { run.train(dir, resume); });
+  EXPECT_NE(no_last.find("cannot resume: no last/trainer_state.json"), std::string::npos) << no_last;
+  EXPECT_EQ(slurp(dir + "/history.json"), history);
+  const std::string nothing = error_of([&] { run.train(tmp / "never-started", resume); });
+  EXPECT_NE(nothing.find("nothing to resume"), std::string::npos) << nothing;
+
+  // A directory holding something else is refused too.
+  fs::create_directories(tmp / "foreign");
+  write(tmp / "foreign/notes.txt", "mine");
+  const std::string foreign = error_of([&] { run.train(tmp / "foreign", run.opts); });
+  EXPECT_NE(foreign.find("not a resumable headprune run"), std::string::npos) << foreign;
+  EXPECT_EQ(slurp(tmp / "foreign/notes.txt"), "mine");
+
+  // --overwrite starts again from scratch: the old files are gone.
+  TrainOptions overwrite = run.opts;
+  overwrite.overwrite = true;
+  write(dir + "/stale.txt", "old");
+  EXPECT_EQ(run.train(dir, overwrite).steps, 6);
+  EXPECT_FALSE(fs::exists(dir + "/stale.txt"));
+}
+
+TEST(HostileInput, CorruptResumePointNamesTheFile) {
+  set_log_level(LogLevel::Warn);
+  test::TempDir tmp;
+  SmallRun run;
+  const std::string dir = tmp / "run";
+  TrainOptions cut = run.opts;
+  cut.stop_after = 4;
+  cut.save_every = 2;
+  run.train(dir, cut);
+  TrainOptions resume = run.opts;
+  resume.resume = true;
+  write(dir + "/last/trainer_state.json", R"({"step": 2})");
+  const std::string missing = error_of([&] { run.train(dir, resume); });
+  EXPECT_NE(missing.find(dir + "/last/trainer_state.json: not a valid trainer state"), std::string::npos) << missing;
+  write(dir + "/last/trainer_state.json", "{not json");
+  const std::string broken = error_of([&] { run.train(dir, resume); });
+  EXPECT_NE(broken.find("trainer_state.json: not valid JSON"), std::string::npos) << broken;
+}
+
+TEST(HostileInput, OutputDirectoryIsRefusedReplacedWholeAndLocked) {
+  test::TempDir tmp;
+  const std::string out = tmp / "out";
+  {
+    OutputDir o(out, {});
+    write(o.path() + "/a.txt", "first");
+    EXPECT_FALSE(fs::exists(out));  // nothing at OUT until the commit
+    o.commit();
+  }
+  EXPECT_EQ(slurp(out + "/a.txt"), "first");
+  EXPECT_FALSE(fs::exists(out + ".lock"));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+
+  // Non-empty: refused without overwrite, before anything is written.
+  const std::string refused = error_of([&] { OutputDir o(out, {}); });
+  EXPECT_NE(refused.find(out + ": the output directory is not empty"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("--overwrite"), std::string::npos) << refused;
+
+  // A second writer fails at once while the first holds the lock.
+  {
+    OutputDir::Options ow;
+    ow.overwrite = true;
+    OutputDir first(out, ow);
+    const std::string locked = error_of([&] { OutputDir second(out, ow); });
+    EXPECT_NE(locked.find("another process (pid " + std::to_string(::getpid()) + ")"), std::string::npos) << locked;
+    write(first.path() + "/b.txt", "second");
+    first.commit();
+  }
+  // Replaced as a whole: the stale a.txt is gone.
+  EXPECT_FALSE(fs::exists(out + "/a.txt"));
+  EXPECT_EQ(slurp(out + "/b.txt"), "second");
+
+  // A job that fails (no commit) leaves OUT as it was and no staging directory.
+  {
+    OutputDir::Options ow;
+    ow.overwrite = true;
+    OutputDir failed(out, ow);
+    write(failed.path() + "/half.txt", "x");
+  }
+  EXPECT_EQ(slurp(out + "/b.txt"), "second");
+  EXPECT_FALSE(fs::exists(out + "/half.txt"));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+}
+
+// ---- sizes are checked before anything is allocated ---------------------------------------------
+
+TEST(HostileInput, ConfigSizesAreBoundedAndNamed) {
+  nlohmann::json j = tiny_config(Arch::EncoderClassifier).to_json();
+  j.erase("heads");
+  auto msg = [&](const char* field, const nlohmann::json& v) {
+    nlohmann::json k = j;
+    k[field] = v;
+    return error_of([&] { ModelConfig::from_json(k); });
+  };
+  EXPECT_NE(msg("n_heads", 1000000000000LL).find("field 'n_heads' is 1000000000000, above the limit"), std::string::npos);
+  EXPECT_NE(msg("vocab_size", UINT64_MAX).find("field 'vocab_size' is 18446744073709551615, too large"), std::string::npos);
+  EXPECT_NE(msg("d_ff", 1LL << 40).find("field 'd_ff'"), std::string::npos);
+  EXPECT_NE(msg("max_positions", 1LL << 40).find("field 'max_positions'"), std::string::npos);
+}
+
+TEST(HostileInput, CheckpointConfigLargerThanItsWeightsAllocatesNothing) {
+  test::TempDir tmp;
+  auto model = test::make_model(Arch::EncoderClassifier);
+  save_checkpoint(tmp.path, *model);
+  nlohmann::json cfg = read_json_file(tmp / "config.json");
+  cfg["vocab_size"] = 10000000;  // 10^7: gigabytes if built
+  write_json_file(tmp / "config.json", cfg);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] { load_checkpoint(tmp.path); });
+  EXPECT_NE(e.find(tmp / "model.safetensors"), std::string::npos) << e;
+  EXPECT_NE(e.find("the config asks for about"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);  // no 2.6 GB built
+}
+
+TEST(HostileInput, SafetensorsShapeOverflowAndDuplicateKeys) {
+  auto file = [](const std::string& header, size_t data_bytes) {
+    std::string bytes(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(&bytes[0], &n, 8);
+    return bytes + header + std::string(data_bytes, '\0');
+  };
+  const std::string overflow =
+      error_of([&] { parse_safetensors(file(R"({"x":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", 0), "evil.safetensors"); });
+  EXPECT_EQ(overflow.rfind("evil.safetensors: tensor 'x'", 0), 0u) << overflow;
+  const std::string product =
+      error_of([&] { parse_safetensors(file(R"({"x":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,0]}})", 0), "evil.safetensors"); });
+  EXPECT_NE(product.find("needs more than 2^62 bytes"), std::string::npos) << product;
+  const std::string dup = error_of([&] {
+    parse_safetensors(file(R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2),
+                      "dup.safetensors");
+  });
+  EXPECT_NE(dup.find("dup.safetensors: header: duplicate key 'x'"), std::string::npos) << dup;
+}
+
+TEST(HostileInput, JsonFilesRejectDuplicateKeys) {
+  test::TempDir tmp;
+  write(tmp / "a.json", R"({"a": 1, "b": {"c": 1, "c": 2}})");
+  EXPECT_NE(error_of([&] { read_json_file(tmp / "a.json"); }).find("a.json: duplicate key 'c'"), std::string::npos);
+  write(tmp / "ok.json", R"({"a": {"c": 1}, "b": {"c": 2}})");  // the same key in two objects is fine
+  EXPECT_EQ(read_json_file(tmp / "ok.json")["b"]["c"], 2);
+}
+
+// Found by fuzz_tokenizer_json: a number too large for a double escaped the tokenizer's JSON reader as
+// nlohmann's out_of_range error, naming no file.
+TEST(HostileInput, TokenizerJsonNumberOverflowNamesTheFile) {
+  test::TempDir tmp;
+  write(tmp / "tokenizer.json", R"({"type": "headprune-bpe", "x": 91e999223372033720355})");
+  const std::string e = error_of([&] { Tokenizer::load(tmp / "tokenizer.json"); });
+  EXPECT_NE(e.find(tmp / "tokenizer.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("number overflow"), std::string::npos) << e;
+}
+
+// ---- undefined behaviour and messages from other libraries -------------------------------------
+
+TEST(HostileInput, BpeTokenIdOfInt64MaxIsAnErrorNotAnOverflow) {
+  test::TempDir tmp;
+  write(tmp / "vocab.json", R"({"a": 0, "b": 9223372036854775807})");
+  write(tmp / "merges.txt", "#version: 0.2\n");
+  const std::string e = error_of([&] { ByteLevelBpeTokenizer::load(tmp / "vocab.json", tmp / "merges.txt"); });
+  EXPECT_NE(e.find(tmp / "vocab.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("'b' has id 9223372036854775807, outside [0, 16777216)"), std::string::npos) << e;
+  write(tmp / "vocab.json", R"({"a": 0, "b": 18446744073709551615})");
+  EXPECT_NE(error_of([&] { ByteLevelBpeTokenizer::load(tmp / "vocab.json", tmp / "merges.txt"); }).find("outside [0,"),
+            std::string::npos);
+}
+
+std::string hf_fixture(const std::string& name) { return std::string(HP_FIXTURES_DIR) + "/hf/" + name; }
+
+TEST(HostileInput, HfConfigFaultsNameConfigJson) {
+  test::TempDir tmp;
+  fs::copy(hf_fixture("bert"), tmp.path, fs::copy_options::recursive);
+  nlohmann::json cfg = read_json_file(tmp / "config.json");
+  cfg["hidden_act"] = 3;
+  write_json_file(tmp / "config.json", cfg);
+  const std::string act = error_of([&] { import_hf(tmp.path); });
+  EXPECT_NE(act.find(tmp / "config.json: config field 'hidden_act' must be a string, got 3"), std::string::npos) << act;
+  cfg["hidden_act"] = "gelu";
+  cfg.erase("num_attention_heads");
+  write_json_file(tmp / "config.json", cfg);
+  const std::string missing = error_of([&] { import_hf(tmp.path); });
+  EXPECT_EQ(missing.rfind(tmp / "config.json: config field 'num_attention_heads'", 0), 0u) << missing;
+}
+
+TEST(HostileInput, BertClassifierUnderThePrefixIsReadNotMapAt) {
+  test::TempDir tmp;
+  fs::copy(hf_fixture("bert"), tmp.path, fs::copy_options::recursive);
+  auto f = read_safetensors(tmp / "model.safetensors");
+  TensorMap renamed;
+  for (auto& [k, v] : f.tensors) renamed[k.rfind("classifier.", 0) == 0 ? "bert." + k : k] = v;
+  write_safetensors(tmp / "model.safetensors", renamed);
+  const auto hf = import_hf(tmp.path);  // bert.classifier.* is the classifier
+  EXPECT_EQ(hf.model->config().n_classes, f.tensors.at("classifier.weight").size(0));
+  renamed["bert.classifier.weight"] = torch::zeros({3});  // not a matrix: a named error
+  write_safetensors(tmp / "model.safetensors", renamed);
+  const std::string e = error_of([&] { import_hf(tmp.path); });
+  EXPECT_NE(e.find("model.safetensors: tensor 'bert.classifier.weight' has shape [3], expected a matrix"),
+            std::string::npos)
+      << e;
+}
+
+TEST(HostileInput, PickleOnlyDirectoryNeverSuggestsAnUnsafeLoad) {
+  test::TempDir tmp;
+  fs::copy(hf_fixture("bert") + "/config.json", tmp / "config.json");
+  write(tmp / "pytorch_model.bin", "not opened");
+  const std::string e = error_of([&] { import_hf(tmp.path); });
+  EXPECT_NE(e.find("torch.load('pytorch_model.bin', weights_only=True)"), std::string::npos) << e;
+}
+
+TEST(HostileInput, LabelOutsideTheClassesNamesFileAndLine) {
+  test::TempDir tmp;
+  write(tmp / "train.tsv", "sentence\tlabel\na b\t1\nc d\t7\n");
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  cfg.n_classes = 2;
+  const nlohmann::json spec = {{"kind", "tsv"}, {"train", "train.tsv"}, {"vocab_size", 40}};
+  const std::string e = error_of([&] { load_task(spec, cfg, tmp.path, std::nullopt, {"train"}, 1); });
+  EXPECT_NE(e.find(tmp / "train.tsv:3: label 7 is outside the model's 2 classes [0, 2)"), std::string::npos) << e;
+}
+
+// ---- NaN and Inf are reported, not propagated -----------------------------------------------------
+
+TEST(HostileInput, NonFiniteWeightsAndScoresAreReported) {
+  test::TempDir tmp;
+  auto model = test::make_model(Arch::EncoderClassifier);
+  save_checkpoint(tmp.path, *model);
+  auto f = read_safetensors(tmp / "model.safetensors");
+  f.tensors.at("classifier.weight")[0][0] = std::nan("");
+  write_safetensors(tmp / "model.safetensors", f.tensors);
+  const std::string w = error_of([&] { load_checkpoint(tmp.path); });
+  EXPECT_NE(w.find("model.safetensors: tensor 'classifier.weight' holds 1 NaN or infinite values"), std::string::npos) << w;
+
+  const ModelConfig cfg = model->config();
+  HeadScores s;
+  s.method = "gradient";
+  for (const auto& h : kept_heads(cfg)) s.scores[h] = 1.0 + h.head;
+  s.scores[kept_heads(cfg).back()] = std::nan("");
+  ScorePlanOptions o;
+  o.target.count = 2;
+  const std::string p = error_of([&] { plan_by_score(s, cfg, o); });
+  EXPECT_NE(p.find("NaN or infinite"), std::string::npos) << p;
+}
+
+}  // namespace
+}  // namespace hp
