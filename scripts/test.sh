@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fresh-machine tests: install dependencies, build, run the whole CTest suite (unit and
-# end-to-end; tests that read ../shared/data skip themselves when it is absent).
+# end-to-end; tests that read ../shared/data skip themselves when it is absent), then the unit
+# tests under ASan + UBSan and a short run of every fuzzer.
 # Extra arguments go to ctest, e.g. scripts/test.sh -L unit
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,3 +11,7 @@ cd build
 # Serially: tests that train use every core, and two OpenMP processes sharing the cores slow
 # each other down many times over.
 ctest --output-on-failure "$@"
+cd ..
+# The sanitizer build (clang-14, ASan + UBSan): the unit tests again, then every parser fuzzer for a
+# few seconds on its seed corpus (scripts/fuzz.sh, docs/reliability.md). HP_SANITIZERS=0 skips it.
+if [ "${HP_SANITIZERS:-1}" != 0 ]; then bash scripts/fuzz.sh ci; fi

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Writes the fuzzers' seed corpus (fuzz/corpus/NAME/) from the project's own fixtures and configs,
+plus small hand-made samples of each format. Deterministic; re-run after a format changes:
+    python3 fuzz/make_corpus.py
+Inputs of harnesses that read several files hold them as parts separated by the line "--8<--"
+(fuzz/fuzz_util.h)."""
+import gzip
+import json
+import os
+import shutil
+import struct
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "fuzz", "corpus")
+SEP = b"\n--8<--\n"
+
+
+def read(*path):
+    with open(os.path.join(ROOT, *path), "rb") as f:
+        return f.read()
+
+
+def put(harness, name, data):
+    d = os.path.join(OUT, harness)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def strip_comments(raw):
+    """Drops // line comments (run configs allow them; they never occur inside these strings)."""
+    return "\n".join(l.split("//")[0] if l.lstrip().startswith("//") else l for l in raw.decode().splitlines())
+
+
+def safetensors(tensors, metadata=None):
+    """tensors: name -> (dtype, shape, bytes)"""
+    header, blobs, off = {}, b"", 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(data)]}
+        blobs += data
+        off += len(data)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + blobs
+
+
+def main():
+    shutil.rmtree(OUT, ignore_errors=True)
+    fx = ("tests", "fixtures")
+    # safetensors
+    put("safetensors", "bert_golden", read(*fx, "hf", "bert", "golden.safetensors"))
+    put("safetensors", "gpt2_golden", read(*fx, "hf", "gpt2", "golden.safetensors"))
+    put("safetensors", "small", safetensors({
+        "a": ("F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4)),
+        "b": ("I64", [3], struct.pack("<3q", 7, 8, 9)),
+        "c": ("BF16", [1], b"\x80\x3f"),
+        "e": ("U8", [0, 4], b""),
+    }, {"format": "pt"}))
+    # model configs
+    tiny = json.loads(strip_comments(read(*fx, "tiny_model.json")))
+    put("model_config", "tiny", json.dumps(tiny))
+    for name in sorted(os.listdir(os.path.join(ROOT, "configs"))):
+        if name.endswith(".json"):
+            raw = read("configs", name)
+            put("run_config", name[:-5], raw)
+            try:
+                model = json.loads(strip_comments(raw)).get("model")
+            except ValueError:
+                model = None
+            if isinstance(model, dict):
+                put("model_config", name[:-5], json.dumps(model))
+    put("model_config", "grouped", json.dumps({
+        "arch": "decoder_lm", "vocab_size": 40, "d_model": 16, "d_ff": 32, "n_heads": 4, "n_kv_heads": 2,
+        "qkv_bias": False, "o_bias": False, "n_decoder_layers": 2, "max_positions": 16,
+        "heads": {"decoder_self": [[0, 1, 3], [2]]}}))
+    put("model_config", "encdec", json.dumps({
+        "arch": "encoder_decoder", "vocab_size": 30, "tgt_vocab_size": 20, "d_model": 8, "d_ff": 16, "n_heads": 2,
+        "n_encoder_layers": 1, "n_decoder_layers": 1, "max_positions": 12, "positional": "sinusoidal",
+        "norm": "pre", "activation": "relu", "tie_embeddings": False}))
+    put("run_config", "synthetic", json.dumps({
+        "model": tiny, "data": {"kind": "synthetic"},
+        "train": {"max_steps": 10, "batch_tokens": 256, "lr": 0.001, "eval_every": 5}}))
+    # plans
+    put("plan", "given", json.dumps({"format": "headprune-plan/1", "strategy": "manual", "n_heads": 3,
+                                     "heads": ["encoder_self:0:1", "decoder_self:1:0", "cross:0:3"], "info": {}}))
+    put("plan", "bare", json.dumps({"heads": ["encoder_self:1:2"]}))
+    # importance maps
+    heads = [{"attn_type": "encoder_self", "layer": l, "head": h, "score": 0.1 * (l * 4 + h), "p_value": 0.5}
+             for l in range(2) for h in range(4)]
+    one = {"method": "gradient", "higher_is_important": True, "normalization": "layer",
+           "info": {"metric": "accuracy"}, "heads": heads}
+    put("importance", "maps", json.dumps({"maps": [one, dict(one, method="entropy", higher_is_important=False,
+                                                             normalization="none")]}))
+    put("importance", "single", json.dumps(one))
+    # HF checkpoints: config.json, then model.safetensors
+    for model in ("bert", "gpt2", "bert_pruned", "gpt2_pruned"):
+        put("hf_model", model, read(*fx, "hf", model, "config.json") + SEP + read(*fx, "hf", model, "model.safetensors"))
+    # headprune tokenizer.json: specials, characters, then one piece per merge
+    put("tokenizer_json", "small", json.dumps({
+        "type": "headprune-bpe", "version": 1,
+        "vocab": ["<pad>", "<s>", "</s>", "<unk>", "a", "b", "c", "\u2581", "\u2581a", "\u2581ab"],
+        "merges": [["\u2581", "a"], ["\u2581a", "b"]]}, ensure_ascii=False))
+    # GPT-2 byte-level BPE: vocab.json, merges.txt, text
+    vocab = {"!": 0, "a": 1, "b": 2, "c": 3, "\u0120": 4, "ab": 5, "\u0120a": 6, "\u0120ab": 7, "<|endoftext|>": 8}
+    put("gpt2_bpe", "small", json.dumps(vocab, ensure_ascii=False).encode() + SEP +
+        "#version: 0.2\na b\n\u0120 a\n\u0120a b\n".encode() + SEP + b"ab ab! c's 12 ")
+    # WordPiece vocab.txt, then text
+    put("wordpiece", "small", b"[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\n##s\nsat\n.\n,\n" + SEP +
+        "The cats sat, ca\u0301t \u4e2d\u6587.".encode())
+    # TSV (SST-2 style), parallel text, CoNLL-U
+    put("tsv", "sst2", "sentence\tlabel\nit 's a charming journey . \t1\na \"bad\" film\t0\n")
+    put("tsv", "pair", "sentence\tlabel\tother\nx\t1\ty\n")
+    put("parallel", "small", b"ein Hund .\nzwei Katzen .\n" + SEP + b"a dog .\ntwo cats .\n")
+    put("conllu", "small", "# sent_id = s1\n# text = The cat sat.\n"
+        "1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
+        "3-4\tsat.\t_\t_\t_\t_\t_\t_\t_\t_\n3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_\n"
+        "4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_\n4.1\tx\t_\t_\t_\t_\t_\t_\t_\t_\n\n")
+    # gzip streams
+    put("gzip", "lines", gzip.compress(b"first line\nsecond line\r\n\xef\xbb\xbfthird\n", mtime=0))
+    put("gzip", "empty", gzip.compress(b"", mtime=0))
+    # Inputs that were findings, kept as seeds so every smoke run tries them again
+    put("tokenizer_json", "finding-number-overflow", b"91e999223372033720355")
+
+
+if __name__ == "__main__":
+    main()
