@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "headprune/util/blas.h"
 #include "headprune/util/log.h"
 
 namespace hp::cli {
@@ -16,7 +17,10 @@ Runtime start(const Context& ctx) {
   rt.device = parse_device(ctx.device);
   rt.threads = ctx.threads;
   rt.seed = ctx.seed;
-  apply_runtime(rt);
+  const int threads = apply_runtime(rt);
+  const BlasKernels blas = inspect_blas_kernels();
+  log_info("blas", blas.reason + "; " + std::to_string(threads) + " threads");
+  if (blas.should_switch()) log_warn("blas", blas.reason);  // HP_BLAS_AUTO=0 or a failed restart
   return rt;
 }
 

@@ -36,6 +36,11 @@ void register_eval(CLI::App& app, Context& ctx) {
   bs->add_flag("--textbook", b->textbook,
                "also time the first checkpoint through a plain-LibTorch forward (torch::nn::Linear modules; "
                "unpruned BERT-style classifiers)");
+  bs->add_flag("--train", b->bench.train, "time training steps (forward, loss, backward, AdamW) instead of inference");
+  bs->add_flag("!--no-gemm-probe", b->bench.gemm_probe, "skip the fp32 GEMM probe that each row's GFLOP/s is compared with");
+  bs->add_option("--save-io", b->bench.io_path,
+                 "write the first checkpoint's inputs and logits at the first shape here (safetensors), for an "
+                 "outside baseline to check (bench/eager/eager.py --check)");
   bs->add_option("--json", b->json_path, "also write the records and the environment as JSON");
   bs->callback([&ctx, b] { run_bench(*b, start(ctx), stderr_events(ctx)).print(ctx.out); });
 }

@@ -2,5 +2,11 @@
 #include <iostream>
 
 #include "app.h"
+#include "headprune/util/blas.h"
 
-int main(int argc, char** argv) { return hp::cli::run(argc, argv, std::cout, std::cerr); }
+int main(int argc, char** argv) {
+  // First, before any thread starts: OpenBLAS reads OPENBLAS_CORETYPE only when it loads, so better
+  // kernels for this CPU mean starting again with it set (never when the user has set it).
+  hp::use_best_blas_kernels(argv);
+  return hp::cli::run(argc, argv, std::cout, std::cerr);
+}

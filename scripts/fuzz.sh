@@ -8,7 +8,8 @@
 #                                      a long run of each harness: SECONDS or HP_FUZZ_RUNS executions
 #                                      (default 1000000), whichever comes first; new inputs go to
 #                                      build-fuzz/corpus/NAME, findings to build-fuzz/findings/NAME;
-#                                      a summary line per harness
+#                                      a summary line per harness. HP_FUZZ_TIMEOUT (seconds, default 20)
+#                                      raises the per-input limit on a busy machine
 #   scripts/fuzz.sh ci                 build, tests, smoke 10 (what .ci/run runs)
 # Any crash, sanitizer report, leak of a foreign exception or unnamed error (fuzz/fuzz_util.h) exits 1.
 set -euo pipefail
@@ -43,7 +44,7 @@ run_harness() {  # NAME SECONDS CORPUS_DIRS...
   if [ "$cmd" = campaign ]; then runs=(-runs="${HP_FUZZ_RUNS:-1000000}"); fi
   local t0=$SECONDS
   HP_FUZZ_TMP="${HP_FUZZ_TMP:-}" "$bdir/fuzz/fuzz_$name" -max_total_time="$secs" "${runs[@]}" -rss_limit_mb=2048 \
-    -malloc_limit_mb=1024 -max_len=65536 -timeout=20 -print_final_stats=1 -artifact_prefix="$out/" \
+    -malloc_limit_mb=1024 -max_len=65536 -timeout="${HP_FUZZ_TIMEOUT:-20}" -print_final_stats=1 -artifact_prefix="$out/" \
     "${dict[@]}" "$@" >"$log" 2>&1 || rc=$?
   local execs cov
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")

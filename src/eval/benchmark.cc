@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "headprune/io/safetensors.h"
 #include "headprune/model/precision.h"
+#include "headprune/util/blas.h"
 #include "headprune/util/runtime.h"
 
 namespace hp {
@@ -36,6 +39,13 @@ Batch random_batch(const ModelConfig& cfg, int64_t b, int64_t t, uint64_t seed) 
     batch.decoder_input_ids = ids(cfg.effective_tgt_vocab());
     batch.decoder_attention_mask = torch::ones({b, t}, torch::kLong);
   }
+  // Labels for training steps: classes, or the next tokens of the (target) sequence.
+  if (cfg.arch == Arch::EncoderClassifier) {
+    batch.labels = torch::randint(0, std::max<int64_t>(1, cfg.n_classes), {b}, gen, torch::kLong);
+  } else {
+    const auto& seq = cfg.arch == Arch::EncoderDecoder ? batch.decoder_input_ids : batch.input_ids;
+    batch.labels = torch::cat({seq.narrow(1, 1, t - 1), torch::full({b, 1}, kIgnoreIndex, torch::kLong)}, 1);
+  }
   return batch;
 }
 
@@ -44,6 +54,7 @@ Batch random_batch(const ModelConfig& cfg, int64_t b, int64_t t, uint64_t seed) 
 nlohmann::json BenchRecord::to_json() const {
   return {{"model", model},
           {"precision", precision},
+          {"mode", mode},
           {"batch", batch},
           {"seq_len", seq_len},
           {"median_ms", median_ms},
@@ -54,6 +65,8 @@ nlohmann::json BenchRecord::to_json() const {
           {"params", params},
           {"heads", heads},
           {"gflops", gflops},
+          {"gflop_per_s", gflop_per_s},
+          {"peak_share", peak_share},
           {"ideal_speedup", ideal_speedup},
           {"measured_speedup", measured_speedup},
           {"paired_speedup", paired_speedup}};
@@ -70,26 +83,52 @@ nlohmann::json bench_environment() {
           {"threads", at::get_num_threads()},
           {"hardware_threads", hardware_threads()},
           {"blas", blas_info()},
+          {"blas_kernels", inspect_blas_kernels().reason},
           {"int8_engine", quantized_engine_name()},
           {"torch", TORCH_VERSION},
           {"peak_rss_kb", peak_rss_kb()}};
 }
 
+double gemm_peak_gflops(const torch::Device& device, int64_t n, int reps) {
+  c10::InferenceMode guard;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const auto a = torch::randn({n, n}, gen).to(device), b = torch::randn({n, n}, gen).to(device);
+  auto c = torch::empty({n, n}, a.options());
+  double best = 0;
+  for (int r = -2; r < reps; ++r) {  // two warm-up products (thread pools, caches, GPU clocks)
+    synchronize(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    torch::mm_out(c, a, b);
+    synchronize(device);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r >= 0 && s > 0) best = std::max(best, 2.0 * static_cast<double>(n * n) * static_cast<double>(n) / s / 1e9);
+  }
+  return best;
+}
+
 std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const BenchOptions& opts,
-                                      const std::function<void(int64_t, int64_t)>& progress) {
+                                      const std::function<void(int64_t, int64_t)>& progress, double* gemm_peak) {
   if (models.empty()) throw std::invalid_argument("bench: no models");
   if (opts.reps < 1 || opts.warmup < 0) throw std::invalid_argument("bench: reps must be >= 1 and warmup >= 0");
   for (auto b : opts.batch_sizes)
     if (b < 1) throw std::invalid_argument("bench: batch sizes must be >= 1");
   for (auto& m : models) {
-    m.model->eval();
+    if (opts.train && !m.run) throw std::invalid_argument("bench: training steps need a step function for " + m.name);
+    if (opts.train) {
+      m.model->train();
+    } else {
+      m.model->eval();
+    }
     for (auto t : opts.seq_lens)
       if (t < 1 || t > m.model->config().max_positions)
         throw std::invalid_argument("bench: sequence length " + std::to_string(t) + " is outside [1, " +
                                     std::to_string(m.model->config().max_positions) + "] (max_positions of " + m.name +
                                     ")");
   }
-  c10::InferenceMode guard;
+  const double peak = opts.gemm_probe ? gemm_peak_gflops(models.front().model->parameters().front().device()) : 0.0;
+  if (gemm_peak) *gemm_peak = peak;
+  std::optional<c10::InferenceMode> inference;
+  if (!opts.train) inference.emplace();
   std::vector<BenchRecord> out;
   const int64_t total = static_cast<int64_t>(opts.batch_sizes.size() * opts.seq_lens.size());
   int64_t done = 0;
@@ -108,6 +147,10 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
           synchronize(device);  // the clock stops when the device has finished
           const double e = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           if (r >= opts.warmup) ms[i].push_back(e);
+          if (r == 0 && i == 0 && out.empty() && !opts.io_path.empty() && !opts.train)
+            write_safetensors(opts.io_path, {{"input_ids", inputs[i].input_ids.cpu()},
+                                             {"attention_mask", inputs[i].attention_mask.cpu()},
+                                             {"logits", logits.to(torch::kCPU, torch::kFloat).contiguous()}});
         }
       }
       const size_t first = out.size();
@@ -116,6 +159,7 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
         const auto& cfg = models[i].model->config();
         rec.model = models[i].name;
         rec.precision = models[i].precision;
+        rec.mode = opts.train ? "train" : "inference";
         rec.batch = b;
         rec.seq_len = t;
         rec.median_ms = quantile(ms[i], 0.5);
@@ -125,7 +169,9 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
         rec.tokens_per_s = rec.examples_per_s * static_cast<double>(t);
         rec.params = models[i].model->n_parameters();
         rec.heads = models[i].model->n_active_heads();
-        rec.gflops = forward_flops(cfg, b, t) / 1e9;
+        rec.gflops = (opts.train ? 3.0 : 1.0) * forward_flops(cfg, b, t) / 1e9;  // backward ~ 2 x forward
+        rec.gflop_per_s = rec.gflops / (rec.median_ms / 1000.0);
+        rec.peak_share = peak > 0 ? rec.gflop_per_s / peak : 0.0;
         rec.ideal_speedup = out.size() > first ? out[first].gflops / rec.gflops : 1.0;
         rec.measured_speedup = out.size() > first ? out[first].median_ms / rec.median_ms : 1.0;
         std::vector<double> ratios;

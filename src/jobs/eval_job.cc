@@ -10,6 +10,7 @@
 #include "headprune/eval/textbook.h"
 #include "headprune/io/files.h"
 #include "headprune/model/precision.h"
+#include "headprune/train/optimizer.h"
 
 namespace hp {
 
@@ -88,10 +89,13 @@ void BenchReport::print(std::ostream& out) const {
   out << "threads " << env["threads"] << ", " << env["blas"].get<std::string>() << ", int8 engine "
       << env["int8_engine"].get<std::string>() << ", LibTorch " << env["torch"].get<std::string>() << "; " << reps
       << " repetitions after " << warmup << " warm-up, models interleaved\n";
+  out << env["blas_kernels"].get<std::string>() << "\n";
+  const double peak = env.value("gemm_peak_gflop_per_s", 0.0);
+  if (peak > 0) out << "fp32 GEMM probe (1024^3, these threads): " << fmt(peak, 1) << " GFLOP/s\n";
   out << std::left << std::setw(34) << "model" << std::right << std::setw(6) << "batch" << std::setw(5) << "seq"
       << std::setw(7) << "heads" << std::setw(11) << "median ms" << std::setw(19) << "p10-p90 ms" << std::setw(10)
       << "ex/s" << std::setw(11) << "tok/s" << std::setw(9) << "GFLOP" << std::setw(8) << "ideal" << std::setw(10)
-      << "measured" << std::setw(8) << "paired" << "\n";
+      << "measured" << std::setw(8) << "paired" << std::setw(9) << "GFLOP/s" << std::setw(7) << "peak" << "\n";
   for (const auto& r : records) {
     const std::string name = r.model.size() > 33 ? "..." + r.model.substr(r.model.size() - 30) : r.model;
     out << std::left << std::setw(34) << name << std::right << std::setw(6) << r.batch << std::setw(5) << r.seq_len
@@ -99,6 +103,7 @@ void BenchReport::print(std::ostream& out) const {
         << (fmt(r.p10_ms, 2) + "-" + fmt(r.p90_ms, 2)) << std::setw(10) << fmt(r.examples_per_s, 1) << std::setw(11)
         << fmt(r.tokens_per_s, 0) << std::setw(9) << fmt(r.gflops, 2) << std::setw(8) << ("x" + fmt(r.ideal_speedup, 2))
         << std::setw(10) << ("x" + fmt(r.measured_speedup, 2)) << std::setw(8) << ("x" + fmt(r.paired_speedup, 2))
+        << std::setw(9) << fmt(r.gflop_per_s, 1) << std::setw(7) << (peak > 0 ? fmt(100 * r.peak_share, 0) + "%" : "-")
         << "\n";
   }
   out << "peak resident memory " << env["peak_rss_kb"].get<int64_t>() / 1024 << " MiB (whole process)\n";
@@ -126,12 +131,31 @@ BenchReport run_bench(const BenchRequest& req, const Runtime& rt, const JobEvent
       models.push_back(m);
     }
   }
+  if (req.bench.train) {
+    // One training step as `train` runs it: forward, loss, backward, AdamW (learning rate fixed).
+    for (auto& m : models) {
+      if (m.run) throw std::invalid_argument("bench --train: the textbook baseline has no training step");
+      if (m.precision != "fp32") throw std::invalid_argument("bench --train: training runs in fp32 (bf16 via autocast in train)");
+      auto model = m.model;
+      auto opt = std::make_shared<AdamW>(*model, AdamWOptions{});
+      m.run = [model, opt](const Batch& b) mutable {
+        auto loss = model->loss(model->forward(b), b);
+        loss.backward();
+        opt->step(1e-4);
+        opt->zero_grad();
+        return loss;
+      };
+    }
+  }
   const auto total = static_cast<int64_t>(req.bench.batch_sizes.size() * req.bench.seq_lens.size());
   BenchReport rep;
   rep.warmup = req.bench.warmup;
   rep.reps = req.bench.reps;
-  rep.records = bench_models(models, req.bench, [&](int64_t done, int64_t) { events.report({"bench", done, total, "shape"}); });
+  double peak = 0;
+  rep.records = bench_models(
+      models, req.bench, [&](int64_t done, int64_t) { events.report({"bench", done, total, "shape"}); }, &peak);
   rep.environment = bench_environment();  // after the runs: peak memory included
+  if (req.bench.gemm_probe) rep.environment["gemm_peak_gflop_per_s"] = peak;
   rep.environment["device"] = rt.device.str();
   if (!req.json_path.empty()) write_json_file(req.json_path, rep.to_json());
   return rep;

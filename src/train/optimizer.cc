@@ -41,6 +41,16 @@ AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOpt
   }
 }
 
+namespace {
+std::vector<std::pair<std::string, torch::Tensor>> named(const torch::nn::Module& module) {
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (const auto& p : module.named_parameters()) params.emplace_back(p.key(), p.value());
+  return params;
+}
+}  // namespace
+
+AdamW::AdamW(const torch::nn::Module& module, AdamWOptions opts) : AdamW(named(module), opts) {}
+
 void AdamW::step(double lr) {
   torch::NoGradGuard no_grad;
   ++steps_;

@@ -159,11 +159,7 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
   torch::manual_seed(opts.seed);
   const std::string from = opts.resume ? resume_dir(out_dir) : "";
   std::unique_ptr<AdamW> opt;
-  auto make_opt = [&] {
-    std::vector<std::pair<std::string, torch::Tensor>> params;
-    for (auto& p : model->named_parameters()) params.emplace_back(p.key(), p.value());
-    opt = std::make_unique<AdamW>(params, opts.adam);
-  };
+  auto make_opt = [&] { opt = std::make_unique<AdamW>(*model, opts.adam); };
   if (!from.empty()) {
     model = load_checkpoint(from);
     model->to(device);

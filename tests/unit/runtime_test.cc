@@ -5,6 +5,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 
+#include "headprune/util/blas.h"
 #include "headprune/util/runtime.h"
 
 namespace hp {
@@ -74,6 +75,32 @@ TEST(Runtime, AppliesThreadsAndSeed) {
   EXPECT_TRUE(torch::rand({2}).equal(a));
   EXPECT_EQ(parse_precision("bf16"), Precision::BFloat16);
   EXPECT_EQ(to_string(Precision::Int8), "int8");
+}
+
+TEST(Blas, RecommendsTheBestKernelsOfTheCpusLevelOnlyForWeakerCores) {
+  EXPECT_EQ(recommended_blas_core("Prescott", "avx512"), "SkylakeX");  // the Xeon OpenBLAS 0.3.21 did not know
+  EXPECT_EQ(recommended_blas_core("Nehalem", "avx2"), "Haswell");
+  EXPECT_EQ(recommended_blas_core("Sandybridge", "avx512"), "SkylakeX");
+  EXPECT_EQ(recommended_blas_core("Core2", "avx"), "Sandybridge");
+  // A core at the CPU's level is OpenBLAS's own informed choice: kept.
+  EXPECT_EQ(recommended_blas_core("Cooperlake", "avx512"), "");
+  EXPECT_EQ(recommended_blas_core("Zen", "avx2"), "");
+  EXPECT_EQ(recommended_blas_core("Haswell", "avx2"), "");
+  // Never downwards, never for names or levels it does not know.
+  EXPECT_EQ(recommended_blas_core("SkylakeX", "avx2"), "");
+  EXPECT_EQ(recommended_blas_core("Power10", "avx512"), "");
+  EXPECT_EQ(recommended_blas_core("Prescott", "unknown"), "");
+}
+
+TEST(Blas, InspectionNamesWhatRunsAndWhy) {
+  const BlasKernels k = inspect_blas_kernels();
+  ASSERT_TRUE(k.openblas) << "the tests link Debian's OpenBLAS";
+  EXPECT_FALSE(k.loaded.empty());
+  EXPECT_NE(k.reason.find(k.loaded), std::string::npos) << k.reason;
+  if (const char* v = std::getenv("OPENBLAS_CORETYPE"); v && !std::getenv("HP_BLAS_CHOSEN_TO")) {
+    EXPECT_EQ(k.user_setting, v);  // the user's setting is reported as theirs and never switched
+    EXPECT_FALSE(k.should_switch());
+  }
 }
 
 }  // namespace

@@ -27,16 +27,25 @@ struct BenchOptions {
   int64_t warmup = 2;
   int64_t reps = 10;
   uint64_t seed = 1;
+  bool gemm_probe = true;  // time an fp32 GEMM first: the rate each row's GFLOP/s is compared with
+  // Training steps instead of inference: models stay in train mode, every BenchModel must have `run`
+  // (one step: forward, loss, backward, optimizer), and FLOPs count 3 x the forward pass.
+  bool train = false;
+  // When set: the first model's inputs and logits at the first shape are written here (safetensors:
+  // input_ids, attention_mask, logits), so that an outside baseline can check it computes the same.
+  std::string io_path;
 };
 
 struct BenchRecord {
-  std::string model, precision = "fp32";
+  std::string model, precision = "fp32", mode = "inference";  // mode: inference | train
   int64_t batch = 0, seq_len = 0;
   double median_ms = 0, p10_ms = 0, p90_ms = 0;
   double examples_per_s = 0, tokens_per_s = 0;
   int64_t params = 0;
   int64_t heads = 0;
-  double gflops = 0;
+  double gflops = 0;        // FLOPs of one forward pass, in billions (forward_flops)
+  double gflop_per_s = 0;   // achieved: gflops / median seconds
+  double peak_share = 0;    // gflop_per_s / the run's GEMM probe (0 without a probe)
   double ideal_speedup = 1, measured_speedup = 1;  // against the first model at the same shape
   // Median over repetitions of (first model's time / this model's time) in the same round: less
   // sensitive than the ratio of medians to a shared machine's drifts.
@@ -53,10 +62,17 @@ struct BenchModel {
   std::string precision = "fp32";  // recorded (precision.h converts the model)
 };
 
+// The fp32 matrix-product rate (GFLOP/s) this process reaches now, on `device` at the current
+// threads: the best of `reps` products of two n x n matrices after a warm-up. Takes about
+// reps * 2n^3 / rate seconds (0.2 s at n = 1024 and 100 GFLOP/s).
+double gemm_peak_gflops(const torch::Device& device, int64_t n = 1024, int reps = 10);
+
 // Runs the grid for every model (in inference mode, eval mode). progress(done, total) after each
 // shape.
+// With opts.gemm_probe, gemm_peak_gflops runs first and, when gemm_peak is given, is stored there.
 std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const BenchOptions& opts,
-                                      const std::function<void(int64_t, int64_t)>& progress = nullptr);
+                                      const std::function<void(int64_t, int64_t)>& progress = nullptr,
+                                      double* gemm_peak = nullptr);
 
 // CPU model, threads, BLAS and its kernel set, the int8 engine, LibTorch version, peak resident memory
 // so far.

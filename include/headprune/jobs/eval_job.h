@@ -43,7 +43,7 @@ struct BenchRequest {
 
 struct BenchReport {
   std::vector<BenchRecord> records;
-  nlohmann::json environment;  // threads, BLAS, int8 engine, LibTorch, device, peak memory
+  nlohmann::json environment;  // threads, BLAS, int8 engine, LibTorch, device, peak memory, GEMM peak
   int64_t warmup = 0, reps = 0;
   nlohmann::json to_json() const;
   void print(std::ostream& out) const;

@@ -29,6 +29,8 @@ class AdamW {
  public:
   // Biases and LayerNorm weights get no weight decay.
   AdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions opts);
+  // Every parameter of a module, by its name there.
+  AdamW(const torch::nn::Module& module, AdamWOptions opts);
   void step(double lr);
   void zero_grad();
   int64_t steps() const { return steps_; }
