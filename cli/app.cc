@@ -20,7 +20,8 @@ Runtime start(const Context& ctx) {
   const int threads = apply_runtime(rt);
   const BlasKernels blas = inspect_blas_kernels();
   log_info("blas", blas.reason + "; " + std::to_string(threads) + " threads");
-  if (blas.should_switch()) log_warn("blas", blas.reason);  // HP_BLAS_AUTO=0 or a failed restart
+  if (blas.should_switch()) log_warn("blas", blas.reason);
+  if (!allocator_info().empty()) log_info("memory", allocator_info());  // HP_BLAS_AUTO=0 or a failed restart
   return rt;
 }
 

@@ -84,6 +84,7 @@ nlohmann::json bench_environment() {
           {"hardware_threads", hardware_threads()},
           {"blas", blas_info()},
           {"blas_kernels", inspect_blas_kernels().reason},
+          {"allocator", allocator_info().empty() ? "glibc malloc defaults" : allocator_info()},
           {"int8_engine", quantized_engine_name()},
           {"torch", TORCH_VERSION},
           {"peak_rss_kb", peak_rss_kb()}};

@@ -91,7 +91,7 @@ void BenchReport::print(std::ostream& out) const {
       << " repetitions after " << warmup << " warm-up, models interleaved\n";
   out << env["blas_kernels"].get<std::string>() << "\n";
   const double peak = env.value("gemm_peak_gflop_per_s", 0.0);
-  if (peak > 0) out << "fp32 GEMM probe (1024^3, these threads): " << fmt(peak, 1) << " GFLOP/s\n";
+  if (peak > 0) out << "fp32 GEMM probe (1536^3, best of 8, these threads): " << fmt(peak, 1) << " GFLOP/s\n";
   out << std::left << std::setw(34) << "model" << std::right << std::setw(6) << "batch" << std::setw(5) << "seq"
       << std::setw(7) << "heads" << std::setw(11) << "median ms" << std::setw(19) << "p10-p90 ms" << std::setw(10)
       << "ex/s" << std::setw(11) << "tok/s" << std::setw(9) << "GFLOP" << std::setw(8) << "ideal" << std::setw(10)

@@ -10,7 +10,10 @@
 
 #include <ATen/autocast_mode.h>
 #include <dlfcn.h>
+#include <malloc.h>
 #include <unistd.h>
+
+#include <climits>
 #include <torch/cuda.h>
 
 #include "headprune/util/names.h"
@@ -125,6 +128,31 @@ Autocast::~Autocast() {
     at::autocast::set_autocast_cpu_dtype(was_dtype_);
   }
 }
+
+namespace {
+std::string& allocator_note() {
+  static std::string note;
+  return note;
+}
+}  // namespace
+
+std::string tune_allocator() {
+  auto set = [](const char* v) { return v != nullptr && *v != '\0'; };
+  std::string& note = allocator_note();
+  if (set(std::getenv("HP_MALLOC_TUNE")) && std::string(std::getenv("HP_MALLOC_TUNE")) == "0") {
+    note = "glibc malloc as configured (HP_MALLOC_TUNE=0)";
+  } else if (set(std::getenv("MALLOC_MMAP_MAX_")) || set(std::getenv("MALLOC_TRIM_THRESHOLD_")) ||
+             set(std::getenv("MALLOC_MMAP_THRESHOLD_")) || set(std::getenv("GLIBC_TUNABLES"))) {
+    note = "glibc malloc as the user tuned it (environment)";
+  } else if (::mallopt(M_MMAP_MAX, 0) == 1 && ::mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1) {
+    note = "glibc malloc: large blocks from the heap and reused (headprune's default)";
+  } else {
+    note = "glibc malloc: tuning refused, defaults kept";
+  }
+  return note;
+}
+
+std::string allocator_info() { return allocator_note(); }
 
 uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);

@@ -64,8 +64,8 @@ struct BenchModel {
 
 // The fp32 matrix-product rate (GFLOP/s) this process reaches now, on `device` at the current
 // threads: the best of `reps` products of two n x n matrices after a warm-up. Takes about
-// reps * 2n^3 / rate seconds (0.2 s at n = 1024 and 100 GFLOP/s).
-double gemm_peak_gflops(const torch::Device& device, int64_t n = 1024, int reps = 10);
+// (reps + 2) * 2n^3 / rate seconds (0.2 s at n = 1536 and 300 GFLOP/s).
+double gemm_peak_gflops(const torch::Device& device, int64_t n = 1536, int reps = 8);
 
 // Runs the grid for every model (in inference mode, eval mode). progress(done, total) after each
 // shape.

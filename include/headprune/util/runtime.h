@@ -80,4 +80,14 @@ std::string cpu_model();
 // before they are allocated.
 uint64_t physical_memory_bytes();
 
+// glibc maps every allocation above its mmap ceiling (32 MiB) afresh and unmaps it when freed, so a
+// large activation pays its page faults again on every forward pass: BERT-base at batch 64 x 128 ran
+// 2.8x slower that way. Call once at start-up (headprune's main does): large blocks then come from
+// the heap and are reused (mallopt M_MMAP_MAX 0, no trimming). Nothing happens when the user tuned
+// malloc themselves (MALLOC_MMAP_MAX_, MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_ or
+// GLIBC_TUNABLES) or set HP_MALLOC_TUNE=0. Returns what it did, for logs and benchmark records.
+std::string tune_allocator();
+// What tune_allocator() did in this process ("" before it ran).
+std::string allocator_info();
+
 }  // namespace hp
