@@ -124,6 +124,8 @@ def main():
     put("gzip", "empty", gzip.compress(b"", mtime=0))
     # Inputs that were findings, kept as seeds so every smoke run tries them again
     put("tokenizer_json", "finding-number-overflow", b"91e999223372033720355")
+    put("importance", "finding-float-layer", json.dumps(
+        {"method": "gradient", "heads": [{"attn_type": "encoder_self", "layer": 1.18447e20, "head": 0, "score": 1}]}).encode())
 
 
 if __name__ == "__main__":

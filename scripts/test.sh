@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fresh-machine tests: install dependencies, build, run the whole CTest suite (unit and
-# end-to-end; tests that read ../shared/data skip themselves when it is absent), then the unit
-# tests under ASan + UBSan and a short run of every fuzzer.
+# end-to-end; tests that read ../shared/data skip themselves when it is absent), then the library
+# under ASan + UBSan and a short fixed-seed run of every parser fuzzer.
 # Extra arguments go to ctest, e.g. scripts/test.sh -L unit
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,7 @@ cd build
 # each other down many times over.
 ctest --output-on-failure "$@"
 cd ..
-# The sanitizer build (clang-14, ASan + UBSan): the unit tests again, then every parser fuzzer for a
-# few seconds on its seed corpus (scripts/fuzz.sh, docs/reliability.md). HP_SANITIZERS=0 skips it.
+# The sanitizer build (clang-14, ASan + UBSan): every parser fuzzer for 4000 fixed-seed executions on
+# its seed corpus (scripts/fuzz.sh, docs/reliability.md; `scripts/fuzz.sh tests` runs the unit tests
+# under the sanitizers too). HP_SANITIZERS=0 skips it.
 if [ "${HP_SANITIZERS:-1}" != 0 ]; then bash scripts/fuzz.sh ci; fi

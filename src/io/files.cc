@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <vector>
 #include <sstream>
@@ -172,6 +173,13 @@ void OutputDir::commit() {
     fs::rename(staging_, tmp);
   });
   committed_ = true;
+}
+
+int64_t json_int(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+    throw std::invalid_argument(what + " must be an integer, got " + v.dump());
+  return v.get<int64_t>();
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& source, bool allow_comments) {
