@@ -32,10 +32,18 @@ namespace {
 const NameTable<Activation> kActNames{"activation",
                                       {{Activation::Gelu, {"gelu"}},
                                        {Activation::GeluTanh, {"gelu_tanh", "gelu_new"}},
-                                       {Activation::Relu, {"relu"}}}};
+                                       {Activation::Relu, {"relu"}},
+                                       {Activation::Silu, {"silu", "swish"}}}};
 const NameTable<NormPosition> kNormNames{"norm position", {{NormPosition::Pre, {"pre"}}, {NormPosition::Post, {"post"}}}};
 const NameTable<Positional> kPosNames{"positional encoding",
-                                      {{Positional::Learned, {"learned"}}, {Positional::Sinusoidal, {"sinusoidal"}}}};
+                                      {{Positional::Learned, {"learned"}},
+                                       {Positional::Sinusoidal, {"sinusoidal"}},
+                                       {Positional::Rotary, {"rotary", "rope"}}}};
+const NameTable<NormKind> kNormKindNames{"norm kind", {{NormKind::LayerNorm, {"layer_norm"}}, {NormKind::RmsNorm, {"rms_norm"}}}};
+const NameTable<RopeScalingType> kRopeScalingNames{"rope_scaling type",
+                                                   {{RopeScalingType::Default, {"default"}},
+                                                    {RopeScalingType::Linear, {"linear"}},
+                                                    {RopeScalingType::Llama3, {"llama3"}}}};
 
 [[noreturn]] void bad(const std::string& field, const std::string& msg) {
   throw std::invalid_argument("config: field '" + field + "' " + msg);
@@ -56,11 +64,15 @@ std::string to_string(AttnType t) { return attn_type_names().name(t); }
 std::string to_string(Activation a) { return kActNames.name(a); }
 std::string to_string(NormPosition n) { return kNormNames.name(n); }
 std::string to_string(Positional p) { return kPosNames.name(p); }
+std::string to_string(NormKind k) { return kNormKindNames.name(k); }
+std::string to_string(RopeScalingType t) { return kRopeScalingNames.name(t); }
 Arch parse_arch(const std::string& s) { return arch_names().parse(s); }
 AttnType parse_attn_type(const std::string& s) { return attn_type_names().parse(s); }
 Activation parse_activation(const std::string& s) { return kActNames.parse(s); }
 NormPosition parse_norm_position(const std::string& s) { return kNormNames.parse(s); }
 Positional parse_positional(const std::string& s) { return kPosNames.parse(s); }
+NormKind parse_norm_kind(const std::string& s) { return kNormKindNames.parse(s); }
+RopeScalingType parse_rope_scaling_type(const std::string& s) { return kRopeScalingNames.parse(s); }
 
 bool HeadId::operator<(const HeadId& o) const {
   if (type != o.type) return static_cast<int>(type) < static_cast<int>(o.type);
@@ -136,10 +148,11 @@ int64_t ModelConfig::n_heads_kept(AttnType t) const {
 double ModelConfig::approx_parameters() const {
   const double d = static_cast<double>(d_model), hd = static_cast<double>(head_dim > 0 ? head_dim : 0);
   const double attn = d * hd * (2.0 * static_cast<double>(n_heads) + 2.0 * static_cast<double>(effective_kv_heads()));
-  const double ffn = 2.0 * d * static_cast<double>(d_ff);
+  const double ffn = (gated_ffn ? 3.0 : 2.0) * d * static_cast<double>(d_ff);
   const double layers = static_cast<double>(n_encoder_layers) + static_cast<double>(n_decoder_layers);
   const double cross = arch == Arch::EncoderDecoder ? static_cast<double>(n_decoder_layers) * attn : 0.0;
-  double emb = d * (static_cast<double>(vocab_size) + static_cast<double>(max_positions) + static_cast<double>(n_segments));
+  const double positions = positional == Positional::Learned ? static_cast<double>(max_positions) : 0.0;
+  double emb = d * (static_cast<double>(vocab_size) + positions + static_cast<double>(n_segments));
   if (arch == Arch::EncoderDecoder) emb += d * static_cast<double>(effective_tgt_vocab());
   if (!tie_embeddings) emb += d * static_cast<double>(effective_tgt_vocab());
   return emb + layers * (attn + ffn) + cross + d * static_cast<double>(n_classes);
@@ -178,6 +191,23 @@ void ModelConfig::finalize() {
   if (dropout < 0 || dropout >= 1) bad("dropout", "must be in [0, 1)");
   if (attention_dropout < 0 || attention_dropout >= 1) bad("attention_dropout", "must be in [0, 1)");
   if (layer_norm_eps <= 0) bad("layer_norm_eps", "must be > 0");
+  if (positional == Positional::Rotary) {
+    if (head_dim % 2 != 0) bad("head_dim", "must be even for rotary positions, got " + std::to_string(head_dim));
+    if (!(rope_theta > 1.0)) bad("rope_theta", "must be > 1, got " + std::to_string(rope_theta));
+    const auto& r = rope_scaling;
+    if (r.type != RopeScalingType::Default && !(r.factor > 0)) bad("rope_scaling.factor", "must be > 0");
+    if (r.type == RopeScalingType::Llama3) {
+      if (!(r.high_freq_factor > r.low_freq_factor) || !(r.low_freq_factor > 0))
+        bad("rope_scaling", "llama3 needs 0 < low_freq_factor < high_freq_factor");
+      require_positive("rope_scaling.original_max_positions", r.original_max_positions);
+    }
+  } else if (!(rope_scaling == RopeScaling{}) || rope_theta != 10000.0) {
+    bad("rope_scaling", "and rope_theta are only for positional \"rotary\"");
+  }
+  if (sliding_window < 0) bad("sliding_window", "must be >= 0 (0 = none)");
+  if (sliding_window > 0 && arch == Arch::EncoderClassifier) bad("sliding_window", "is only for causal self-attention");
+  if (gated_ffn && activation != Activation::Silu && activation != Activation::Gelu && activation != Activation::GeluTanh)
+    bad("activation", "of a gated feed-forward must be silu, gelu or gelu_tanh");
   if (pad_id < 0 || pad_id >= vocab_size)
     bad("pad_id", "must be a token id in [0, vocab_size), got " + std::to_string(pad_id));
   if (n_segments < 0) bad("n_segments", "must be >= 0");
@@ -242,6 +272,22 @@ nlohmann::json ModelConfig::to_json() const {
   if (effective_kv_heads() != n_heads) j["n_kv_heads"] = n_kv_heads;
   if (!qkv_bias) j["qkv_bias"] = false;
   if (!o_bias) j["o_bias"] = false;
+  if (!mlp_bias) j["mlp_bias"] = false;
+  if (gated_ffn) j["gated_ffn"] = true;
+  if (norm_kind != NormKind::LayerNorm) j["norm_kind"] = to_string(norm_kind);
+  if (positional == Positional::Rotary) {
+    j["rope_theta"] = rope_theta;
+    if (rope_scaling.type != RopeScalingType::Default) {
+      nlohmann::json r = {{"type", to_string(rope_scaling.type)}, {"factor", rope_scaling.factor}};
+      if (rope_scaling.type == RopeScalingType::Llama3) {
+        r["low_freq_factor"] = rope_scaling.low_freq_factor;
+        r["high_freq_factor"] = rope_scaling.high_freq_factor;
+        r["original_max_positions"] = rope_scaling.original_max_positions;
+      }
+      j["rope_scaling"] = r;
+    }
+  }
+  if (sliding_window > 0) j["sliding_window"] = sliding_window;
   j["n_encoder_layers"] = n_encoder_layers;
   j["n_decoder_layers"] = n_decoder_layers;
   j["dropout"] = dropout;
@@ -289,7 +335,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
       "arch", "vocab_size", "tgt_vocab_size", "d_model", "d_ff", "n_heads", "head_dim", "n_kv_heads", "qkv_bias", "o_bias",
       "n_encoder_layers", "n_decoder_layers", "dropout", "attention_dropout", "max_positions",
       "positional", "activation", "norm", "embed_layer_norm", "tie_embeddings", "n_segments",
-      "n_classes", "layer_norm_eps", "pad_id", "heads", "format", "version"};
+      "n_classes", "layer_norm_eps", "pad_id", "heads", "format", "version", "mlp_bias", "gated_ffn", "norm_kind",
+      "rope_theta", "rope_scaling", "sliding_window"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key())) bad(it.key(), "is not a known config key");
   if (!j.contains("arch")) bad("arch", "is required");
@@ -320,6 +367,29 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   opt_int("n_kv_heads", c.n_kv_heads);
   opt_bool("qkv_bias", c.qkv_bias);
   opt_bool("o_bias", c.o_bias);
+  opt_bool("mlp_bias", c.mlp_bias);
+  opt_bool("gated_ffn", c.gated_ffn);
+  if (j.contains("norm_kind")) c.norm_kind = parse_norm_kind(get_as<std::string>(j.at("norm_kind"), "norm_kind"));
+  opt_double("rope_theta", c.rope_theta);
+  if (j.contains("rope_scaling")) {
+    const auto& r = j.at("rope_scaling");
+    if (!r.is_object()) bad("rope_scaling", "must be an object {\"type\": default|linear|llama3, \"factor\": ...}");
+    static const std::set<std::string> rk = {"type", "factor", "low_freq_factor", "high_freq_factor", "original_max_positions"};
+    for (auto it = r.begin(); it != r.end(); ++it)
+      if (!rk.count(it.key())) bad("rope_scaling." + it.key(), "is not a known rope_scaling key");
+    if (r.contains("type")) c.rope_scaling.type = parse_rope_scaling_type(get_as<std::string>(r.at("type"), "rope_scaling.type"));
+    auto num = [&](const char* k, double& dst) {
+      if (!r.contains(k)) return;
+      if (!r.at(k).is_number()) bad(std::string("rope_scaling.") + k, "must be a number, got " + r.at(k).dump());
+      dst = r.at(k).get<double>();
+    };
+    num("factor", c.rope_scaling.factor);
+    num("low_freq_factor", c.rope_scaling.low_freq_factor);
+    num("high_freq_factor", c.rope_scaling.high_freq_factor);
+    if (r.contains("original_max_positions"))
+      c.rope_scaling.original_max_positions = get_int(r.at("original_max_positions"), "rope_scaling.original_max_positions");
+  }
+  opt_int("sliding_window", c.sliding_window);
   opt_int("n_encoder_layers", c.n_encoder_layers);
   opt_int("n_decoder_layers", c.n_decoder_layers);
   opt_double("dropout", c.dropout);
@@ -355,6 +425,23 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
       if (dst.empty() && c.n_layers(t) > 0) bad(field, "lists no layers");
     }
   }
+  c.finalize();
+  return c;
+}
+
+ModelConfig tiny_llama_config() {
+  // The tiny decoder LM with the LLaMA block: 2 key/value heads for 4 query heads, no dropout.
+  ModelConfig c = tiny_config(Arch::DecoderLM);
+  c.d_ff = 48;
+  c.n_kv_heads = 2;
+  c.dropout = c.attention_dropout = 0.0;
+  c.norm_kind = NormKind::RmsNorm;
+  c.positional = Positional::Rotary;
+  c.activation = Activation::Silu;
+  c.gated_ffn = true;
+  c.qkv_bias = c.o_bias = c.mlp_bias = false;
+  c.tie_embeddings = false;
+  c.layer_norm_eps = 1e-6;
   c.finalize();
   return c;
 }

@@ -15,9 +15,15 @@ namespace hp {
 
 enum class Arch { EncoderClassifier, DecoderLM, EncoderDecoder };
 enum class AttnType { EncoderSelf, DecoderSelf, Cross };
-enum class Activation { Gelu, GeluTanh, Relu };
+enum class Activation { Gelu, GeluTanh, Relu, Silu };
 enum class NormPosition { Pre, Post };
-enum class Positional { Learned, Sinusoidal };
+enum class NormKind { LayerNorm, RmsNorm };
+// Learned and sinusoidal positions are added to the embeddings; rotary positions (RoPE, LLaMA
+// family) rotate each head's queries and keys inside attention.
+enum class Positional { Learned, Sinusoidal, Rotary };
+// Rotary frequency scaling, as HF's rope_scaling / rope_parameters "rope_type": default (none),
+// linear (positions / factor), llama3 (Llama 3.1's wavelength-dependent interpolation).
+enum class RopeScalingType { Default, Linear, Llama3 };
 
 constexpr AttnType kAllAttnTypes[] = {AttnType::EncoderSelf, AttnType::DecoderSelf,
                                       AttnType::Cross};
@@ -27,6 +33,8 @@ std::string to_string(AttnType t);
 std::string to_string(Activation a);
 std::string to_string(NormPosition n);
 std::string to_string(Positional p);
+std::string to_string(NormKind k);
+std::string to_string(RopeScalingType t);
 // Parse the names used in config.json and on the command line; throw std::invalid_argument
 // listing the accepted names otherwise.
 Arch parse_arch(const std::string& s);
@@ -34,6 +42,8 @@ AttnType parse_attn_type(const std::string& s);
 Activation parse_activation(const std::string& s);
 NormPosition parse_norm_position(const std::string& s);
 Positional parse_positional(const std::string& s);
+NormKind parse_norm_kind(const std::string& s);
+RopeScalingType parse_rope_scaling_type(const std::string& s);
 template <typename E>
 class NameTable;
 const NameTable<Arch>& arch_names();
@@ -66,6 +76,18 @@ struct ConfigLimits {
   static constexpr int64_t classes = 1 << 20;    // n_classes, n_segments
 };
 
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::Default;
+  double factor = 1.0;                 // linear, llama3
+  double low_freq_factor = 1.0;        // llama3
+  double high_freq_factor = 4.0;       // llama3
+  int64_t original_max_positions = 0;  // llama3: the pre-training context (HF original_max_position_embeddings)
+  bool operator==(const RopeScaling& o) const {
+    return type == o.type && factor == o.factor && low_freq_factor == o.low_freq_factor &&
+           high_freq_factor == o.high_freq_factor && original_max_positions == o.original_max_positions;
+  }
+};
+
 struct ModelConfig {
   Arch arch = Arch::EncoderClassifier;
   int64_t vocab_size = 0;      // source / only vocabulary
@@ -79,6 +101,14 @@ struct ModelConfig {
                            // head h reads key/value head h / (n_heads / n_kv_heads)); 0 = n_heads
   bool qkv_bias = true;    // biases on the query, key and value projections
   bool o_bias = true;      // bias on the output projection
+  bool mlp_bias = true;    // biases on the feed-forward projections
+  // Feed-forward: fc2(act(fc1(x))), or gated (SwiGLU with silu, LLaMA family):
+  // fc2(act(gate(x)) * fc1(x)), fc1 being HF's up_proj and fc2 its down_proj.
+  bool gated_ffn = false;
+  NormKind norm_kind = NormKind::LayerNorm;  // rms_norm: weight only, statistics in fp32
+  double rope_theta = 10000.0;               // rotary base (positional "rotary")
+  RopeScaling rope_scaling;
+  int64_t sliding_window = 0;  // causal self-attention sees at most this many positions back (0 = all; Mistral)
   int64_t n_encoder_layers = 0;
   int64_t n_decoder_layers = 0;
   double dropout = 0.1;
@@ -131,5 +161,8 @@ void validate_heads(const ModelConfig& cfg, const std::vector<HeadId>& heads);
 
 // Small ready-made configs for tests and the demo.
 ModelConfig tiny_config(Arch arch);
+// A LLaMA-style decoder LM: rotary positions, RMSNorm, SwiGLU, grouped-query attention (4 query heads
+// reading 2 key/value heads), no biases, untied output.
+ModelConfig tiny_llama_config();
 
 }  // namespace hp

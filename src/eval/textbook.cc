@@ -44,6 +44,8 @@ TextbookClassifierImpl::TextbookClassifierImpl(TransformerImpl& source) : pad_id
   if (cfg.norm != NormPosition::Post) unsupported("only post-LN models");
   if (cfg.positional != Positional::Learned) unsupported("only learned positions");
   if (!cfg.embed_layer_norm) unsupported("only models with an embedding LayerNorm");
+  if (cfg.norm_kind != NormKind::LayerNorm || cfg.gated_ffn || !cfg.mlp_bias)
+    unsupported("only LayerNorm models with a plain feed-forward with biases");
   std::vector<HeadGeometry> geometry;
   for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
     geometry.push_back(head_geometry(cfg, AttnType::EncoderSelf, l));

@@ -10,6 +10,7 @@
 #include "headprune/io/files.h"
 #include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/model/geometry.h"
 #include "headprune/model/state.h"
 
 namespace hp {
@@ -114,9 +115,16 @@ std::string describe(const ModelConfig& c) {
   o << "\n";
   if (c.n_encoder_layers) o << label("encoder layers") << c.n_encoder_layers << "\n";
   if (c.n_decoder_layers) o << label("decoder layers") << c.n_decoder_layers << "\n";
-  o << label("norm") << to_string(c.norm) << "-LN, " << to_string(c.activation) << ", "
-    << to_string(c.positional) << " positions (max " << c.max_positions << ")"
-    << (c.tie_embeddings ? ", tied embeddings" : "") << "\n";
+  o << label("norm") << to_string(c.norm) << "-" << (c.norm_kind == NormKind::RmsNorm ? "RMSNorm" : "LN") << ", "
+    << to_string(c.activation) << (c.gated_ffn ? " gated (SwiGLU-style)" : "") << ", " << to_string(c.positional)
+    << " positions (max " << c.max_positions << ")" << (c.tie_embeddings ? ", tied embeddings" : "") << "\n";
+  if (c.positional == Positional::Rotary) {
+    o << label("rotary") << "theta " << c.rope_theta;
+    if (c.rope_scaling.type != RopeScalingType::Default)
+      o << ", scaling " << to_string(c.rope_scaling.type) << " x" << c.rope_scaling.factor;
+    o << "\n";
+  }
+  if (c.sliding_window > 0) o << label("sliding window") << c.sliding_window << " positions\n";
   if (c.arch == Arch::EncoderClassifier)
     o << label("classes") << c.n_classes << " (segments " << c.n_segments << ")\n";
   for (AttnType t : c.attn_types()) {
@@ -136,7 +144,15 @@ std::string describe(const ModelConfig& c) {
       if (static_cast<int64_t>(hs[l].size()) == c.n_heads) continue;  // list only pruned layers
       o << "  layer " << l << " keeps [";
       for (size_t i = 0; i < hs[l].size(); ++i) o << (i ? ", " : "") << hs[l][i];
-      o << "]" << (hs[l].empty() ? " (attention skipped)" : "") << "\n";
+      o << "]" << (hs[l].empty() ? " (attention skipped)" : "");
+      if (c.effective_kv_heads() != c.n_heads && !hs[l].empty()) {
+        const HeadGeometry g = head_geometry(c, t, static_cast<int64_t>(l));
+        o << ", key/value heads [";
+        const auto kv = g.kv_heads();
+        for (size_t i = 0; i < kv.size(); ++i) o << (i ? ", " : "") << kv[i];
+        o << "]";
+      }
+      o << "\n";
     }
   }
   return o.str();

@@ -21,9 +21,18 @@ torch::Tensor DenseImpl::forward(const torch::Tensor& x) const {
 
 void DenseImpl::quantize_int8() { int8_ = int8::pack_linear(weight, bias); }
 
-NormImpl::NormImpl(int64_t dim, double eps) : eps_(eps) {
+NormImpl::NormImpl(int64_t dim, double eps, NormKind kind) : eps_(eps), kind_(kind) {
   weight = register_parameter("weight", torch::ones({dim}));
-  bias = register_parameter("bias", torch::zeros({dim}));
+  if (kind_ == NormKind::LayerNorm) bias = register_parameter("bias", torch::zeros({dim}));
+}
+
+torch::Tensor NormImpl::forward(const torch::Tensor& x) const {
+  if (kind_ == NormKind::LayerNorm)
+    return lrp::elementwise(torch::layer_norm(x, {weight.size(0)}, weight, bias, eps_), x);
+  // Statistics in fp32 at least (bf16/fp16 models, as HF); a double model stays double.
+  const auto xf = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
+  auto y = (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_)).to(x.scalar_type()) * weight;
+  return lrp::elementwise(y, x);
 }
 
 torch::Tensor activate(const torch::Tensor& x, Activation a) {
@@ -31,18 +40,27 @@ torch::Tensor activate(const torch::Tensor& x, Activation a) {
     case Activation::Gelu: return lrp::elementwise(torch::gelu(x), x);
     case Activation::GeluTanh: return lrp::elementwise(torch::gelu(x, "tanh"), x);
     case Activation::Relu: return lrp::elementwise(torch::relu(x), x);
+    case Activation::Silu: return lrp::elementwise(torch::silu(x), x);
   }
   return x;
 }
 
-FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t d_ff, Activation act, double dropout)
+FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t d_ff, Activation act, double dropout, bool gated, bool bias)
     : act_(act), dropout_(dropout) {
-  fc1 = register_module("fc1", Dense(d_model, d_ff));
-  fc2 = register_module("fc2", Dense(d_ff, d_model));
+  fc1 = register_module("fc1", Dense(d_model, d_ff, bias));
+  fc2 = register_module("fc2", Dense(d_ff, d_model, bias));
+  if (gated) gate = register_module("gate", Dense(d_model, d_ff, bias));
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
-  auto h = activate(fc1(x), act_);
+  torch::Tensor h;
+  if (gate) {
+    // LRP: the gate acts as a fixed multiplier, so relevance flows through fc1 (the "up" branch).
+    const auto up = fc1(x);
+    h = lrp::elementwise(activate(gate(x), act_) * up, up);
+  } else {
+    h = activate(fc1(x), act_);
+  }
   h = torch::dropout(h, dropout_, is_training());
   return fc2(h);
 }
@@ -112,7 +130,7 @@ torch::Tensor MultiHeadAttentionImpl::expand_kv(const torch::Tensor& t) {
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key_value,
                                               const torch::Tensor& mask, torch::Tensor* probs_out,
-                                              KVCache* cache, bool static_kv) {
+                                              KVCache* cache, bool static_kv, const Rope* rope) {
   const int64_t B = query.size(0), T = query.size(1), H = n_heads_kept(), D = geometry_.head_dim;
   const int64_t G = geometry_.n_kv_heads_kept(), C = geometry_.d_model;
   if (H == 0) {
@@ -154,6 +172,10 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
       k = split_heads(k_proj(key_value), G, D);
       v = split_heads(v_proj(key_value), G, D);
     }
+  }
+  if (rope) {
+    q = apply_rope(q, *rope);
+    if (!reuse_kv) k = apply_rope(k, *rope);
   }
   if (reuse_kv) {
     k = cache->k;

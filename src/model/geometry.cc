@@ -88,7 +88,7 @@ double stack_flops(const ModelConfig& cfg, AttnType self, double b, double t, bo
   for (int64_t l = 0; l < cfg.n_layers(self); ++l) {
     f += head_geometry(cfg, self, l).flops(b, t, t);
     if (cross) f += head_geometry(cfg, AttnType::Cross, l).flops(b, t, src_t);
-    f += 2 * 2 * b * t * c * static_cast<double>(cfg.d_ff);
+    f += (cfg.gated_ffn ? 3 : 2) * 2 * b * t * c * static_cast<double>(cfg.d_ff);  // fc1, fc2 (and gate)
   }
   return f;
 }

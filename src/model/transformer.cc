@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "headprune/util/runtime.h"
@@ -29,9 +30,15 @@ torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype) {
       .masked_fill(blocked, kMaskedScore);
 }
 
-torch::Tensor causal_mask(int64_t T, const torch::Device& device, torch::ScalarType dtype) {
-  auto opts = torch::TensorOptions().dtype(dtype).device(device);
-  return torch::full({T, T}, kMaskedScore, opts).triu(1).view({1, 1, T, T});
+torch::Tensor causal_mask(int64_t T, const torch::Device& device, torch::ScalarType dtype, int64_t window, int64_t S) {
+  if (S < 0) S = T;
+  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(device);
+  const auto query = torch::arange(S - T, S, idx).unsqueeze(1), key = torch::arange(0, S, idx).unsqueeze(0);
+  auto blocked = key > query;
+  if (window > 0) blocked = blocked.logical_or(key <= query - window);
+  return torch::zeros({T, S}, torch::TensorOptions().dtype(dtype).device(device))
+      .masked_fill(blocked, kMaskedScore)
+      .view({1, 1, T, S});
 }
 
 // ---------------------------------------------------------------------------------------
@@ -39,20 +46,20 @@ TransformerLayerImpl::TransformerLayerImpl(const ModelConfig& cfg, AttnType self
     : pre_norm_(cfg.norm == NormPosition::Pre), dropout_(cfg.dropout) {
   self_attn = register_module(
       "self_attn", MultiHeadAttention(head_geometry(cfg, self_type, layer), cfg.attention_dropout));
-  self_attn_norm = register_module("self_attn_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
+  self_attn_norm = register_module("self_attn_norm", Norm(cfg.d_model, cfg.layer_norm_eps, cfg.norm_kind));
   if (with_cross) {
     cross_attn = register_module(
         "cross_attn", MultiHeadAttention(head_geometry(cfg, AttnType::Cross, layer), cfg.attention_dropout));
-    cross_attn_norm = register_module("cross_attn_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
+    cross_attn_norm = register_module("cross_attn_norm", Norm(cfg.d_model, cfg.layer_norm_eps, cfg.norm_kind));
   }
-  ffn = register_module("ffn", FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout));
-  ffn_norm = register_module("ffn_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
+  ffn = register_module("ffn", FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout, cfg.gated_ffn, cfg.mlp_bias));
+  ffn_norm = register_module("ffn_norm", Norm(cfg.d_model, cfg.layer_norm_eps, cfg.norm_kind));
 }
 
 torch::Tensor TransformerLayerImpl::forward(torch::Tensor x, const torch::Tensor& self_mask,
                                             const torch::Tensor& memory, const torch::Tensor& cross_mask,
                                             torch::Tensor* self_probs, torch::Tensor* cross_probs,
-                                            KVCache* self_cache, KVCache* cross_cache) {
+                                            KVCache* self_cache, KVCache* cross_cache, const Rope* rope) {
   const bool train = is_training();
   // Residual sub-layer: pre-LN x + f(norm(x)), post-LN norm(x + f(x)).
   auto sublayer = [&](const torch::Tensor& in, Norm& norm, auto&& f) {
@@ -60,7 +67,7 @@ torch::Tensor TransformerLayerImpl::forward(torch::Tensor x, const torch::Tensor
     return norm(lrp::add(in, torch::dropout(f(in), dropout_, train)));
   };
   x = sublayer(x, self_attn_norm, [&](const torch::Tensor& h) {
-    return self_attn->forward(h, h, self_mask, self_probs, self_cache, false);
+    return self_attn->forward(h, h, self_mask, self_probs, self_cache, false, rope);
   });
   if (cross_attn) {
     x = sublayer(x, cross_attn_norm, [&](const torch::Tensor& h) {
@@ -72,12 +79,14 @@ torch::Tensor TransformerLayerImpl::forward(torch::Tensor x, const torch::Tensor
 
 // ---------------------------------------------------------------------------------------
 StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, bool with_segments)
-    : dropout_(cfg.dropout) {
+    : dropout_(cfg.dropout), max_positions_(cfg.max_positions) {
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(vocab, cfg.d_model));
   torch::nn::init::normal_(embed_tokens->weight, 0.0, 0.02);
   if (cfg.positional == Positional::Learned) {
     embed_positions = register_module("embed_positions", torch::nn::Embedding(cfg.max_positions, cfg.d_model));
     torch::nn::init::normal_(embed_positions->weight, 0.0, 0.02);
+  } else if (cfg.positional == Positional::Rotary) {
+    inv_freq_ = rope_inv_freq(cfg);  // positions enter inside attention
   } else {
     // sin on even channels, cos on odd ones, wavelengths 2*pi .. 10000*2*pi (Vaswani et al.).
     auto pos = torch::arange(cfg.max_positions, torch::kDouble).unsqueeze(1);
@@ -95,13 +104,14 @@ StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, 
     embed_segments = register_module("embed_segments", torch::nn::Embedding(cfg.n_segments, cfg.d_model));
     torch::nn::init::normal_(embed_segments->weight, 0.0, 0.02);
   }
-  if (cfg.embed_layer_norm) embed_norm = register_module("embed_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
+  if (cfg.embed_layer_norm) embed_norm = register_module("embed_norm", Norm(cfg.d_model, cfg.layer_norm_eps, cfg.norm_kind));
   layers = register_module("layers", torch::nn::ModuleList());
   const int64_t L = cfg.n_layers(self_type);
   const bool cross = self_type == AttnType::DecoderSelf && cfg.has(AttnType::Cross);
   for (int64_t l = 0; l < L; ++l)
     layers->push_back(TransformerLayer(cfg, self_type, l, cross));
-  if (cfg.norm == NormPosition::Pre) final_norm = register_module("final_norm", Norm(cfg.d_model, cfg.layer_norm_eps));
+  if (cfg.norm == NormPosition::Pre)
+    final_norm = register_module("final_norm", Norm(cfg.d_model, cfg.layer_norm_eps, cfg.norm_kind));
 }
 
 torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& segment_ids,
@@ -110,15 +120,21 @@ torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& 
                                  std::vector<torch::Tensor>* cross_probs, int64_t position_offset,
                                  std::vector<KVCache>* self_caches, std::vector<KVCache>* cross_caches) {
   const int64_t T = ids.size(1);
-  const int64_t max_pos = embed_positions ? embed_positions->weight.size(0) : sinusoid_.size(0);
+  const int64_t max_pos = embed_positions    ? embed_positions->weight.size(0)
+                          : sinusoid_.defined() ? sinusoid_.size(0)
+                                                : max_positions_;
   if (position_offset + T > max_pos)
     throw std::invalid_argument("sequence of length " + std::to_string(position_offset + T) +
                                 " exceeds max_positions " + std::to_string(max_pos));
   auto x = embed_tokens(ids);
   if (embed_scale_ != 1.0) x = lrp::elementwise(x * embed_scale_, x);
   auto positions = torch::arange(position_offset, position_offset + T, ids.options());
+  std::optional<Rope> rope;
   if (embed_positions) {
     x = lrp::add(x, embed_positions(positions).unsqueeze(0));
+  } else if (inv_freq_.defined()) {
+    if (inv_freq_.device() != x.device()) inv_freq_ = inv_freq_.to(x.device());
+    rope = rope_tables(inv_freq_, position_offset, T, x.scalar_type());
   } else {
     if (sinusoid_.device() != x.device() || sinusoid_.scalar_type() != x.scalar_type())
       sinusoid_ = sinusoid_.to(x.device(), x.scalar_type());
@@ -138,7 +154,7 @@ torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& 
     x = layer(l).forward(x, self_mask, memory, cross_mask, self_probs ? &(*self_probs)[l] : nullptr,
                          cross_probs ? &(*cross_probs)[l] : nullptr,
                          self_caches ? &(*self_caches)[l] : nullptr,
-                         cross_caches ? &(*cross_caches)[l] : nullptr);
+                         cross_caches ? &(*cross_caches)[l] : nullptr, rope ? &*rope : nullptr);
   }
   if (final_norm) x = final_norm(x);
   return x;
@@ -213,7 +229,7 @@ ModelOutput TransformerImpl::forward(const Batch& batch, const ForwardOptions& o
       check_ids(batch.input_ids, "input_ids");
       const auto dtype = decoder->embed_tokens->weight.scalar_type();
       const int64_t T = batch.input_ids.size(1);
-      auto mask = causal_mask(T, batch.input_ids.device(), dtype) +
+      auto mask = causal_mask(T, batch.input_ids.device(), dtype, cfg_.sliding_window) +
                   padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id), dtype);
       auto h = decoder->forward(batch.input_ids, {}, mask, {}, {},
                                 attn ? &(*attn)[AttnType::DecoderSelf] : nullptr, nullptr);
@@ -226,7 +242,7 @@ ModelOutput TransformerImpl::forward(const Batch& batch, const ForwardOptions& o
       const auto dtype = decoder->embed_tokens->weight.scalar_type();
       const int64_t U = batch.decoder_input_ids.size(1);
       auto self_mask =
-          causal_mask(U, batch.decoder_input_ids.device(), dtype) +
+          causal_mask(U, batch.decoder_input_ids.device(), dtype, cfg_.sliding_window) +
           padding_mask(keep_mask(batch.decoder_attention_mask, batch.decoder_input_ids, cfg_.pad_id), dtype);
       auto cross_mask = padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id), dtype);
       auto h = decoder->forward(batch.decoder_input_ids, {}, self_mask, memory, cross_mask,

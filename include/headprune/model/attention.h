@@ -17,6 +17,7 @@
 
 #include "headprune/model/geometry.h"
 #include "headprune/model/layers.h"
+#include "headprune/model/rotary.h"
 
 namespace hp {
 
@@ -38,9 +39,11 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // In eval mode without gradients (and outside LRP) the inference path runs: Q/K/V (or K/V) in
   // one GEMM with concatenated weights (rebuilt whenever a projection changes), and the mask
   // multiply skipped while every head is unmasked. Results equal the training path up to rounding.
+  // rope (self-attention of rotary models): the new queries and keys are rotated by the tables of
+  // their positions before the keys join the cache.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
                         const torch::Tensor& mask, torch::Tensor* probs_out = nullptr,
-                        KVCache* cache = nullptr, bool static_kv = false);
+                        KVCache* cache = nullptr, bool static_kv = false, const Rope* rope = nullptr);
 
   const HeadGeometry& geometry() const { return geometry_; }
   int64_t n_heads_kept() const { return geometry_.n_heads_kept(); }

@@ -1,5 +1,5 @@
 // Small building blocks whose registered names become checkpoint keys:
-// Dense ("weight" [out, in], "bias" [out]) and Norm ("weight", "bias").
+// Dense ("weight" [out, in], "bias" [out]) and Norm ("weight", "bias"; RMSNorm "weight" only).
 // Dense calls torch::linear directly: on 3-D input it is fused and faster than nn::Linear.
 // Both go through lrp:: so that relevance propagation (lrp.h) runs the same forward code.
 // Dense can be switched to a dynamic int8 linear for inference (precision.h).
@@ -29,25 +29,27 @@ TORCH_MODULE(Dense);
 
 class NormImpl : public torch::nn::Module {
  public:
-  NormImpl(int64_t dim, double eps);
-  torch::Tensor forward(const torch::Tensor& x) const {
-    return lrp::elementwise(torch::layer_norm(x, {weight.size(0)}, weight, bias, eps_), x);
-  }
-  torch::Tensor weight, bias;
+  // LayerNorm ("weight", "bias") or RMSNorm ("weight" only: x / sqrt(mean(x^2) + eps) * weight,
+  // its statistics in fp32 whatever the input's type, as HF's LlamaRMSNorm).
+  NormImpl(int64_t dim, double eps, NormKind kind = NormKind::LayerNorm);
+  torch::Tensor forward(const torch::Tensor& x) const;
+  torch::Tensor weight, bias;  // bias undefined for RMSNorm
 
  private:
   double eps_;
+  NormKind kind_;
 };
 TORCH_MODULE(Norm);
 
 torch::Tensor activate(const torch::Tensor& x, Activation a);
 
-// Position-wise feed-forward block: fc2(act(fc1(x))).
+// Position-wise feed-forward block: fc2(act(fc1(x))), or gated (SwiGLU and relatives):
+// fc2(act(gate(x)) * fc1(x)). Biases on every projection unless `bias` is false.
 class FeedForwardImpl : public torch::nn::Module {
  public:
-  FeedForwardImpl(int64_t d_model, int64_t d_ff, Activation act, double dropout);
+  FeedForwardImpl(int64_t d_model, int64_t d_ff, Activation act, double dropout, bool gated = false, bool bias = true);
   torch::Tensor forward(const torch::Tensor& x);
-  Dense fc1{nullptr}, fc2{nullptr};
+  Dense fc1{nullptr}, fc2{nullptr}, gate{nullptr};  // gate only when gated
 
  private:
   Activation act_;

@@ -57,7 +57,7 @@ class TransformerLayerImpl : public torch::nn::Module {
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& self_mask, const torch::Tensor& memory,
                         const torch::Tensor& cross_mask, torch::Tensor* self_probs,
                         torch::Tensor* cross_probs, KVCache* self_cache = nullptr,
-                        KVCache* cross_cache = nullptr);
+                        KVCache* cross_cache = nullptr, const Rope* rope = nullptr);
 
   MultiHeadAttention self_attn{nullptr}, cross_attn{nullptr};
   Norm self_attn_norm{nullptr}, cross_attn_norm{nullptr}, ffn_norm{nullptr};
@@ -90,8 +90,10 @@ class StackImpl : public torch::nn::Module {
 
  private:
   torch::Tensor sinusoid_;  // [max_positions, C] (not a parameter)
+  torch::Tensor inv_freq_;  // [D/2] rotary inverse frequencies (not a parameter; rotary models only)
   double embed_scale_ = 1.0;
   double dropout_;
+  int64_t max_positions_;
 };
 TORCH_MODULE(Stack);
 
@@ -141,7 +143,11 @@ TORCH_MODULE(Transformer);
 
 // Additive attention masks (0 = attend, kMaskedScore = blocked).
 torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype);  // [B,S] -> [B,1,1,S]
-torch::Tensor causal_mask(int64_t T, const torch::Device& device, torch::ScalarType dtype);  // [1,1,T,T]
+// [1,1,T,S] for T queries at positions S-T .. S-1 over S keys (S = T when omitted): a query sees the
+// keys at or before its position, and with window > 0 only the last `window` of them (Mistral's
+// sliding window: key j is seen by query i when i - window < j <= i).
+torch::Tensor causal_mask(int64_t T, const torch::Device& device, torch::ScalarType dtype, int64_t window = 0,
+                          int64_t S = -1);
 
 // Reproducible random initialization of every parameter (and random biases), for tests
 // and benchmarks where exact zeros would hide mistakes.
