@@ -4,12 +4,15 @@
 #include "headprune/config.h"
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <climits>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 #include <unicode/locid.h>
 #include <unicode/normalizer2.h>
+#include <unicode/regex.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 #include <unicode/utf8.h>
@@ -308,7 +311,223 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::load(const std::string& vocab_json,
   }
 }
 
+// ---- tokenizer.json ---------------------------------------------------------------------------
+
+struct ByteLevelBpeTokenizer::Pipeline {
+  std::vector<const icu::Normalizer2*> normalizers;  // applied in order
+  struct Step {
+    std::shared_ptr<icu::RegexPattern> split;  // Split(Regex, Isolated): matches and the gaps between them
+    bool byte_level = false;                   // ByteLevel: GPT-2's pattern when use_regex
+    bool use_regex = false, add_prefix_space = false;
+  };
+  std::vector<Step> steps;
+};
+
+namespace {
+
+// HF's regexes (Rust regex / Oniguruma) read by ICU: \s and \S become Unicode White_Space, which is
+// what those engines mean by them (ICU's own \s leaves out a few separators).
+std::string icu_pattern(const std::string& p) {
+  std::string out;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == '\\' && i + 1 < p.size()) {
+      if (p[i + 1] == 's') out += "\\p{White_Space}";
+      else if (p[i + 1] == 'S') out += "\\P{White_Space}";
+      else out += p.substr(i, 2);
+      ++i;
+    } else {
+      out += p[i];
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> split_isolated(const icu::RegexPattern& re, const std::string& text) {
+  std::vector<std::string> out;
+  UErrorCode err = U_ZERO_ERROR;
+  const icu::UnicodeString u = icu::UnicodeString::fromUTF8(text);
+  std::unique_ptr<icu::RegexMatcher> m(re.matcher(u, err));
+  if (U_FAILURE(err)) throw std::runtime_error(std::string("tokenizer: regex matcher: ") + u_errorName(err));
+  int32_t last = 0;
+  auto piece = [&](int32_t a, int32_t b) {
+    if (b <= a) return;
+    std::string sub;
+    u.tempSubStringBetween(a, b).toUTF8String(sub);
+    out.push_back(std::move(sub));
+  };
+  while (m->find(err) && U_SUCCESS(err)) {
+    const int32_t a = m->start(err), b = m->end(err);
+    if (b == a) continue;  // an empty match splits nothing
+    piece(last, a);
+    piece(a, b);
+    last = b;
+  }
+  piece(last, u.length());
+  return out;
+}
+
+}  // namespace
+
+ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_tokenizer_json(const std::string& path) {
+  const nlohmann::json j = read_json_file(path);
+  auto fail = [&](const std::string& field, const std::string& what) -> std::runtime_error {
+    return std::runtime_error(path + ": " + field + ": " + what);
+  };
+  if (!j.is_object() || !j.contains("model") || !j.at("model").is_object()) throw fail("model", "missing (not a tokenizer.json?)");
+  const auto& model = j.at("model");
+  if (model.value("type", std::string("BPE")) != "BPE")
+    throw fail("model.type", "'" + model.value("type", std::string()) + "' is not supported (byte-level BPE only)");
+  if (model.value("byte_fallback", false)) throw fail("model.byte_fallback", "byte fallback (SentencePiece-style BPE) is not supported");
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(k) && model.at(k).is_string() && !model.at(k).get<std::string>().empty())
+      throw fail(std::string("model.") + k, "is not supported");
+  if (!model.contains("vocab") || !model.at("vocab").is_object()) throw fail("model.vocab", "expected {token: id}");
+  std::map<std::string, int64_t> vocab;
+  for (auto it = model.at("vocab").begin(); it != model.at("vocab").end(); ++it) {
+    if (!it.value().is_number_integer()) throw fail("model.vocab", "the id of '" + it.key() + "' is not an integer");
+    vocab[it.key()] = it.value().is_number_unsigned() && it.value().get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                          ? -1
+                          : it.value().get<int64_t>();
+  }
+  std::vector<std::pair<std::string, std::string>> merges;
+  if (model.contains("merges")) {
+    if (!model.at("merges").is_array()) throw fail("model.merges", "expected a list");
+    for (const auto& m : model.at("merges")) {
+      if (m.is_string()) {
+        const std::string l = m.get<std::string>();
+        const auto sp = l.find(' ');
+        if (sp == std::string::npos || sp == 0 || sp + 1 >= l.size() || l.find(' ', sp + 1) != std::string::npos)
+          throw fail("model.merges", "expected \"a b\", got '" + l + "'");
+        merges.emplace_back(l.substr(0, sp), l.substr(sp + 1));
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+      } else {
+        throw fail("model.merges", "expected \"a b\" or [\"a\", \"b\"], got " + m.dump());
+      }
+    }
+  }
+  ByteLevelBpeTokenizer t;
+  try {
+    t = from_parts(vocab, merges);
+  } catch (const std::invalid_argument& e) {
+    throw fail("model.vocab", e.what());
+  }
+  t.ignore_merges_ = model.value("ignore_merges", false);
+  if (j.contains("added_tokens") && !j.at("added_tokens").is_null()) {
+    if (!j.at("added_tokens").is_array()) throw fail("added_tokens", "expected a list");
+    for (const auto& a : j.at("added_tokens")) {
+      if (!a.is_object() || !a.contains("id") || !a.at("id").is_number_integer() || !a.contains("content") ||
+          !a.at("content").is_string() || a.at("content").get<std::string>().empty())
+        throw fail("added_tokens", "expected {\"id\": N, \"content\": \"...\"}, got " + a.dump());
+      const int64_t id = a.at("id").get<int64_t>();
+      const std::string content = a.at("content").get<std::string>();
+      if (id < 0 || id >= ConfigLimits::vocab) throw fail("added_tokens", "id " + std::to_string(id) + " out of range");
+      const auto known = t.by_id_.find(id);
+      if (known != t.by_id_.end() && known->second != content)
+        throw fail("added_tokens", "id " + std::to_string(id) + " is '" + known->second + "' in the vocabulary, '" + content + "' here");
+      t.by_id_[id] = content;
+      t.ids_[content] = id;
+      t.added_[content] = id;
+    }
+  }
+  auto pipeline = std::make_shared<Pipeline>();
+  // Normalizer: none, NFC/NFD/NFKC/NFKD, or a Sequence of them.
+  std::function<void(const nlohmann::json&, const std::string&)> normalizer = [&](const nlohmann::json& n, const std::string& f) {
+    if (n.is_null()) return;
+    const std::string type = n.value("type", std::string());
+    UErrorCode err = U_ZERO_ERROR;
+    if (type == "Sequence") {
+      for (const auto& x : n.value("normalizers", nlohmann::json::array())) normalizer(x, f + ".normalizers");
+    } else if (type == "NFC") {
+      pipeline->normalizers.push_back(icu::Normalizer2::getNFCInstance(err));
+    } else if (type == "NFD") {
+      pipeline->normalizers.push_back(icu::Normalizer2::getNFDInstance(err));
+    } else if (type == "NFKC") {
+      pipeline->normalizers.push_back(icu::Normalizer2::getNFKCInstance(err));
+    } else if (type == "NFKD") {
+      pipeline->normalizers.push_back(icu::Normalizer2::getNFKDInstance(err));
+    } else {
+      throw fail(f, "normalizer '" + type + "' is not supported (NFC, NFD, NFKC, NFKD, Sequence)");
+    }
+    if (U_FAILURE(err)) throw fail(f, std::string("ICU: ") + u_errorName(err));
+  };
+  normalizer(j.value("normalizer", nlohmann::json()), "normalizer");
+  std::function<void(const nlohmann::json&, const std::string&)> pre = [&](const nlohmann::json& p, const std::string& f) {
+    if (p.is_null()) return;
+    const std::string type = p.value("type", std::string());
+    if (type == "Sequence") {
+      for (const auto& x : p.value("pretokenizers", nlohmann::json::array())) pre(x, f + ".pretokenizers");
+    } else if (type == "ByteLevel") {
+      Pipeline::Step st;
+      st.byte_level = true;
+      st.use_regex = p.value("use_regex", true);
+      st.add_prefix_space = p.value("add_prefix_space", false);
+      pipeline->steps.push_back(st);
+    } else if (type == "Split") {
+      if (p.value("behavior", std::string("Isolated")) != "Isolated" || p.value("invert", false))
+        throw fail(f, "Split with behavior '" + p.value("behavior", std::string()) + "'" +
+                          (p.value("invert", false) ? " inverted" : "") + " is not supported (Isolated only)");
+      const auto& pat = p.value("pattern", nlohmann::json::object());
+      std::string regex;
+      if (pat.contains("Regex") && pat.at("Regex").is_string()) {
+        regex = icu_pattern(pat.at("Regex").get<std::string>());
+      } else if (pat.contains("String") && pat.at("String").is_string()) {
+        regex = "\\Q" + pat.at("String").get<std::string>() + "\\E";
+      } else {
+        throw fail(f + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
+      }
+      UErrorCode err = U_ZERO_ERROR;
+      UParseError pe;
+      std::shared_ptr<icu::RegexPattern> re(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(regex), 0, pe, err));
+      if (U_FAILURE(err) || !re)
+        throw fail(f + ".pattern", "the regex does not compile (" + std::string(u_errorName(err)) + " at offset " +
+                                       std::to_string(pe.offset) + ")");
+      Pipeline::Step st;
+      st.split = re;
+      pipeline->steps.push_back(st);
+    } else {
+      throw fail(f, "pre-tokenizer '" + type + "' is not supported (ByteLevel, Split, Sequence)");
+    }
+  };
+  pre(j.value("pre_tokenizer", nlohmann::json()), "pre_tokenizer");
+  if (!std::any_of(pipeline->steps.begin(), pipeline->steps.end(), [](const Pipeline::Step& st) { return st.byte_level; }))
+    throw fail("pre_tokenizer", "no ByteLevel step: not a byte-level BPE");
+  if (const auto& d = j.value("decoder", nlohmann::json()); !d.is_null() && d.value("type", std::string()) != "ByteLevel")
+    throw fail("decoder", "'" + d.value("type", std::string()) + "' is not supported (ByteLevel)");
+  t.pipeline_ = pipeline;
+  return t;
+}
+
 std::vector<std::string> ByteLevelBpeTokenizer::pre_tokenize(const std::string& text) const {
+  if (pipeline_) {
+    std::string normalized = text;
+    for (const auto* n : pipeline_->normalizers) {
+      UErrorCode err = U_ZERO_ERROR;
+      const icu::UnicodeString u = n->normalize(icu::UnicodeString::fromUTF8(normalized), err);
+      if (U_FAILURE(err)) throw std::runtime_error(std::string("tokenizer: normalization failed: ") + u_errorName(err));
+      normalized.clear();
+      u.toUTF8String(normalized);
+    }
+    std::vector<std::string> pieces = {normalized};
+    for (const auto& st : pipeline_->steps) {
+      std::vector<std::string> next;
+      for (auto& p : pieces) {
+        if (st.split) {
+          for (auto& q : split_isolated(*st.split, p)) next.push_back(std::move(q));
+          continue;
+        }
+        if (st.add_prefix_space && (p.empty() || p[0] != ' ')) p.insert(p.begin(), ' ');
+        if (!st.use_regex) {
+          next.push_back(std::move(p));
+          continue;
+        }
+        ByteLevelBpeTokenizer gpt2;  // GPT-2's pattern on this piece
+        for (auto& q : gpt2.pre_tokenize(p)) next.push_back(std::move(q));
+      }
+      pieces = std::move(next);
+    }
+    return pieces;
+  }
   const auto cs = code_points(text);
   const size_t n = cs.size();
   std::vector<std::string> out;
@@ -353,6 +572,11 @@ std::vector<std::string> ByteLevelBpeTokenizer::pre_tokenize(const std::string& 
 std::vector<std::string> ByteLevelBpeTokenizer::bpe(const std::string& piece) const {
   std::vector<std::string> syms;
   for (unsigned char b : piece) syms.push_back(byte_symbols()[b]);
+  if (ignore_merges_) {
+    std::string whole;
+    for (const auto& x : syms) whole += x;
+    if (ids_.count(whole)) return {whole};
+  }
   while (syms.size() > 1) {
     int64_t best = LLONG_MAX;
     size_t at = 0;
@@ -380,10 +604,33 @@ std::vector<std::string> ByteLevelBpeTokenizer::bpe(const std::string& piece) co
   return syms;
 }
 
-std::vector<std::string> ByteLevelBpeTokenizer::tokenize(const std::string& text) const {
+std::vector<std::string> ByteLevelBpeTokenizer::tokenize_plain(const std::string& text) const {
   std::vector<std::string> out;
   for (const auto& p : pre_tokenize(text))
     for (auto& t : bpe(p)) out.push_back(std::move(t));
+  return out;
+}
+
+std::vector<std::string> ByteLevelBpeTokenizer::tokenize(const std::string& text) const {
+  if (added_.empty()) return tokenize_plain(text);
+  // Added tokens first: the earliest occurrence of any of them (the longest at that position) is one
+  // token; the text between them is tokenized as usual.
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t best = std::string::npos, best_len = 0;
+    for (const auto& [content, id] : added_) {
+      const size_t at = text.find(content, pos);
+      if (at == std::string::npos) continue;
+      if (at < best || (at == best && content.size() > best_len)) best = at, best_len = content.size();
+    }
+    const size_t stop = best == std::string::npos ? text.size() : best;
+    if (stop > pos)
+      for (auto& t : tokenize_plain(text.substr(pos, stop - pos))) out.push_back(std::move(t));
+    if (best == std::string::npos) break;
+    out.push_back(text.substr(best, best_len));
+    pos = best + best_len;
+  }
   return out;
 }
 
@@ -407,6 +654,10 @@ std::string ByteLevelBpeTokenizer::decode(const std::vector<int64_t>& ids) const
   for (auto id : ids) {
     const auto it = by_id_.find(id);
     if (it == by_id_.end()) throw std::invalid_argument("byte-level BPE: id " + std::to_string(id) + " is not in the vocabulary");
+    if (const auto a = added_.find(it->second); a != added_.end() && a->second == id) {
+      out += it->second;  // added tokens are plain text, not byte symbols
+      continue;
+    }
     for (auto c : code_points(it->second)) {
       const auto b = back.find(utf8(c));
       if (b == back.end()) throw std::invalid_argument("byte-level BPE: token '" + it->second + "' is not byte-level");
@@ -505,7 +756,7 @@ T flag(const nlohmann::json& j, const char* key, T fallback, const std::string& 
 }  // namespace
 
 const std::vector<std::string>& hf_tokenizer_files() {
-  static const std::vector<std::string> files = {"vocab.txt", "vocab.json", "merges.txt", "tokenizer_config.json",
+  static const std::vector<std::string> files = {"vocab.txt", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
                                                  "special_tokens_map.json"};
   return files;
 }
@@ -565,6 +816,25 @@ std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir) {
                                (is_file(vocab_json) ? "vocab.json" : "merges.txt"));
     const auto cfg = read_tokenizer_config(dir);
     return with_specials(vocab_json, ByteLevelBpeTokenizer::load(vocab_json, merges), cfg.specials);
+  }
+  const std::string tj = join_path(dir, "tokenizer.json");
+  if (is_file(tj)) {
+    auto cfg = read_tokenizer_config(dir);
+    auto t = ByteLevelBpeTokenizer::from_tokenizer_json(tj);
+    // Without tokenizer_config.json: the usual names of the families' specials among the added tokens.
+    auto pick = [&](const char* key, std::initializer_list<const char*> names) {
+      if (cfg.specials.count(key)) return;
+      for (const char* n : names)
+        if (t.id(n)) {
+          cfg.specials[key] = n;
+          return;
+        }
+    };
+    pick("eos_token", {"<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<|eot_id|>"});
+    pick("bos_token", {"<|begin_of_text|>", "<s>", "<|endoftext|>"});
+    if (!cfg.specials.count("bos_token") && cfg.specials.count("eos_token")) cfg.specials["bos_token"] = cfg.specials["eos_token"];
+    if (!cfg.specials.count("unk_token") && cfg.specials.count("eos_token")) cfg.specials["unk_token"] = cfg.specials["eos_token"];
+    return with_specials(tj, std::move(t), cfg.specials);
   }
   return std::nullopt;
 }

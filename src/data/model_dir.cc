@@ -10,6 +10,15 @@
 
 namespace hp {
 
+bool is_headprune_tokenizer(const std::string& path) {
+  try {
+    const auto j = read_json_file(path);
+    return j.is_object() && j.value("type", std::string()) == "headprune-bpe";
+  } catch (const std::exception&) {
+    return true;  // not JSON or not an object: headprune's loader says what is wrong with it
+  }
+}
+
 std::map<std::string, std::string> tokenizer_files(const std::string& dir) {
   std::map<std::string, std::string> files;
   if (!is_hf_dir(dir))
@@ -24,11 +33,11 @@ LoadedModel open_model(const std::string& dir, const torch::Device& device) {
   m.dir = dir;
   m.model = load_checkpoint(dir);
   if (device != torch::Device(torch::kCPU)) m.model->to(device);
-  // headprune's own tokenizer.json, else the HF tokenizer files (vocab.txt or vocab.json + merges.txt)
-  // of an HF directory or carried along into a headprune checkpoint. An HF directory's own
-  // tokenizer.json (the "fast" tokenizer format) is not read.
+  // headprune's own tokenizer.json ("type": "headprune-bpe"), else the HF tokenizer files (vocab.txt,
+  // vocab.json + merges.txt, or HF's own tokenizer.json) of an HF directory or carried along into a
+  // headprune checkpoint.
   const std::string tok = join_path(dir, kTokenizerFile);
-  if (is_file(tok) && !is_hf_dir(dir)) m.tokenizer = Tokenizer::load(tok);
+  if (is_file(tok) && !is_hf_dir(dir) && is_headprune_tokenizer(tok)) m.tokenizer = Tokenizer::load(tok);
   else m.tokenizer = load_hf_tokenizer(dir);
   if (m.tokenizer && m.tokenizer->vocab_size() > m.model->config().vocab_size)
     throw std::runtime_error(dir + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +

@@ -2,6 +2,7 @@
 #include "headprune/io/hf.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <set>
 #include <stdexcept>
@@ -11,152 +12,13 @@
 #include "headprune/io/safetensors.h"
 #include "headprune/model/geometry.h"
 #include "headprune/model/remove_heads.h"
+#include "hf_detail.h"
 
 namespace hp {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& source, const std::string& what) {
-  throw std::runtime_error(source + ": " + what);
-}
-
-int64_t checked_int(const nlohmann::json& v, const char* key, const std::string& source) {
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-    fail(source, std::string("config field '") + key + "' is " + v.dump() + ", too large for a 64-bit integer");
-  return v.get<int64_t>();
-}
-
-int64_t req_int(const nlohmann::json& c, const char* key, const std::string& source) {
-  if (!c.contains(key) || !c.at(key).is_number_integer())
-    fail(source, std::string("config field '") + key + "' is missing or not an integer");
-  return checked_int(c.at(key), key, source);
-}
-
-int64_t opt_int(const nlohmann::json& c, const char* key, int64_t dflt, const std::string& source) {
-  if (!c.contains(key) || c.at(key).is_null()) return dflt;
-  if (!c.at(key).is_number_integer()) fail(source, std::string("config field '") + key + "' must be an integer");
-  return checked_int(c.at(key), key, source);
-}
-
-std::string opt_str(const nlohmann::json& c, const char* key, const std::string& dflt, const std::string& source) {
-  if (!c.contains(key) || c.at(key).is_null()) return dflt;
-  if (!c.at(key).is_string()) fail(source, std::string("config field '") + key + "' must be a string, got " + c.at(key).dump());
-  return c.at(key).get<std::string>();
-}
-
-bool opt_bool(const nlohmann::json& c, const char* key, bool dflt, const std::string& source) {
-  if (!c.contains(key) || c.at(key).is_null()) return dflt;
-  if (!c.at(key).is_boolean()) fail(source, std::string("config field '") + key + "' must be true or false, got " + c.at(key).dump());
-  return c.at(key).get<bool>();
-}
-
-double opt_num(const nlohmann::json& c, const char* key, double dflt, const std::string& source) {
-  if (!c.contains(key) || c.at(key).is_null()) return dflt;
-  if (!c.at(key).is_number()) fail(source, std::string("config field '") + key + "' must be a number");
-  return c.at(key).get<double>();
-}
-
-Activation parse_hf_activation(const std::string& s, const std::string& source) {
-  if (s == "gelu") return Activation::Gelu;
-  if (s == "gelu_new" || s == "gelu_pytorch_tanh" || s == "gelu_fast") return Activation::GeluTanh;
-  if (s == "relu") return Activation::Relu;
-  fail(source, "activation '" + s + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
-}
-
-std::string hf_activation(Activation a) {
-  switch (a) {
-    case Activation::Gelu: return "gelu";
-    case Activation::GeluTanh: return "gelu_new";
-    case Activation::Relu: return "relu";
-  }
-  return "gelu";
-}
-
-// pruned_heads {"layer": [ids]} -> kept heads per layer.
-std::vector<std::vector<int64_t>> kept_from_pruned(const nlohmann::json& c, int64_t layers, int64_t heads,
-                                                   const std::string& source) {
-  std::vector<std::vector<int64_t>> kept(static_cast<size_t>(layers));
-  std::vector<std::set<int64_t>> pruned(static_cast<size_t>(layers));
-  if (c.contains("pruned_heads") && !c.at("pruned_heads").is_null()) {
-    const auto& p = c.at("pruned_heads");
-    if (!p.is_object()) fail(source, "pruned_heads must be an object {\"layer\": [head ids]}");
-    for (auto it = p.begin(); it != p.end(); ++it) {
-      int64_t l = -1;
-      try {
-        size_t used = 0;
-        l = std::stoll(it.key(), &used);
-        if (used != it.key().size()) l = -1;
-      } catch (const std::exception&) {
-      }
-      if (l < 0 || l >= layers)
-        fail(source, "pruned_heads: layer '" + it.key() + "' is not in [0, " + std::to_string(layers) + ")");
-      if (!it.value().is_array()) fail(source, "pruned_heads['" + it.key() + "'] must be a list of head ids");
-      for (const auto& h : it.value()) {
-        if (!h.is_number_integer() || h.get<int64_t>() < 0 || h.get<int64_t>() >= heads)
-          fail(source, "pruned_heads['" + it.key() + "']: head " + h.dump() + " is not in [0, " +
-                           std::to_string(heads) + ")");
-        pruned[static_cast<size_t>(l)].insert(h.get<int64_t>());
-      }
-    }
-  }
-  for (int64_t l = 0; l < layers; ++l)
-    for (int64_t h = 0; h < heads; ++h)
-      if (!pruned[static_cast<size_t>(l)].count(h)) kept[static_cast<size_t>(l)].push_back(h);
-  return kept;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Tensors by HF name with a known prefix stripped; takes them out one by one.
-class HfTensors {
- public:
-  HfTensors(const TensorMap& t, const std::string& prefix, const std::string& source) : source_(source) {
-    for (const auto& [k, v] : t) {
-      std::string name = k.rfind(prefix, 0) == 0 ? k.substr(prefix.size()) : k;
-      // Old BERT files name LayerNorm parameters gamma / beta.
-      for (const auto& [from, to] : {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"},
-                                     {"LayerNorm.beta", "LayerNorm.bias"}})
-        if (ends_with(name, from)) name = name.substr(0, name.size() - from.size()) + to;
-      left_[name] = v;
-      original_[name] = k;
-    }
-  }
-  bool has(const std::string& name) const { return left_.count(name) > 0; }
-  // The leading size of a matrix (e.g. the classes of a classifier), checked to be one.
-  int64_t rows(const std::string& name) const {
-    const auto it = left_.find(name);
-    if (it == left_.end()) fail(source_, "missing tensor '" + name + "'");
-    if (it->second.dim() != 2)
-      fail(source_, "tensor '" + original_.at(name) + "' has shape " + shape_str(it->second.sizes()) + ", expected a matrix");
-    return it->second.size(0);
-  }
-  // The tensor, checked against the expected shape (empty = any).
-  torch::Tensor take(const std::string& name, std::vector<int64_t> shape = {}) {
-    auto it = left_.find(name);
-    if (it == left_.end()) fail(source_, "missing tensor '" + name + "'");
-    auto t = it->second;
-    if (!shape.empty() && t.sizes().vec() != shape)
-      fail(source_, "tensor '" + original_[name] + "' has shape " + shape_str(t.sizes()) + ", expected " +
-                        shape_str(shape) + " (from config.json and its pruned_heads)");
-    left_.erase(it);
-    return t.to(torch::kFloat);
-  }
-  void drop_if(const std::function<bool(const std::string&)>& ignorable) {
-    for (auto it = left_.begin(); it != left_.end();) it = ignorable(it->first) ? left_.erase(it) : std::next(it);
-  }
-  void expect_empty() const {
-    if (!left_.empty())
-      fail(source_, "unexpected tensor '" + original_.at(left_.begin()->first) + "' (" +
-                        std::to_string(left_.size()) + " left over)");
-  }
-
- private:
-  std::string source_;
-  TensorMap left_;
-  std::map<std::string, std::string> original_;
-};
+using namespace hf_detail;
 
 // The name tables: HF module (without the bert. / transformer. prefix) -> headprune module. Every
 // entry stands for its .weight and .bias; import and export both read them.
@@ -362,7 +224,8 @@ HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const 
   const auto type = config.at("model_type").get<std::string>();
   if (type == "bert") return import_bert(config, tensors, source, config_source);
   if (type == "gpt2") return import_gpt2(config, tensors, source, config_source);
-  fail(config_source, "model_type '" + type + "' is not supported (bert, gpt2)");
+  if (is_llama_family(type)) return import_llama_family(config, tensors, source, config_source);
+  fail(config_source, "model_type '" + type + "' is not supported (bert, gpt2, llama, qwen2, mistral)");
 }
 
 HfModel import_hf(const std::string& dir) {
@@ -370,6 +233,8 @@ HfModel import_hf(const std::string& dir) {
   if (!is_file(cpath)) throw std::runtime_error("HF checkpoint '" + dir + "': missing config.json");
   const nlohmann::json config = read_json_file(cpath);
   const std::string wpath = join_path(dir, kWeightsFile);
+  const std::string index = join_path(dir, "model.safetensors.index.json");
+  if (!is_file(wpath) && is_file(index)) return import_hf(config, read_sharded_safetensors(index), index, cpath);
   if (!is_file(wpath)) {
     if (is_file(join_path(dir, "pytorch_model.bin")))
       throw std::runtime_error(
@@ -384,7 +249,37 @@ HfModel import_hf(const std::string& dir) {
   return import_hf(config, read_safetensors(wpath).tensors, wpath, cpath);
 }
 
+TensorMap read_sharded_safetensors(const std::string& index_path) {
+  const auto index = read_json_file(index_path);
+  if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
+    fail(index_path, "expected an object with \"weight_map\": {tensor: shard file}");
+  const std::string dir = std::filesystem::path(index_path).parent_path().string();
+  std::map<std::string, std::set<std::string>> by_shard;  // shard file -> tensors the index puts there
+  for (auto it = index.at("weight_map").begin(); it != index.at("weight_map").end(); ++it) {
+    if (!it.value().is_string()) fail(index_path, "weight_map['" + it.key() + "'] must be a file name");
+    const std::string shard = it.value().get<std::string>();
+    if (shard.empty() || shard.find('/') != std::string::npos || shard.rfind("..", 0) == 0)
+      fail(index_path, "weight_map['" + it.key() + "']: '" + shard + "' is not a file name in this directory");
+    by_shard[shard].insert(it.key());
+  }
+  if (by_shard.empty()) fail(index_path, "weight_map lists no tensors");
+  TensorMap all;
+  for (const auto& [shard, names] : by_shard) {
+    const std::string path = join_path(dir, shard);
+    if (!is_file(path)) fail(index_path, "shard '" + shard + "' is missing (" + std::to_string(names.size()) + " tensors)");
+    auto file = read_safetensors(path);
+    for (const auto& name : names)
+      if (!file.tensors.count(name)) fail(path, "tensor '" + name + "' is named in " + index_path + " but absent here");
+    for (auto& [name, t] : file.tensors) {
+      if (!names.count(name)) fail(path, "tensor '" + name + "' is not listed for this shard in " + index_path);
+      all.emplace(name, std::move(t));
+    }
+  }
+  return all;
+}
+
 HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {
+  if (model_in.config().positional == Positional::Rotary) return to_hf_llama(model_in, base_config);
   Transformer pruned{nullptr};
   TransformerImpl* m = &model_in;
   if (const auto masked = model_in.masked_heads(); !masked.empty()) {
@@ -395,6 +290,8 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {
   auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
   if (cfg.positional != Positional::Learned) bad("HF's BERT and GPT-2 have learned positions, not sinusoidal");
   if (cfg.head_dim * cfg.n_heads != cfg.d_model) bad("head_dim * n_heads must equal d_model");
+  if (cfg.norm_kind != NormKind::LayerNorm || cfg.gated_ffn || !cfg.mlp_bias || cfg.sliding_window > 0)
+    bad("HF's BERT and GPT-2 have LayerNorm, a plain feed-forward with biases and no sliding window");
   if (cfg.effective_kv_heads() != cfg.n_heads || !cfg.qkv_bias || !cfg.o_bias)
     bad("HF's BERT and GPT-2 have one key/value head per query head and biases on every projection (n_kv_heads " +
         std::to_string(cfg.effective_kv_heads()) + ", n_heads " + std::to_string(cfg.n_heads) + ")");

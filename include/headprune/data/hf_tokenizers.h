@@ -5,12 +5,18 @@
 //   ByteLevelBpeTokenizer  GPT-2: vocab.json + merges.txt; GPT-2's pre-tokenization pattern
 //                        ('s 't 're 've 'm 'll 'd | ?letters | ?numbers | ?other | spaces), bytes
 //                        mapped to printable characters, then BPE by merge rank.
+//                        Or HF's tokenizer.json of a byte-level BPE model (Llama 3, Qwen2, SmolLM,
+//                        GPT-2): normalizer (none, NFC, NFKC, a Sequence of them), pre-tokenizer
+//                        (ByteLevel with or without GPT-2's pattern, Split by a regex with behavior
+//                        Isolated, or a Sequence; regexes run on ICU), BPE with ignore_merges, and
+//                        added tokens, matched before anything else (longest first).
 // Unicode properties (categories, case mapping, NFC/NFD) come from ICU. Plain C++ (no LibTorch).
 // Text is UTF-8; an invalid byte sequence is read as U+FFFD.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -59,6 +65,10 @@ class ByteLevelBpeTokenizer {
   static ByteLevelBpeTokenizer load(const std::string& vocab_json, const std::string& merges_txt);
   static ByteLevelBpeTokenizer from_parts(const std::map<std::string, int64_t>& vocab,
                                           const std::vector<std::pair<std::string, std::string>>& merges);
+  // HF's tokenizer.json; a component it does not handle is an error naming the file and the field.
+  static ByteLevelBpeTokenizer from_tokenizer_json(const std::string& path);
+  // Added tokens (content -> id) of tokenizer.json, matched in text before pre-tokenization.
+  const std::map<std::string, int64_t>& added_tokens() const { return added_; }
 
   std::vector<std::string> pre_tokenize(const std::string& text) const;  // raw UTF-8 pieces
   std::vector<std::string> tokenize(const std::string& text) const;      // byte-level BPE tokens
@@ -74,9 +84,15 @@ class ByteLevelBpeTokenizer {
 
  private:
   std::vector<std::string> bpe(const std::string& piece) const;
+  std::vector<std::string> tokenize_plain(const std::string& text) const;  // text without added tokens
   std::unordered_map<std::string, int64_t> ids_;
   std::map<int64_t, std::string> by_id_;
   std::map<std::pair<std::string, std::string>, int64_t> ranks_;
+  // tokenizer.json only (defaults: GPT-2's files).
+  struct Pipeline;                          // normalizer and pre-tokenizer steps (ICU regexes), in the .cc
+  std::shared_ptr<const Pipeline> pipeline_;  // null: GPT-2's pattern
+  bool ignore_merges_ = false;              // a piece that is a vocabulary entry is one token
+  std::map<std::string, int64_t> added_;    // content -> id
 };
 
 // ---- behind headprune's Tokenizer interface, so data framing and decoding work unchanged ------
@@ -91,8 +107,10 @@ Tokenizer as_tokenizer(WordPieceTokenizer wp, const std::map<std::string, std::s
 Tokenizer as_tokenizer(ByteLevelBpeTokenizer bpe, const std::map<std::string, std::string>& special_tokens = {});
 
 // The tokenizer of an HF directory: vocab.txt (BERT WordPiece; do_lower_case, strip_accents,
-// tokenize_chinese_chars and the special tokens from tokenizer_config.json when present) or
-// vocab.json + merges.txt (GPT-2). std::nullopt when the directory has neither; errors name the file.
+// tokenize_chinese_chars and the special tokens from tokenizer_config.json when present),
+// vocab.json + merges.txt (GPT-2), or tokenizer.json of a byte-level BPE (Llama 3, Qwen2; specials from
+// tokenizer_config.json, else the usual names among its added tokens). std::nullopt when the
+// directory has none of them; errors name the file.
 std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir);
 
 }  // namespace hp

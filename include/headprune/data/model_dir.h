@@ -29,6 +29,9 @@ struct LoadedModel {
 // an error naming the directory.
 LoadedModel open_model(const std::string& dir, const torch::Device& device = torch::kCPU);
 
+// Whether a tokenizer.json is headprune's own BPE ("type": "headprune-bpe") rather than HF's.
+bool is_headprune_tokenizer(const std::string& path);
+
 // The tokenizer files of a directory (see LoadedModel::tokenizer_files).
 std::map<std::string, std::string> tokenizer_files(const std::string& dir);
 

@@ -1,6 +1,15 @@
-// HuggingFace checkpoints: import BERT (BertModel, BertForSequenceClassification) and GPT-2
-// (GPT2Model, GPT2LMHeadModel) from a directory with config.json and model.safetensors, and export
-// a (pruned) model back in HF's layout.
+// HuggingFace checkpoints: import BERT (BertModel, BertForSequenceClassification), GPT-2
+// (GPT2Model, GPT2LMHeadModel) and the LLaMA family (LlamaForCausalLM, Qwen2ForCausalLM,
+// MistralForCausalLM: rotary positions, RMSNorm, SwiGLU, grouped-query attention; src/io/hf_llama.cc)
+// from a directory with config.json and model.safetensors (or a sharded model.safetensors.index.json;
+// F32, F16 and BF16 tensors are read as fp32), and export a (pruned) model back in HF's layout.
+//
+// Export: BERT and GPT-2 use HF's v4 pruned_heads (kept heads' weights, sliced). The LLaMA family has
+// no pruned_heads in HF, and its runtimes expect one head count for every layer, so the export is
+// dense and masked: the config's head counts, every removed or masked query head's q rows and o
+// columns zero, and a removed key/value head's k/v rows zero. Any transformers version loads it and
+// computes what the pruned model computes (it does not run faster; headprune's own checkpoint is the
+// physically smaller one).
 //
 // Names are translated through one table per architecture (see hf.cc); GPT-2's fused, transposed
 // c_attn (Conv1D, weight [in, 3*out]) is split into Q/K/V, and its Conv1D weights are transposed.
@@ -34,7 +43,11 @@ struct HfModel {
                                             // (a BertModel has no classifier: it gets a fresh one)
 };
 
+// dir: config.json with model.safetensors, or with model.safetensors.index.json and its shards.
 HfModel import_hf(const std::string& dir);
+// Every tensor of a sharded checkpoint: each shard the index names must exist and hold exactly the
+// tensors the index puts there (errors name the index or the shard).
+TensorMap read_sharded_safetensors(const std::string& index_path);
 // The same, from a config and tensors with HF names (what import_hf reads from the directory).
 // Errors name `source` (the tensors' file) or `config_source` (the config's), whichever is at fault.
 HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source,

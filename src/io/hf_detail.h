@@ -1,0 +1,173 @@
+// Shared by the HF importers and exporters (hf.cc: BERT, GPT-2; hf_llama.cc: the LLaMA family):
+// config field readers whose errors name the config file, and the tensors of a file taken out one
+// by one against expected shapes. Private to src/io.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/config.h"
+#include "headprune/io/hf.h"
+#include "headprune/model/state.h"
+
+namespace hp::hf_detail {
+
+[[noreturn]] inline void fail(const std::string& source, const std::string& what) {
+  throw std::runtime_error(source + ": " + what);
+}
+
+inline int64_t checked_int(const nlohmann::json& v, const char* key, const std::string& source) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    fail(source, std::string("config field '") + key + "' is " + v.dump() + ", too large for a 64-bit integer");
+  return v.get<int64_t>();
+}
+
+inline int64_t req_int(const nlohmann::json& c, const char* key, const std::string& source) {
+  if (!c.contains(key) || !c.at(key).is_number_integer())
+    fail(source, std::string("config field '") + key + "' is missing or not an integer");
+  return checked_int(c.at(key), key, source);
+}
+
+inline int64_t opt_int(const nlohmann::json& c, const char* key, int64_t dflt, const std::string& source) {
+  if (!c.contains(key) || c.at(key).is_null()) return dflt;
+  if (!c.at(key).is_number_integer()) fail(source, std::string("config field '") + key + "' must be an integer");
+  return checked_int(c.at(key), key, source);
+}
+
+inline std::string opt_str(const nlohmann::json& c, const char* key, const std::string& dflt, const std::string& source) {
+  if (!c.contains(key) || c.at(key).is_null()) return dflt;
+  if (!c.at(key).is_string()) fail(source, std::string("config field '") + key + "' must be a string, got " + c.at(key).dump());
+  return c.at(key).get<std::string>();
+}
+
+inline bool opt_bool(const nlohmann::json& c, const char* key, bool dflt, const std::string& source) {
+  if (!c.contains(key) || c.at(key).is_null()) return dflt;
+  if (!c.at(key).is_boolean()) fail(source, std::string("config field '") + key + "' must be true or false, got " + c.at(key).dump());
+  return c.at(key).get<bool>();
+}
+
+inline double opt_num(const nlohmann::json& c, const char* key, double dflt, const std::string& source) {
+  if (!c.contains(key) || c.at(key).is_null()) return dflt;
+  if (!c.at(key).is_number()) fail(source, std::string("config field '") + key + "' must be a number");
+  return c.at(key).get<double>();
+}
+
+inline Activation parse_hf_activation(const std::string& s, const std::string& source) {
+  if (s == "gelu") return Activation::Gelu;
+  if (s == "gelu_new" || s == "gelu_pytorch_tanh" || s == "gelu_fast") return Activation::GeluTanh;
+  if (s == "relu") return Activation::Relu;
+  if (s == "silu" || s == "swish") return Activation::Silu;
+  fail(source, "activation '" + s + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
+}
+
+inline std::string hf_activation(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return "gelu";
+    case Activation::GeluTanh: return "gelu_new";
+    case Activation::Relu: return "relu";
+    case Activation::Silu: return "silu";
+  }
+  return "gelu";
+}
+
+// pruned_heads {"layer": [ids]} -> kept heads per layer.
+inline std::vector<std::vector<int64_t>> kept_from_pruned(const nlohmann::json& c, int64_t layers, int64_t heads,
+                                                   const std::string& source) {
+  std::vector<std::vector<int64_t>> kept(static_cast<size_t>(layers));
+  std::vector<std::set<int64_t>> pruned(static_cast<size_t>(layers));
+  if (c.contains("pruned_heads") && !c.at("pruned_heads").is_null()) {
+    const auto& p = c.at("pruned_heads");
+    if (!p.is_object()) fail(source, "pruned_heads must be an object {\"layer\": [head ids]}");
+    for (auto it = p.begin(); it != p.end(); ++it) {
+      int64_t l = -1;
+      try {
+        size_t used = 0;
+        l = std::stoll(it.key(), &used);
+        if (used != it.key().size()) l = -1;
+      } catch (const std::exception&) {
+      }
+      if (l < 0 || l >= layers)
+        fail(source, "pruned_heads: layer '" + it.key() + "' is not in [0, " + std::to_string(layers) + ")");
+      if (!it.value().is_array()) fail(source, "pruned_heads['" + it.key() + "'] must be a list of head ids");
+      for (const auto& h : it.value()) {
+        if (!h.is_number_integer() || h.get<int64_t>() < 0 || h.get<int64_t>() >= heads)
+          fail(source, "pruned_heads['" + it.key() + "']: head " + h.dump() + " is not in [0, " +
+                           std::to_string(heads) + ")");
+        pruned[static_cast<size_t>(l)].insert(h.get<int64_t>());
+      }
+    }
+  }
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t h = 0; h < heads; ++h)
+      if (!pruned[static_cast<size_t>(l)].count(h)) kept[static_cast<size_t>(l)].push_back(h);
+  return kept;
+}
+
+inline bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Tensors by HF name with a known prefix stripped; takes them out one by one.
+class HfTensors {
+ public:
+  HfTensors(const TensorMap& t, const std::string& prefix, const std::string& source) : source_(source) {
+    for (const auto& [k, v] : t) {
+      std::string name = k.rfind(prefix, 0) == 0 ? k.substr(prefix.size()) : k;
+      // Old BERT files name LayerNorm parameters gamma / beta.
+      for (const auto& [from, to] : {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"},
+                                     {"LayerNorm.beta", "LayerNorm.bias"}})
+        if (ends_with(name, from)) name = name.substr(0, name.size() - from.size()) + to;
+      left_[name] = v;
+      original_[name] = k;
+    }
+  }
+  bool has(const std::string& name) const { return left_.count(name) > 0; }
+  // The leading size of a matrix (e.g. the classes of a classifier), checked to be one.
+  int64_t rows(const std::string& name) const {
+    const auto it = left_.find(name);
+    if (it == left_.end()) fail(source_, "missing tensor '" + name + "'");
+    if (it->second.dim() != 2)
+      fail(source_, "tensor '" + original_.at(name) + "' has shape " + shape_str(it->second.sizes()) + ", expected a matrix");
+    return it->second.size(0);
+  }
+  // The tensor, checked against the expected shape (empty = any).
+  torch::Tensor take(const std::string& name, std::vector<int64_t> shape = {}) {
+    auto it = left_.find(name);
+    if (it == left_.end()) fail(source_, "missing tensor '" + name + "'");
+    auto t = it->second;
+    if (!shape.empty() && t.sizes().vec() != shape)
+      fail(source_, "tensor '" + original_[name] + "' has shape " + shape_str(t.sizes()) + ", expected " +
+                        shape_str(shape) + " (from config.json and its pruned_heads)");
+    left_.erase(it);
+    return t.to(torch::kFloat);
+  }
+  void drop_if(const std::function<bool(const std::string&)>& ignorable) {
+    for (auto it = left_.begin(); it != left_.end();) it = ignorable(it->first) ? left_.erase(it) : std::next(it);
+  }
+  void expect_empty() const {
+    if (!left_.empty())
+      fail(source_, "unexpected tensor '" + original_.at(left_.begin()->first) + "' (" +
+                        std::to_string(left_.size()) + " left over)");
+  }
+
+ private:
+  std::string source_;
+  TensorMap left_;
+  std::map<std::string, std::string> original_;
+};
+
+// The LLaMA family (hf_llama.cc): LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM.
+bool is_llama_family(const std::string& model_type);
+HfModel import_llama_family(const nlohmann::json& config, const TensorMap& tensors, const std::string& source,
+                            const std::string& config_source);
+// Dense masked export: the config's head counts, removed or masked heads zeroed.
+HfExport to_hf_llama(TransformerImpl& model, const nlohmann::json& base_config);
+
+}  // namespace hp::hf_detail
