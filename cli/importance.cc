@@ -12,6 +12,9 @@ void register_importance(CLI::App& app, Context& ctx) {
   auto json = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand("importance", "Score every attention head (gradient, ablation, confidence, LRP, ...)");
   sub->add_option("checkpoint", r->checkpoint, "checkpoint directory")->required();
+  add_parsed_list(sub, "--unit", r->units, parse_score_unit,
+                  "head (query heads) and/or kv_group (key/value groups of grouped-query attention); repeat for both",
+                  "[head]");
   add_parsed_list(sub, "--method", r->methods, parse_score_method,
                   "gradient, ablation, all_but_one, confidence, entropy, magnitude, output_norm, lrp, random "
                   "(repeat for several)",

@@ -23,6 +23,10 @@ void register_prune(CLI::App& app, Context& ctx) {
   add_parsed(sub, "--method", r->plan.method, parse_score_method, "scoring method for score and iterative", "gradient");
   add_parsed(sub, "--target", r->plan.target, parse_target, "how many heads: a fraction (0.3 or 30%) or a count (12)");
   sub->add_flag("--per-layer", r->plan.per_layer, "score: the target fraction of every layer instead of globally");
+  add_parsed(sub, "--unit", r->plan.unit, parse_plan_unit,
+             "score, grouped-query attention: head (query heads), group (whole key/value groups; the target counts "
+             "groups) or balanced (as many query heads from every group of a layer)",
+             "head");
   sub->add_option("--min-per-layer", r->plan.min_per_layer, "keep at least this many heads in every layer")
       ->capture_default_str();
   add_parsed(sub, "--layer-strategy", r->plan.layer_strategy, parse_layer_strategy,
@@ -47,7 +51,8 @@ void register_prune(CLI::App& app, Context& ctx) {
   auto* cs = app.add_subcommand("curve", "Metric vs. fraction of heads pruned, for several strategies");
   cs->add_option("checkpoint", c->checkpoint, "checkpoint directory")->required();
   add_parsed_list(cs, "--strategy", c->strategies, parse_curve_strategy,
-                  "METHOD[:per_layer], iterative[:METHOD], random[:uniform|avoid_middle|avoid_consecutive|top|bottom]; "
+                  "METHOD[:per_layer|:group|:balanced], iterative[:METHOD], "
+                  "random[:uniform|avoid_middle|avoid_consecutive|top|bottom]; "
                   "append @TYPE[+TYPE] to prune only those attention types (repeat for several)",
                   "[gradient,iterative:gradient,random:uniform]");
   cs->add_option("--fractions", c->fractions, "fractions of heads pruned")->capture_default_str();

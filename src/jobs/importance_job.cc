@@ -49,7 +49,12 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   if (req.cost && needs_data) cost = measure_pass_cost(*in.model(), set, so);
   ImportanceResult res;
   res.config = in.config();
-  for (ScoreMethod m : req.methods) {
+  std::vector<std::pair<ScoreMethod, ScoreUnit>> runs;
+  for (ScoreUnit u : req.units)
+    for (ScoreMethod m : req.methods)
+      if (!(u == ScoreUnit::KvGroup && m == ScoreMethod::AllButOne)) runs.push_back({m, u});
+  for (const auto& [m, unit] : runs) {
+    so.unit = unit;
     HeadScores s = score_heads(*in.model(), set, m, so);
     s.info["checkpoint"] = req.checkpoint;
     if (cost && uses_data(m)) {
@@ -60,13 +65,15 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
                         {"x_forward_backward", sec / cost->forward_backward_s}};
     }
     std::ostringstream line;
-    line << s.method << ": " << s.info["seconds"].get<double>() << " s";
+    line << s.method << (unit == ScoreUnit::KvGroup ? " (key/value groups)" : "") << ": " << s.info["seconds"].get<double>()
+         << " s";
     if (s.info.contains("cost"))
       line << " (" << s.info["cost"]["x_forward"].get<double>() << "x a forward pass, "
            << s.info["cost"]["x_forward_backward"].get<double>() << "x a forward+backward pass)";
     if (s.info.contains("n_significant"))
-      line << "; " << s.info["n_significant"].get<int64_t>() << " of " << s.info["n_heads"].get<int64_t>()
-           << " heads change " << s.info["metric"].get<std::string>() << " significantly (p < " << req.alpha << ")";
+      line << "; " << s.info["n_significant"].get<int64_t>() << " of "
+           << s.info[unit == ScoreUnit::KvGroup ? "n_groups" : "n_heads"].get<int64_t>()
+           << (unit == ScoreUnit::KvGroup ? " groups change " : " heads change ") << s.info["metric"].get<std::string>() << " significantly (p < " << req.alpha << ")";
     events.say("importance", line.str());
     res.maps.push_back(std::move(s));
   }

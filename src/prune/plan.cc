@@ -1,6 +1,8 @@
 // Pruning plans and the strategies that build them (see the header).
 #include "headprune/prune/plan.h"
 
+#include "headprune/model/geometry.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -191,6 +193,148 @@ PruningPlan plan_by_score(const HeadScores& scores, const ModelConfig& cfg, cons
                {"per_layer", opts.per_layer},
                {"min_per_layer", opts.min_per_layer},
                {"candidates", candidates.size()}};
+  return plan;
+}
+
+const NameTable<PlanUnit>& plan_unit_names() {
+  static const NameTable<PlanUnit> t{"plan unit", {{PlanUnit::Head, {"head"}},
+                                                   {PlanUnit::Group, {"group", "kv_group"}},
+                                                   {PlanUnit::Balanced, {"balanced"}}}};
+  return t;
+}
+std::string to_string(PlanUnit u) { return plan_unit_names().name(u); }
+PlanUnit parse_plan_unit(const std::string& s) { return plan_unit_names().parse(s); }
+
+namespace {
+
+// Kept, not excluded query heads of every key/value group of the eligible layers, by (type, layer, kv id).
+std::map<HeadId, std::vector<HeadId>> group_members(const ModelConfig& cfg, const ScorePlanOptions& opts) {
+  const std::set<HeadId> excluded(opts.exclude.begin(), opts.exclude.end());
+  std::map<HeadId, std::vector<HeadId>> out;
+  for (const auto& h : kept_heads(cfg, opts.only_types)) {
+    if (excluded.count(h)) continue;
+    const int64_t R = head_geometry(cfg, h.type, h.layer).group_size;
+    out[{h.type, h.layer, h.head / R}].push_back(h);
+  }
+  return out;
+}
+
+double oriented(const HeadScores& s, const HeadId& h, const std::string& what) {
+  if (!s.has(h))
+    throw std::invalid_argument(what + ": the " + s.method + " map has no score for " + to_string(h) +
+                                " (was it computed on another model, or for the other unit?)");
+  const double v = s.at(h);
+  if (!std::isfinite(v))
+    throw std::invalid_argument(what + ": the " + s.method + " score of " + to_string(h) + " is NaN or infinite");
+  return s.higher_is_important ? v : -v;
+}
+
+}  // namespace
+
+PruningPlan plan_groups_by_score(const HeadScores& groups, const ModelConfig& cfg, const ScorePlanOptions& opts) {
+  const std::string what = "plan by group score";
+  if (groups.unit != ScoreUnit::KvGroup) throw std::invalid_argument(what + ": needs a key/value group map");
+  const auto members = group_members(cfg, opts);
+  std::vector<std::pair<double, HeadId>> order;  // least important first, ties by id
+  for (const auto& [g, hs] : members) order.push_back({oriented(groups, g, what), g});
+  std::sort(order.begin(), order.end());
+  std::map<std::pair<AttnType, int64_t>, int64_t> left;
+  for (const auto& [g, hs] : members) left[{g.type, g.layer}] += static_cast<int64_t>(hs.size());
+  std::vector<HeadId> chosen_groups, heads;
+  auto take = [&](const HeadId& g) {
+    auto& n = left[{g.type, g.layer}];
+    const auto size = static_cast<int64_t>(members.at(g).size());
+    if (n - size < opts.min_per_layer) return false;
+    n -= size;
+    chosen_groups.push_back(g);
+    for (const auto& h : members.at(g)) heads.push_back(h);
+    return true;
+  };
+  if (opts.per_layer) {
+    if (!opts.target.fraction) throw std::invalid_argument(what + " per layer: the target must be a fraction");
+    std::map<std::pair<AttnType, int64_t>, std::vector<HeadId>> by_layer;
+    for (const auto& [v, g] : order) by_layer[{g.type, g.layer}].push_back(g);
+    for (auto& [key, gs] : by_layer) {
+      const int64_t k = opts.target.resolve(static_cast<int64_t>(gs.size()), what + " per layer");
+      for (int64_t i = 0, taken = 0; i < static_cast<int64_t>(gs.size()) && taken < k; ++i)
+        taken += take(gs[static_cast<size_t>(i)]) ? 1 : 0;
+    }
+  } else {
+    const int64_t k = opts.target.resolve(static_cast<int64_t>(order.size()), what);
+    for (const auto& [v, g] : order) {
+      if (static_cast<int64_t>(chosen_groups.size()) == k) break;
+      take(g);
+    }
+    if (static_cast<int64_t>(chosen_groups.size()) < k)
+      throw std::invalid_argument(what + ": only " + std::to_string(chosen_groups.size()) + " of the " + std::to_string(k) +
+                                  " groups asked for can go while keeping " + std::to_string(opts.min_per_layer) +
+                                  " query heads per layer");
+  }
+  PruningPlan plan;
+  plan.strategy = "score:" + groups.method + ":group" + (opts.per_layer ? ":per_layer" : ":global");
+  plan.heads = sorted_unique(heads, what);
+  nlohmann::json gj = nlohmann::json::array();
+  for (const auto& g : chosen_groups) gj.push_back(to_string(g));
+  plan.info = {{"method", groups.method}, {"unit", "group"},          {"per_layer", opts.per_layer},
+               {"min_per_layer", opts.min_per_layer}, {"groups", gj}, {"candidate_groups", order.size()}};
+  return plan;
+}
+
+PruningPlan plan_balanced_by_score(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts) {
+  const std::string what = "balanced plan by score";
+  if (heads.unit != ScoreUnit::Head) throw std::invalid_argument(what + ": needs a query-head map");
+  if (opts.per_layer) throw std::invalid_argument(what + ": per-layer targets are not supported (balanced plans are global)");
+  const auto members = group_members(cfg, opts);
+  // Per layer: each group's heads, least important first; slice s = the s-th head of every group.
+  struct Layer {
+    std::vector<std::vector<HeadId>> groups;
+    size_t next = 0;  // slices taken
+    int64_t kept = 0;
+  };
+  std::map<std::pair<AttnType, int64_t>, Layer> layers;
+  for (const auto& [g, hs] : members) {
+    std::vector<std::pair<double, HeadId>> o;
+    for (const auto& h : hs) o.push_back({oriented(heads, h, what), h});
+    std::sort(o.begin(), o.end());
+    std::vector<HeadId> sorted;
+    for (const auto& p : o) sorted.push_back(p.second);
+    auto& L = layers[{g.type, g.layer}];
+    if (!L.groups.empty() && L.groups.front().size() != sorted.size())
+      throw std::invalid_argument(what + ": " + to_string(g.type) + " layer " + std::to_string(g.layer) +
+                                  " is unbalanced (its key/value groups keep " + std::to_string(L.groups.front().size()) +
+                                  " and " + std::to_string(sorted.size()) + " query heads)");
+    L.groups.push_back(sorted);
+    L.kept += static_cast<int64_t>(sorted.size());
+  }
+  int64_t total = 0;
+  for (const auto& [k, L] : layers) total += L.kept;
+  const int64_t target = opts.target.resolve(total, what);
+  std::vector<HeadId> chosen;
+  while (true) {
+    // The next slice of every layer that can still give one: the least important goes.
+    const Layer* best_layer = nullptr;
+    std::pair<AttnType, int64_t> best_key{};
+    double best = 0;
+    for (auto& [key, L] : layers) {
+      const auto G = static_cast<int64_t>(L.groups.size());
+      if (L.next >= L.groups.front().size()) continue;
+      if (static_cast<int64_t>(chosen.size()) + G > target) continue;
+      if (L.kept - G < opts.min_per_layer) continue;
+      double sum = 0;
+      for (const auto& g : L.groups) sum += oriented(heads, g[L.next], what);
+      if (!best_layer || sum < best) best_layer = &L, best_key = key, best = sum;
+    }
+    if (!best_layer) break;
+    auto& L = layers[best_key];
+    for (const auto& g : L.groups) chosen.push_back(g[L.next]);
+    L.kept -= static_cast<int64_t>(L.groups.size());
+    ++L.next;
+  }
+  PruningPlan plan;
+  plan.strategy = "score:" + heads.method + ":balanced";
+  plan.heads = sorted_unique(chosen, what);
+  plan.info = {{"method", heads.method}, {"unit", "balanced"}, {"min_per_layer", opts.min_per_layer},
+               {"target_heads", target}, {"candidates", total}};
   return plan;
 }
 

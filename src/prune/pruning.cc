@@ -1,6 +1,8 @@
 // Applying plans, iterative pruning, pruning curves, compensation analysis (see the header).
 #include "headprune/prune/pruning.h"
 
+#include "headprune/model/geometry.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -152,7 +154,9 @@ IterativeResult prune_iteratively(TransformerImpl& model, const EvalSet& score_s
 std::string CurveStrategy::name() const {
   std::string s;
   switch (kind) {
-    case Kind::Score: s = to_string(method) + (per_layer ? ":per_layer" : ""); break;
+    case Kind::Score:
+      s = to_string(method) + (per_layer ? ":per_layer" : "") + (unit != PlanUnit::Head ? ":" + to_string(unit) : "");
+      break;
     case Kind::Iterative: s = "iterative:" + to_string(method); break;
     case Kind::Random: s = "random:" + to_string(layers); break;
   }
@@ -186,10 +190,19 @@ CurveStrategy parse_curve_strategy(const std::string& text) {
   } else {
     c.kind = CurveStrategy::Kind::Score;
     c.method = parse_score_method(head);
-    if (rest == "per_layer" || rest == "per-layer")
-      c.per_layer = true;
-    else if (!rest.empty())
-      throw std::invalid_argument("strategy '" + text + "': expected METHOD or METHOD:per_layer");
+    size_t pos = 0;
+    while (!rest.empty() && pos <= rest.size()) {  // modifiers, e.g. "group:per_layer"
+      const auto next = rest.find(':', pos);
+      const std::string m = rest.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+      if (m == "per_layer" || m == "per-layer")
+        c.per_layer = true;
+      else if (m == "group" || m == "balanced")
+        c.unit = parse_plan_unit(m);
+      else
+        throw std::invalid_argument("strategy '" + text + "': expected METHOD[:per_layer][:group|:balanced]");
+      if (next == std::string::npos) break;
+      pos = next + 1;
+    }
   }
   return c;
 }
@@ -252,7 +265,18 @@ std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& sco
       continue;
     }
     std::optional<HeadScores> scores;
-    if (st.kind == CurveStrategy::Kind::Score) scores = score_heads(model, score_set, st.method, opts.score);
+    if (st.kind == CurveStrategy::Kind::Score) {
+      ScoreOptions so = opts.score;
+      if (st.unit == PlanUnit::Group) so.unit = ScoreUnit::KvGroup;
+      scores = score_heads(model, score_set, st.method, so);
+    }
+    // Whole groups: the grid's fractions count the free key/value groups.
+    int64_t n_groups = 0;
+    if (st.unit == PlanUnit::Group) {
+      std::set<HeadId> groups;
+      for (const auto& h : free_heads) groups.insert({h.type, h.layer, h.head / head_geometry(cfg, h.type, h.layer).group_size});
+      n_groups = static_cast<int64_t>(groups.size());
+    }
     for (size_t i = 0; i < counts.size(); ++i) {
       PruningPlan plan;
       if (st.kind == CurveStrategy::Kind::Score) {
@@ -265,7 +289,14 @@ std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& sco
         po.min_per_layer = opts.min_per_layer;
         for (AttnType t : st.only_types) po.only_types.push_back(t);
         po.exclude = masked;
-        plan = plan_by_score(*scores, cfg, po);
+        if (st.unit == PlanUnit::Group) {
+          if (!st.per_layer) po.target.count = std::llround(grid[i] * static_cast<double>(n_groups));
+          plan = plan_groups_by_score(*scores, cfg, po);
+        } else if (st.unit == PlanUnit::Balanced) {
+          plan = plan_balanced_by_score(*scores, cfg, po);
+        } else {
+          plan = plan_by_score(*scores, cfg, po);
+        }
       } else {
         // Layer strategies limit how far random pruning can go: the rest of the grid is skipped.
         int64_t eligible = 0;

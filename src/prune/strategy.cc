@@ -64,6 +64,8 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
   }
   if (!spec.target) throw std::invalid_argument("strategy " + name + " needs a target (--target 0.3, 30% or a count)");
   const auto masked = model.masked_heads();
+  if (spec.unit != PlanUnit::Head && spec.strategy != PlanStrategy::Score)
+    throw std::invalid_argument("--unit " + to_string(spec.unit) + " is for strategy score (got " + name + ")");
   if (spec.strategy == PlanStrategy::Random) {
     RandomPlanOptions ro;
     ro.target = *spec.target;
@@ -91,7 +93,16 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
   po.per_layer = spec.per_layer;
   po.min_per_layer = spec.min_per_layer;
   po.exclude = masked;
-  return plan_by_score(score_heads(model, data, spec.method, score), cfg, po);
+  switch (spec.unit) {
+    case PlanUnit::Head: return plan_by_score(score_heads(model, data, spec.method, score), cfg, po);
+    case PlanUnit::Balanced: return plan_balanced_by_score(score_heads(model, data, spec.method, score), cfg, po);
+    case PlanUnit::Group: {
+      ScoreOptions so = score;
+      so.unit = ScoreUnit::KvGroup;
+      return plan_groups_by_score(score_heads(model, data, spec.method, so), cfg, po);
+    }
+  }
+  return {};
 }
 
 }  // namespace

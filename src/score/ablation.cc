@@ -21,11 +21,6 @@ std::vector<Metric> metrics_with_loss(Metric m) {
   return {Metric::Loss, m};
 }
 
-int64_t count_heads(const std::vector<AttnLayer>& layers) {
-  int64_t n = 0;
-  for (const auto& a : layers) n += static_cast<int64_t>(a.heads.size());
-  return n;
-}
 
 }  // namespace
 
@@ -34,38 +29,58 @@ HeadScores ablation_scores(TransformerImpl& model, const EvalSet& data, const Sc
   const Metric metric = opts.metric.value_or(default_metric(model.config().arch));
   const auto ms = metrics_with_loss(metric);
   const auto mo = metric_options(opts);
-  auto layers = attention_layers(model);
-  const int64_t total = count_heads(layers);
+  // What is ablated at a time: one query head, or (unit kv_group) every kept query head of a
+  // key/value group, keyed by the group's key/value head id.
+  const bool groups = opts.unit == ScoreUnit::KvGroup;
+  std::vector<std::pair<HeadId, std::vector<HeadId>>> units;
+  for (const auto& a : attention_layers(model)) {
+    const auto& g = a.module->geometry();
+    if (!groups) {
+      for (int64_t h : a.heads) units.push_back({{a.type, a.layer, h}, {{a.type, a.layer, h}}});
+      continue;
+    }
+    for (int64_t kv : g.kv_heads()) {
+      std::vector<HeadId> members;
+      for (int64_t h : a.heads)
+        if (h / g.group_size == kv) members.push_back({a.type, a.layer, h});
+      units.push_back({{a.type, a.layer, kv}, members});
+    }
+  }
+  const auto total = static_cast<int64_t>(units.size());
   auto base = measure(model, data, ms, mo);
   const double base_loss = base.at(Metric::Loss).value(), base_metric = base.at(metric).value();
   HeadScores s;
+  s.unit = opts.unit;
   int64_t done = 0, n_significant = 0;
-  for (const auto& a : layers) {
-    const auto mask = a.module->head_mask.detach().to(torch::kCPU, torch::kDouble).contiguous();  // one read
-    for (size_t k = 0; k < a.heads.size(); ++k) {
-      const HeadId id{a.type, a.layer, a.heads[k]};
-      const double old = mask.data_ptr<double>()[k];
-      model.set_head_mask(id, 0.0);
-      std::map<Metric, MetricSample> ab;
-      try {
-        ab = measure(model, data, ms, mo);
-      } catch (...) {
-        model.set_head_mask(id, old);
-        throw;
-      }
-      model.set_head_mask(id, old);
-      const double value = ab.at(metric).value();
-      const double p = paired_bootstrap_p(base.at(metric), ab.at(metric), opts.bootstrap_samples, opts.seed);
-      const bool significant = p < opts.significance;
-      n_significant += significant ? 1 : 0;
-      s.scores[id] = higher_is_better(metric) ? base_metric - value : value - base_metric;
-      s.columns["metric"][id] = value;
-      s.columns["delta_metric"][id] = value - base_metric;
-      s.columns["delta_loss"][id] = ab.at(Metric::Loss).value() - base_loss;
-      s.columns["p_value"][id] = p;
-      s.columns["significant"][id] = significant ? 1.0 : 0.0;
-      if (opts.progress) opts.progress("ablation", ++done, total);
+  for (const auto& [id, members] : units) {
+    std::vector<double> old;
+    for (const auto& h : members) {
+      const auto& m = model.attention(h.type, h.layer);
+      old.push_back(m.head_mask[m.position_of(h.head)].item<double>());
     }
+    auto restore = [&] {
+      for (size_t k = 0; k < members.size(); ++k) model.set_head_mask(members[k], old[k]);
+    };
+    for (const auto& h : members) model.set_head_mask(h, 0.0);
+    std::map<Metric, MetricSample> ab;
+    try {
+      ab = measure(model, data, ms, mo);
+    } catch (...) {
+      restore();
+      throw;
+    }
+    restore();
+    const double value = ab.at(metric).value();
+    const double p = paired_bootstrap_p(base.at(metric), ab.at(metric), opts.bootstrap_samples, opts.seed);
+    const bool significant = p < opts.significance;
+    n_significant += significant ? 1 : 0;
+    s.scores[id] = higher_is_better(metric) ? base_metric - value : value - base_metric;
+    s.columns["metric"][id] = value;
+    s.columns["delta_metric"][id] = value - base_metric;
+    s.columns["delta_loss"][id] = ab.at(Metric::Loss).value() - base_loss;
+    s.columns["p_value"][id] = p;
+    s.columns["significant"][id] = significant ? 1.0 : 0.0;
+    if (opts.progress) opts.progress("ablation", ++done, total);
   }
   s.info["metric"] = to_string(metric);
   s.info["base_metric"] = base_metric;
@@ -74,7 +89,7 @@ HeadScores ablation_scores(TransformerImpl& model, const EvalSet& data, const Sc
   s.info["bootstrap_samples"] = opts.bootstrap_samples;
   s.info["significance_level"] = opts.significance;
   s.info["n_significant"] = n_significant;
-  s.info["n_heads"] = total;
+  s.info[groups ? "n_groups" : "n_heads"] = total;
   s.info["forward_passes"] = 1 + total;
   s.info["backward_passes"] = 0;
   if (metric == Metric::Bleu) s.info["beam_size"] = opts.decode.beam_size;

@@ -50,6 +50,34 @@ std::vector<AttnType> HeadScores::attn_types() const {
   return out;
 }
 
+const NameTable<ScoreUnit>& score_unit_names() {
+  static const NameTable<ScoreUnit> t{"score unit", {{ScoreUnit::Head, {"head"}}, {ScoreUnit::KvGroup, {"kv_group", "group"}}}};
+  return t;
+}
+std::string to_string(ScoreUnit u) { return score_unit_names().name(u); }
+ScoreUnit parse_score_unit(const std::string& s) { return score_unit_names().parse(s); }
+
+HeadScores aggregate_groups(const HeadScores& heads, const ModelConfig& cfg, bool mean) {
+  if (heads.unit != ScoreUnit::Head) throw std::invalid_argument("aggregate_groups: the map already scores groups");
+  HeadScores g;
+  g.method = heads.method;
+  g.unit = ScoreUnit::KvGroup;
+  g.higher_is_important = heads.higher_is_important;
+  g.normalization = heads.normalization;
+  g.info = heads.info;
+  g.info["group_rule"] = mean ? "mean over the group's query heads" : "sum over the group's query heads";
+  const int64_t R = cfg.n_heads / cfg.effective_kv_heads();
+  std::map<HeadId, int64_t> n;
+  for (const auto& [h, v] : heads.scores) {
+    const HeadId group{h.type, h.layer, h.head / R};
+    g.scores[group] += v;
+    ++n[group];
+  }
+  if (mean)
+    for (auto& [h, v] : g.scores) v /= static_cast<double>(n.at(h));
+  return g;
+}
+
 nlohmann::json HeadScores::to_json() const {
   nlohmann::json heads = nlohmann::json::array();
   for (const auto& [h, s] : scores) {
@@ -60,11 +88,13 @@ nlohmann::json HeadScores::to_json() const {
     }
     heads.push_back(row);
   }
-  return {{"method", method},
+  nlohmann::json j = {{"method", method},
           {"higher_is_important", higher_is_important},
           {"normalization", to_string(normalization)},
           {"info", info},
           {"heads", heads}};
+  if (unit != ScoreUnit::Head) j["unit"] = to_string(unit);
+  return j;
 }
 
 HeadScores HeadScores::from_json(const nlohmann::json& j) {
@@ -77,13 +107,14 @@ HeadScores HeadScores::from_json(const nlohmann::json& j) {
   try {
     s.method = need(j, "method").get<std::string>();
     s.higher_is_important = j.value("higher_is_important", true);
+    s.unit = parse_score_unit(j.value("unit", "head"));
     s.normalization = parse_normalization(j.value("normalization", "none"));
     if (j.contains("info")) s.info = j.at("info");
     const auto& heads = need(j, "heads");
     if (!heads.is_array()) throw std::invalid_argument("score map: 'heads' must be an array");
     for (const auto& row : heads) {
-      HeadId h{parse_attn_type(need(row, "attn_type").get<std::string>()), need(row, "layer").get<int64_t>(),
-               need(row, "head").get<int64_t>()};
+      HeadId h{parse_attn_type(need(row, "attn_type").get<std::string>()), json_int(need(row, "layer"), "score map: 'layer'"),
+               json_int(need(row, "head"), "score map: 'head'")};
       if (s.scores.count(h)) throw std::invalid_argument("score map: head " + to_string(h) + " appears twice");
       s.scores[h] = need(row, "score").get<double>();
       for (auto it = row.begin(); it != row.end(); ++it) {
@@ -155,7 +186,7 @@ std::string maps_to_csv(const std::vector<HeadScores>& maps) {
   o << "\n";
   for (const auto& m : maps) {
     for (const auto& [h, s] : m.scores) {
-      o << m.method << "," << to_string(h.type) << "," << h.layer << "," << h.head << "," << s;
+      o << m.method << (m.unit == ScoreUnit::KvGroup ? ":kv_group" : "") << "," << to_string(h.type) << "," << h.layer << "," << h.head << "," << s;
       for (const auto& n : names) {
         o << ",";
         auto c = m.columns.find(n);
@@ -181,7 +212,9 @@ void print_heat_map(std::ostream& out, const HeadScores& s, const ModelConfig& c
     lo = std::min(lo, kv.second);
     hi = std::max(hi, kv.second);
   }
-  out << s.method << " (" << (s.normalization == Normalization::None ? "raw" : to_string(s.normalization) + "-normalized")
+  const bool groups = s.unit == ScoreUnit::KvGroup;
+  out << s.method << (groups ? " per key/value group" : "") << " ("
+      << (s.normalization == Normalization::None ? "raw" : to_string(s.normalization) + "-normalized")
       << ", darker = " << (s.higher_is_important ? "higher" : "lower") << " = more important; range "
       << std::setprecision(3) << lo << " .. " << hi << ")\n";
   for (AttnType t : s.attn_types()) {
@@ -189,7 +222,7 @@ void print_heat_map(std::ostream& out, const HeadScores& s, const ModelConfig& c
     for (int64_t l = 0; l < cfg.n_layers(t); ++l) {
       std::ostringstream cells, nums;
       nums << std::setprecision(3);  // 3 significant digits: ablation deltas can be tiny
-      for (int64_t h = 0; h < cfg.n_heads; ++h) {
+      for (int64_t h = 0; h < (groups ? cfg.effective_kv_heads() : cfg.n_heads); ++h) {
         auto it = s.scores.find({t, l, h});
         if (it == s.scores.end()) {
           cells << " .";

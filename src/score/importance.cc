@@ -163,7 +163,16 @@ HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const Sc
   state.freeze_parameters();
   const auto& cfg = model.config();
   auto layers = detail::attention_layers(model);
-  Accumulator acc(layers, device_of(model));
+  // Groups: each layer's signed per-head gradients are summed into their key/value group (the
+  // gradient of one gate on the whole group) before the absolute value.
+  const bool groups = opts.unit == ScoreUnit::KvGroup;
+  std::vector<AttnLayer> keys = layers;  // what the accumulated rows are keyed by
+  std::vector<torch::Tensor> group_of;   // per layer [H]: the key/value position of each query head
+  for (auto& k : keys) {
+    group_of.push_back(torch::tensor(k.module->geometry().kv_positions(), torch::kLong).to(device_of(model)));
+    if (groups) k.heads = k.module->geometry().kv_heads();
+  }
+  Accumulator acc(keys, device_of(model));
   const bool per_token = opts.granularity == Granularity::Token;
   int64_t passes = 0;
   detail::for_each_batch(model, data, opts, "gradient", [&](const Batch& b) {
@@ -187,13 +196,19 @@ HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const Sc
     ++passes;
     for (size_t k = 0; k < probes.size(); ++k) {
       const size_t i = which[k];
-      auto g = grads[k].defined() ? grads[k].abs().squeeze(-1) : torch::zeros_like(probes[k]).squeeze(-1);  // [B,H,T]
+      auto g = grads[k].defined() ? grads[k].squeeze(-1) : torch::zeros_like(probes[k]).squeeze(-1);  // [B,H,T]
+      if (groups) {
+        const int64_t G = static_cast<int64_t>(keys[i].heads.size());
+        g = torch::zeros({g.size(0), G, g.size(2)}, g.options()).index_add_(1, group_of[i], g);  // [B,G,T]
+      }
+      g = g.abs();
       auto qmask = per_token ? detail::query_mask(b, layers[i].type, cfg.arch)
                              : torch::ones({B, 1}, torch::TensorOptions().dtype(torch::kBool).device(g.device()));
       acc.add_masked(i, g.detach(), qmask.to(g.device()));
     }
   });
-  HeadScores s = acc.mean(layers);
+  HeadScores s = acc.mean(keys);
+  s.unit = opts.unit;
   s.info["granularity"] = per_token ? "token" : "example";
   s.info["forward_passes"] = 1;
   s.info["backward_passes"] = 1;
@@ -387,6 +402,17 @@ HeadScores score_heads(TransformerImpl& model, const EvalSet& data, ScoreMethod 
     throw std::invalid_argument("scoring method " + to_string(method) + " needs data, but the set is empty");
   const auto t0 = std::chrono::steady_clock::now();
   HeadScores s;
+  if (opts.unit == ScoreUnit::KvGroup && method != ScoreMethod::Gradient && method != ScoreMethod::Ablation) {
+    // Groups from the query heads' raw scores: summed where scores add up, averaged where they are
+    // per-head statistics.
+    if (method == ScoreMethod::AllButOne) throw std::invalid_argument("all_but_one scores query heads only, not groups");
+    ScoreOptions per_head = opts;
+    per_head.unit = ScoreUnit::Head;
+    per_head.normalize = Normalization::None;
+    const bool mean = method == ScoreMethod::Confidence || method == ScoreMethod::Entropy || method == ScoreMethod::Random;
+    s = aggregate_groups(score_heads(model, data, method, per_head), model.config(), mean);
+    return detail::finish(std::move(s), model, data, opts, method, t0);
+  }
   switch (method) {
     case ScoreMethod::Gradient: s = gradient_scores(model, data, opts); break;
     case ScoreMethod::Ablation: s = detail::ablation_scores(model, data, opts); break;

@@ -21,6 +21,8 @@ struct ImportanceRequest {
   std::string out_dir;  // importance.json, importance.csv; "" = print only
   bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
   std::vector<ScoreMethod> methods = {ScoreMethod::Gradient};
+  // Query heads and/or key/value groups (grouped-query attention): every method runs for each unit.
+  std::vector<ScoreUnit> units = {ScoreUnit::Head};
   std::optional<Normalization> normalize;  // unset: each method's default
   Granularity granularity = Granularity::Example;
   std::optional<Metric> metric;  // ablation, all_but_one (default: the task's)

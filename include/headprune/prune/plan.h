@@ -69,6 +69,27 @@ struct ScorePlanOptions {
 };
 PruningPlan plan_by_score(const HeadScores& scores, const ModelConfig& cfg, const ScorePlanOptions& opts);
 
+// Grouped-query attention: what a plan removes at a time.
+//   head      query heads, anywhere (a key/value head goes when its last query head does);
+//   group     whole key/value groups (the key/value head and every query head reading it), chosen by
+//             a group map (ScoreUnit::KvGroup); targets count groups;
+//   balanced  query heads, the same number from every group of a layer, so each key/value head
+//             serves as many query heads as every other one of its layer (what llama.cpp's GGUF can
+//             express: per-layer head_count and head_count_kv); targets count query heads and are
+//             met in steps of one head per group of a layer, never overshot.
+enum class PlanUnit { Head, Group, Balanced };
+std::string to_string(PlanUnit u);
+PlanUnit parse_plan_unit(const std::string& s);
+const NameTable<PlanUnit>& plan_unit_names();
+
+// Whole groups by a group map, least important first (per_layer: that fraction of each layer's groups),
+// keeping min_per_layer query heads per layer.
+PruningPlan plan_groups_by_score(const HeadScores& groups, const ModelConfig& cfg, const ScorePlanOptions& opts);
+// Balanced query heads by a head map: a layer gives up its groups' least important remaining heads one
+// "slice" (one head per group) at a time; the slice with the least summed importance goes first.
+// A layer whose groups keep different numbers of heads is std::invalid_argument.
+PruningPlan plan_balanced_by_score(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts);
+
 enum class LayerStrategy { Uniform, AvoidMiddle, AvoidConsecutive, Top, Bottom };
 std::string to_string(LayerStrategy s);
 LayerStrategy parse_layer_strategy(const std::string& s);

@@ -59,12 +59,14 @@ struct CurveStrategy {
   enum class Kind { Score, Iterative, Random } kind = Kind::Score;
   ScoreMethod method = ScoreMethod::Gradient;  // score and iterative
   bool per_layer = false;                      // score
+  PlanUnit unit = PlanUnit::Head;              // score: query heads, key/value groups (fractions of groups), balanced
   LayerStrategy layers = LayerStrategy::Uniform;  // random
   uint64_t seed = 1;                           // random
   std::vector<AttnType> only_types;            // prune only these attention types (empty = all)
   std::string name() const;                    // e.g. "gradient", "iterative:gradient", "random:top", "+cross"
 };
-CurveStrategy parse_curve_strategy(const std::string& s);  // gradient | iterative[:METHOD] | random[:LAYERS] ...[@TYPE]
+// gradient[:per_layer|:group|:balanced] | iterative[:METHOD] | random[:LAYERS] ...[@TYPE]
+CurveStrategy parse_curve_strategy(const std::string& s);
 
 struct CurveOptions {
   std::vector<double> fractions = {0, .1, .2, .3, .4, .5, .6, .7, .8, .9};

@@ -32,6 +32,7 @@ struct PlanSpec {
   ScoreMethod method = ScoreMethod::Gradient;  // score, iterative
   std::optional<PruneTarget> target;           // score, iterative (a fraction), random
   bool per_layer = false;                      // score
+  PlanUnit unit = PlanUnit::Head;              // score: query heads, whole key/value groups, or balanced
   int64_t min_per_layer = 0;                   // score, iterative
   LayerStrategy layer_strategy = LayerStrategy::Uniform;  // random
   uint64_t seed = 1;                           // random

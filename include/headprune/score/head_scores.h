@@ -21,8 +21,17 @@ std::string to_string(Normalization n);
 Normalization parse_normalization(const std::string& s);  // none | layer | global
 const NameTable<Normalization>& normalization_names();
 
+// What a map scores: query heads (HeadId.head is the original query head id), or key/value groups of
+// grouped-query attention (HeadId.head is the original key/value head id; the group is that key/value
+// head and every query head reading it).
+enum class ScoreUnit { Head, KvGroup };
+std::string to_string(ScoreUnit u);
+ScoreUnit parse_score_unit(const std::string& s);  // head | kv_group (also "group")
+const NameTable<ScoreUnit>& score_unit_names();
+
 struct HeadScores {
   std::string method;               // e.g. "gradient"
+  ScoreUnit unit = ScoreUnit::Head;
   bool higher_is_important = true;  // orientation: entropy, for one, marks focused (low) heads
   Normalization normalization = Normalization::None;
   std::map<HeadId, double> scores;
@@ -38,6 +47,10 @@ struct HeadScores {
   nlohmann::json to_json() const;
   static HeadScores from_json(const nlohmann::json& j);  // strict; errors name the field
 };
+
+// A query-head map summed (or, with mean = true, averaged) over the query heads of each key/value
+// group the config keeps: the group map for scores that add up over heads. Columns are dropped.
+HeadScores aggregate_groups(const HeadScores& heads, const ModelConfig& cfg, bool mean);
 
 // Michel et al.: divide each layer's scores by their L2 norm (a layer of zeros stays zero).
 // Global: min-max scaling to [0, 1] over all heads (Michel's code's normalize_global_importance).

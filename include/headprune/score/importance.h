@@ -29,6 +29,12 @@
 //   random       seeded uniform scores, the control.
 // Scores are keyed by original head id; heads already removed are absent, heads masked in the
 // model keep their mask (they usually score 0). Deterministic for a given seed and thread count.
+//
+// Key/value groups (ScoreOptions::unit = kv_group; grouped-query attention): a group is a key/value
+// head and the query heads reading it, keyed by the key/value head's original id. gradient is the
+// group gate's |d L / d xi_g| = |sum over its query heads of d L / d xi_h| (one gate on all of them),
+// ablation masks all its query heads at once; magnitude, output_norm and lrp are summed over the
+// group's query heads, confidence, entropy and random averaged; all_but_one has no group form.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +72,7 @@ struct ScoreOptions {
   std::vector<int64_t> special_ids = {2};          // confidence: keys excluded (eos / [SEP])
   lrp::Rules lrp;
   uint64_t seed = 1;                               // random scores, bootstrap resamples
+  ScoreUnit unit = ScoreUnit::Head;                // query heads, or key/value groups
   // Called as work progresses: (what, done, total).
   std::function<void(const std::string&, int64_t, int64_t)> progress;
 };
