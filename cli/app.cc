@@ -41,6 +41,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   register_info(app, ctx);
   register_train(app, ctx);
   register_eval(app, ctx);
+  register_generate(app, ctx);
   register_importance(app, ctx);
   register_prune(app, ctx);
   register_gates(app, ctx);

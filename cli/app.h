@@ -33,6 +33,7 @@ void register_demo(CLI::App& app, Context& ctx);
 void register_info(CLI::App& app, Context& ctx);        // info, export
 void register_train(CLI::App& app, Context& ctx);       // train, init
 void register_eval(CLI::App& app, Context& ctx);        // eval, bench
+void register_generate(CLI::App& app, Context& ctx);    // generate
 void register_importance(CLI::App& app, Context& ctx);  // importance, agreement
 void register_prune(CLI::App& app, Context& ctx);       // prune, curve
 void register_gates(CLI::App& app, Context& ctx);

@@ -1,9 +1,11 @@
-// `headprune eval` and `headprune bench`: options -> EvalRequest / BenchRequest -> jobs/eval_job.h.
+// `headprune eval`, `headprune bench` and `headprune generate`: options -> EvalRequest / BenchRequest ->
+// jobs/eval_job.h, GenerateRequest -> jobs/generate_job.h.
 #include <memory>
 #include <ostream>
 
 #include "common.h"
 #include "headprune/jobs/eval_job.h"
+#include "headprune/jobs/generate_job.h"
 
 namespace hp::cli {
 
@@ -43,6 +45,35 @@ void register_eval(CLI::App& app, Context& ctx) {
                  "outside baseline to check (bench/eager/eager.py --check)");
   bs->add_option("--json", b->json_path, "also write the records and the environment as JSON");
   bs->callback([&ctx, b] { run_bench(*b, start(ctx), stderr_events(ctx)).print(ctx.out); });
+}
+
+void register_generate(CLI::App& app, Context& ctx) {
+  auto r = std::make_shared<GenerateRequest>();
+  r->decode.max_len = 40;
+  auto json = std::make_shared<bool>(false);
+  auto* sub = app.add_subcommand("generate", "Continue a prompt with a decoder LM (greedy, beam search or sampling)");
+  sub->add_option("checkpoint", r->checkpoint, "checkpoint directory (headprune or HF)")->required();
+  sub->add_option("--prompt", r->prompt, "prompt text (through the checkpoint's tokenizer)");
+  sub->add_option("--ids", r->prompt_ids, "prompt as token ids instead");
+  sub->add_flag("!--no-bos", r->add_bos, "do not put the tokenizer's bos token before a text prompt");
+  sub->add_option("--max-new", r->decode.max_len, "new tokens at most")->capture_default_str();
+  sub->add_option("--beam", r->decode.beam_size, "beam size (1 = greedy)")->capture_default_str();
+  sub->add_flag("--sample", r->decode.sample, "sample instead of searching");
+  sub->add_option("--temperature", r->decode.temperature, "sampling temperature")->capture_default_str();
+  sub->add_option("--top-k", r->decode.top_k, "sample from the k most likely tokens (0 = all)")->capture_default_str();
+  sub->add_option("--top-p", r->decode.top_p, "sample from the smallest set with this probability")->capture_default_str();
+  sub->add_flag("--json", *json, "print ids, text and speed as JSON");
+  sub->callback([&ctx, r, json] {
+    Runtime rt = start(ctx);
+    r->decode.seed = rt.seed;
+    if (r->prompt.empty() && r->prompt_ids.empty()) throw std::invalid_argument("generate: give --prompt TEXT or --ids");
+    const auto res = run_generate(*r, rt, stderr_events(ctx));
+    if (*json) {
+      ctx.out << res.to_json().dump(2) << "\n";
+    } else {
+      res.print(ctx.out);
+    }
+  });
 }
 
 }  // namespace hp::cli

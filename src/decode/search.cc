@@ -2,6 +2,8 @@
 // N = B*K hypotheses, V vocabulary, S source length.
 #include "headprune/decode/search.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -137,13 +139,39 @@ std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>
   const auto dtype = model.decoder->embed_tokens->weight.scalar_type();
   const auto device = model.parameters().front().device();
   auto ids = torch::tensor(prompt, torch::kLong).unsqueeze(0).repeat({K, 1}).to(device);
-  auto h = model.decoder->forward(ids, {}, causal_mask(P, ids.device(), dtype), {}, {}, nullptr, nullptr, 0, &self_c,
+  auto h = model.decoder->forward(ids, {}, causal_mask(P, ids.device(), dtype, cfg.sliding_window), {}, {}, nullptr, nullptr, 0, &self_c,
                                   nullptr);
   auto first = torch::log_softmax(model.output_projection(h.select(1, -1)).to(torch::kFloat), -1);
   auto step = [&](const torch::Tensor& last, int64_t t) {
-    auto hh = model.decoder->forward(last.to(device), {}, {}, {}, {}, nullptr, nullptr, P + t - 1, &self_c, nullptr);
+    // One new token over P + t keys: only a sliding window needs a mask.
+    const auto mask = cfg.sliding_window > 0 ? causal_mask(1, device, dtype, cfg.sliding_window, P + t) : torch::Tensor();
+    auto hh = model.decoder->forward(last.to(device), {}, mask, {}, {}, nullptr, nullptr, P + t - 1, &self_c, nullptr);
     return torch::log_softmax(model.output_projection(hh.select(1, -1)).to(torch::kFloat), -1);
   };
+  if (o.sample) {
+    if (!(o.temperature > 0) || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1))
+      throw std::invalid_argument("generate: temperature must be > 0, top_k >= 0 and top_p in (0, 1]");
+    if (K != 1) throw std::invalid_argument("generate: sampling draws one sequence (beam_size 1)");
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+    std::vector<int64_t> out;
+    torch::Tensor logp = first;  // [1, V] log-probabilities of the next token
+    for (int64_t t = 0; t < max_len; ++t) {
+      auto logits = (logp[0] / o.temperature).to(torch::kCPU, torch::kDouble);
+      auto probs = torch::softmax(logits, -1);
+      auto [sorted, order] = probs.sort(-1, /*descending=*/true);
+      auto keep = torch::ones_like(sorted, torch::kBool);
+      if (o.top_k > 0 && o.top_k < sorted.size(0)) keep.narrow(0, o.top_k, sorted.size(0) - o.top_k).fill_(false);
+      if (o.top_p < 1) keep &= (sorted.cumsum(0) - sorted) < o.top_p;  // the first token is always kept
+      auto p = torch::where(keep, sorted, torch::zeros_like(sorted));
+      const int64_t pick = order[torch::multinomial(p / p.sum(), 1, false, gen).item<int64_t>()].item<int64_t>();
+      if (pick == o.eos_id) break;
+      out.push_back(pick);
+      if (t + 1 == max_len) break;
+      logp = step(torch::tensor({pick}, torch::kLong).unsqueeze(0), t + 1);
+    }
+    model.train(was_training);
+    return out;
+  }
   auto out = beam_search(1, o, max_len, first, step, [&](const torch::Tensor& idx) { reorder_caches(self_c, idx); });
   model.train(was_training);
   return out[0];

@@ -15,13 +15,22 @@ struct DecodeOptions {
   double length_penalty = 1.0;  // final score = sum log p / length^length_penalty
   int64_t max_len = 0;          // generated tokens; 0 = 1.5 x longest source + 10 (translation)
   int64_t bos_id = 1, eos_id = 2;
+  // Decoder LMs (generate): sample instead of searching. Each step draws from softmax(logits /
+  // temperature) restricted to the top_k most likely tokens (0 = all) and to the smallest set whose
+  // probability reaches top_p (1 = all); seeded, so a run repeats exactly.
+  bool sample = false;
+  double temperature = 1.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 1;
 };
 
 // Best hypothesis per source row (token ids without bos/eos). Uses input_ids and
 // attention_mask of `src`.
 std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch& src, const DecodeOptions& opts);
 
-// Continuation of `prompt` by a decoder LM (ids without the prompt, without eos).
+// Continuation of `prompt` by a decoder LM (ids without the prompt, without eos): greedy, beam search,
+// or sampling (opts.sample), with the keys and values of earlier positions cached.
 std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>& prompt, const DecodeOptions& opts);
 
 }  // namespace hp

@@ -1,0 +1,36 @@
+// The text-generation job: a decoder LM (GPT-2, LLaMA family, headprune's own) continues a prompt
+// with its KV cache: greedy, beam search or sampling (decode/search.h). Prompts are text through the
+// checkpoint's tokenizer (with its bos token first when it has one), or token ids.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/decode/search.h"
+#include "headprune/jobs/job.h"
+
+namespace hp {
+
+struct GenerateRequest {
+  std::string checkpoint;
+  std::string prompt;             // text (needs the checkpoint's tokenizer)
+  std::vector<int64_t> prompt_ids;  // or ids (used when set)
+  bool add_bos = true;            // text prompts: the tokenizer's bos id first
+  DecodeOptions decode;           // max_len = new tokens; beam_size; sample, temperature, top_k, top_p, seed
+};
+
+struct GenerateResult {
+  std::vector<int64_t> prompt_ids, ids;  // ids: the continuation
+  std::string text;                      // the continuation, decoded ("" without a tokenizer)
+  double seconds = 0, tokens_per_s = 0;
+  nlohmann::json to_json() const;
+  void print(std::ostream& out) const;
+};
+
+GenerateResult run_generate(const GenerateRequest& req, const Runtime& rt, const JobEvents& events = {});
+
+}  // namespace hp

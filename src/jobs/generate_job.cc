@@ -1,0 +1,43 @@
+// Text generation (see header).
+#include "headprune/jobs/generate_job.h"
+
+#include <chrono>
+#include <ostream>
+#include <stdexcept>
+
+namespace hp {
+
+nlohmann::json GenerateResult::to_json() const {
+  return {{"prompt_ids", prompt_ids}, {"ids", ids}, {"text", text}, {"seconds", seconds}, {"tokens_per_s", tokens_per_s}};
+}
+
+void GenerateResult::print(std::ostream& out) const { out << text << "\n"; }
+
+GenerateResult run_generate(const GenerateRequest& req, const Runtime& rt, const JobEvents& events) {
+  LoadedModel m = open_model(req.checkpoint, rt.device);
+  if (m.model->config().arch != Arch::DecoderLM)
+    throw std::invalid_argument(req.checkpoint + ": generate needs a decoder LM, this is " + to_string(m.model->config().arch));
+  GenerateResult res;
+  res.prompt_ids = req.prompt_ids;
+  if (res.prompt_ids.empty()) {
+    if (!m.tokenizer) throw std::invalid_argument(req.checkpoint + ": no tokenizer; give the prompt as ids (--ids)");
+    if (req.add_bos) res.prompt_ids.push_back(m.tokenizer->specials().bos);
+    for (int64_t id : m.tokenizer->encode(req.prompt)) res.prompt_ids.push_back(id);
+  }
+  for (int64_t id : res.prompt_ids)
+    if (id < 0 || id >= m.model->config().vocab_size)
+      throw std::invalid_argument("prompt id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                  std::to_string(m.model->config().vocab_size) + ")");
+  DecodeOptions o = req.decode;
+  if (m.tokenizer) o.eos_id = m.tokenizer->specials().eos;
+  const auto t0 = std::chrono::steady_clock::now();
+  res.ids = generate(*m.model, res.prompt_ids, o);
+  synchronize(rt.device);
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.tokens_per_s = res.seconds > 0 ? static_cast<double>(res.ids.size()) / res.seconds : 0;
+  if (m.tokenizer) res.text = m.tokenizer->decode(res.ids);
+  events.say("generate", std::to_string(res.ids.size()) + " tokens in " + std::to_string(res.seconds) + " s");
+  return res;
+}
+
+}  // namespace hp
