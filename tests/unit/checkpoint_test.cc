@@ -23,7 +23,7 @@ std::string load_error(const std::string& dir) {
   return "";
 }
 
-class CheckpointRoundTrip : public ::testing::TestWithParam<Arch> {};
+class CheckpointRoundTrip : public ::testing::TestWithParam<test::Fam> {};
 
 TEST_P(CheckpointRoundTrip, SaveLoadGivesIdenticalOutputs) {
   test::TempDir dir;
@@ -58,8 +58,7 @@ TEST_P(CheckpointRoundTrip, PrunedModelKeepsShapeAndOriginalIds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CheckpointRoundTrip,
-                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
-                         [](const auto& info) { return to_string(info.param); });
+                         HP_ALL_FAMILIES);
 
 // Version 1 checkpoints named the mask buffers head_gate: they load as they were saved.
 TEST(Checkpoint, ReadsVersionOneAndRefusesLaterVersions) {

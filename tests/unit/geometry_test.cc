@@ -24,6 +24,14 @@ ModelConfig grouped_config(Arch arch, bool biases = false) {
   c.finalize();
   return c;
 }
+// The LLaMA family is grouped already (4 query heads over 2 key/value heads).
+ModelConfig grouped_config(test::Fam fam, bool biases = false) {
+  if (fam != test::Fam::Llama) return grouped_config(test::arch_of(fam), biases);
+  ModelConfig c = test::config_of(fam);
+  c.qkv_bias = c.o_bias = biases;
+  c.finalize();
+  return c;
+}
 
 TEST(Geometry, MultiHeadLayersOwnTheirOwnRows) {
   const auto g = HeadGeometry::mha(16, 4, {0, 2, 3});
@@ -118,7 +126,7 @@ TEST(Geometry, GroupedAttentionEqualsMultiHeadWithSharedKeysAndValues) {
   }
 }
 
-class GroupedPruning : public ::testing::TestWithParam<Arch> {};
+class GroupedPruning : public ::testing::TestWithParam<test::Fam> {};
 
 TEST_P(GroupedPruning, RemovedEqualsMaskedForPartialAndWholeGroups) {
   auto model = test::make_model(grouped_config(GetParam()));
@@ -172,8 +180,7 @@ TEST_P(GroupedPruning, InferencePathAndTrainingPathAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GroupedPruning,
-                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
-                         [](const auto& info) { return to_string(info.param); });
+                         HP_ALL_FAMILIES);
 
 TEST(Geometry, FlopsCountKeyValueHeadsOnce) {
   // One layer, B=1, T=S=5, C=16, D=4: H query heads over G key/value heads.

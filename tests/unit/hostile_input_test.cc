@@ -250,6 +250,21 @@ TEST(HostileInput, TokenizerJsonNumberOverflowNamesTheFile) {
 
 // ---- undefined behaviour and messages from other libraries -------------------------------------
 
+// A fuzz finding (CI smoke run): a float where an integer belongs was converted to int64_t, which
+// is undefined behaviour for 1.18e20.
+TEST(HostileInput, ImportanceMapFloatLayerIsAnError) {
+  test::TempDir tmp;
+  write(tmp / "importance.json",
+        R"({"method": "gradient", "heads": [{"attn_type": "encoder_self", "layer": 1.18447e20, "head": 0, "score": 1}]})");
+  const std::string e = error_of([&] { read_maps(tmp / "importance.json"); });
+  EXPECT_NE(e.find(tmp / "importance.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("'layer' must be an integer, got 1.18447e+20"), std::string::npos) << e;
+  write(tmp / "importance.json",
+        R"({"method": "gradient", "heads": [{"attn_type": "encoder_self", "layer": 0, "head": 2.5, "score": 1}]})");
+  EXPECT_NE(error_of([&] { read_maps(tmp / "importance.json"); }).find("'head' must be an integer, got 2.5"),
+            std::string::npos);
+}
+
 TEST(HostileInput, BpeTokenIdOfInt64MaxIsAnErrorNotAnOverflow) {
   test::TempDir tmp;
   write(tmp / "vocab.json", R"({"a": 0, "b": 9223372036854775807})");

@@ -31,9 +31,12 @@ void kill_head(TransformerImpl& model, const HeadId& h) {
   const int64_t k = attn.position_of(h.head);
   const int64_t D = attn.geometry().head_dim;
   attn.o_proj->weight.narrow(1, k * D, D).zero_();
-  for (auto* lin : {&attn.q_proj, &attn.k_proj}) {
+  // Keys are zeroed only where the head owns them (a grouped layer shares them with other heads).
+  std::vector<Dense*> owned = {&attn.q_proj};
+  if (!attn.geometry().grouped()) owned.push_back(&attn.k_proj);
+  for (auto* lin : owned) {
     (*lin)->weight.narrow(0, k * D, D).zero_();
-    (*lin)->bias.narrow(0, k * D, D).zero_();
+    if ((*lin)->bias.defined()) (*lin)->bias.narrow(0, k * D, D).zero_();
   }
 }
 
@@ -47,14 +50,14 @@ std::vector<HeadId> dead_heads(Arch arch) {
   return {};
 }
 
-class DeadHeads : public ::testing::TestWithParam<Arch> {};
+class DeadHeads : public ::testing::TestWithParam<test::Fam> {};
 
 // A model trained with some heads masked, whose weights are then zeroed and gates reopened:
 // those heads are exact no-ops. Every data-driven scorer must rank them below every live head.
 TEST_P(DeadHeads, EveryDataDrivenScorerRanksNoOpHeadsLast) {
   set_log_level(LogLevel::Warn);
-  const Arch arch = GetParam();
-  ModelConfig cfg = tiny_config(arch);
+  const Arch arch = test::arch_of(GetParam());
+  ModelConfig cfg = test::config_of(GetParam());
   cfg.dropout = cfg.attention_dropout = 0.0;
   if (arch == Arch::EncoderClassifier) cfg.n_classes = 2;
   torch::manual_seed(5);
@@ -130,16 +133,14 @@ TEST_P(DeadHeads, EveryDataDrivenScorerRanksNoOpHeadsLast) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DeadHeads,
-                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
-                         [](const auto& info) { return to_string(info.param); });
+                         HP_ALL_FAMILIES);
 
-class GradientImportance : public ::testing::TestWithParam<Arch> {};
+class GradientImportance : public ::testing::TestWithParam<test::Fam> {};
 
 // I_h = mean over examples of |d L(x) / d xi_h|, checked against central finite differences of
 // each example's loss in the gate, in float64.
 TEST_P(GradientImportance, EqualsFiniteDifferencesOfTheGates) {
-  const Arch arch = GetParam();
-  ModelConfig cfg = tiny_config(arch);
+  ModelConfig cfg = test::config_of(GetParam());
   auto model = test::make_model(cfg, 7, torch::kDouble);
   const EvalSet set = synthetic_set(cfg, 6, 4);
   ScoreOptions opts;
@@ -171,8 +172,7 @@ TEST_P(GradientImportance, EqualsFiniteDifferencesOfTheGates) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GradientImportance,
-                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
-                         [](const auto& info) { return to_string(info.param); });
+                         HP_ALL_FAMILIES);
 
 TEST(Importance, ScoresAreDeterministic) {
   ModelConfig cfg = tiny_config(Arch::EncoderDecoder);

@@ -22,7 +22,7 @@ torch::Tensor inference_path(Transformer& m, const Batch& b) {
   return m->forward(b).logits.clone();
 }
 
-class InferencePathFamilies : public ::testing::TestWithParam<Arch> {};
+class InferencePathFamilies : public ::testing::TestWithParam<test::Fam> {};
 
 TEST_P(InferencePathFamilies, MatchesTheTrainingPathWithPaddingMaskedHeadsAndRemovedLayers) {
   auto m = test::make_model(GetParam());
@@ -46,7 +46,7 @@ TEST_P(InferencePathFamilies, MatchesTheTrainingPathWithPaddingMaskedHeadsAndRem
 }
 
 INSTANTIATE_TEST_SUITE_P(InferencePath, InferencePathFamilies,
-                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder));
+                         HP_ALL_FAMILIES);
 
 TEST(InferencePath, FusedWeightsFollowInPlaceChangesAndReloads) {
   auto m = test::make_model(Arch::EncoderDecoder);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "headprune/model/geometry.h"
 #include "headprune/prune/pruning.h"
 #include "headprune/util/log.h"
 #include "test_util.h"
@@ -176,11 +177,11 @@ EvalSet synthetic_set(const ModelConfig& cfg, int64_t n) {
   return s;
 }
 
-class Pruning : public ::testing::TestWithParam<Arch> {};
+class Pruning : public ::testing::TestWithParam<test::Fam> {};
 
 // The same plan as a mask and as a physical removal gives the same metrics.
 TEST_P(Pruning, MaskedAndRemovedGiveIdenticalMetrics) {
-  const ModelConfig cfg = tiny_config(GetParam());
+  const ModelConfig cfg = test::config_of(GetParam());
   auto model = test::make_model(cfg, 5);
   const EvalSet set = synthetic_set(model->config(), 48);
   RandomPlanOptions ro;
@@ -192,10 +193,18 @@ TEST_P(Pruning, MaskedAndRemovedGiveIdenticalMetrics) {
   const auto masked = measure(*model, set, ms);
   model->unmask_all();
   Transformer small = apply_plan_remove(*model, plan);
-  // Each removed head takes its Q/K/V rows and biases and its output-projection columns.
-  const int64_t C = cfg.d_model, D = cfg.d_model / cfg.n_heads;
-  EXPECT_EQ(model->n_parameters() - small->n_parameters(),
-            static_cast<int64_t>(plan.heads.size()) * (3 * (D * C + D) + C * D));
+  // Each removed query head takes its Q rows (and bias) and its output-projection columns; each
+  // key/value head left without query heads takes its K and V rows (with R = 1: every removed head).
+  const int64_t C = cfg.d_model, D = model->config().head_dim, bias = cfg.qkv_bias ? D : 0;
+  int64_t expected = 0;
+  for (AttnType t : model->config().attn_types())
+    for (int64_t l = 0; l < model->config().n_layers(t); ++l) {
+      const HeadGeometry before = head_geometry(model->config(), t, l), after = head_geometry(small->config(), t, l);
+      expected += (before.n_heads_kept() - after.n_heads_kept()) * (D * C + bias + C * D) +
+                  static_cast<int64_t>(before.kv_heads().size() - after.kv_heads().size()) * 2 * (D * C + bias);
+    }
+  EXPECT_GT(expected, 0);
+  EXPECT_EQ(model->n_parameters() - small->n_parameters(), expected);
   const auto removed = measure(*small, set, ms);
   for (Metric m : ms) EXPECT_NEAR(masked.at(m).value(), removed.at(m).value(), 1e-5) << to_string(m);
   // Every head of the model: still runs (every attention skipped).
@@ -206,8 +215,7 @@ TEST_P(Pruning, MaskedAndRemovedGiveIdenticalMetrics) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Pruning,
-                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
-                         [](const auto& info) { return to_string(info.param); });
+                         HP_ALL_FAMILIES);
 
 TEST(Iterative, PrunesInStepsAndStopsAtTheMetricFloor) {
   const ModelConfig cfg = tiny_config(Arch::DecoderLM);

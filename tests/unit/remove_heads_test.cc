@@ -20,7 +20,7 @@ std::vector<HeadId> heads_to_drop(const ModelConfig& cfg) {
   return s;
 }
 
-class PruneEquivalence : public ::testing::TestWithParam<Arch> {};
+class PruneEquivalence : public ::testing::TestWithParam<test::Fam> {};
 
 TEST_P(PruneEquivalence, PrunedEqualsMaskedIncludingEmptyLayers) {
   auto model = test::make_model(GetParam());
@@ -42,7 +42,7 @@ TEST_P(PruneEquivalence, PrunedEqualsMaskedIncludingEmptyLayers) {
     auto& a0 = pruned->attention(t, 0);
     EXPECT_EQ(a0.q_proj->weight.size(0), 2 * pc.head_dim);
     EXPECT_EQ(a0.o_proj->weight.size(1), 2 * pc.head_dim);
-    EXPECT_EQ(a0.o_proj->bias.size(0), pc.d_model);
+    if (pc.o_bias) EXPECT_EQ(a0.o_proj->bias.size(0), pc.d_model);
     EXPECT_EQ(pruned->attention(t, 1).n_heads_kept(), 0);
     // Kept heads' attention maps are the masked model's maps of the same original heads.
     auto idx = torch::tensor({0, 2});
@@ -88,8 +88,7 @@ TEST_P(PruneEquivalence, EveryHeadRemovedStillRuns) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, PruneEquivalence,
-                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
-                         [](const auto& info) { return to_string(info.param); });
+                         HP_ALL_FAMILIES);
 
 TEST(RemoveHeads, KeepsGateValuesOfRemainingHeads) {
   auto model = test::make_model(Arch::EncoderClassifier);

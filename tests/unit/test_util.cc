@@ -19,6 +19,12 @@ Transformer make_model(Arch arch, uint64_t seed, torch::ScalarType dtype) {
   return make_model(tiny_config(arch), seed, dtype);
 }
 
+ModelConfig config_of(Fam f) { return f == Fam::Llama ? tiny_llama_config() : tiny_config(arch_of(f)); }
+
+std::string name_of(Fam f) { return f == Fam::Llama ? "llama" : to_string(arch_of(f)); }
+
+Transformer make_model(Fam fam, uint64_t seed, torch::ScalarType dtype) { return make_model(config_of(fam), seed, dtype); }
+
 Batch make_batch(const ModelConfig& cfg, uint64_t seed, int64_t batch_size) {
   return synthetic_batch(cfg, batch_size, 3, 12, seed);
 }

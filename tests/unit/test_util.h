@@ -10,8 +10,20 @@
 
 namespace hp::test {
 
+// The model families the parameterized suites run on: the three architectures of tiny_config and
+// the LLaMA-style decoder of tiny_llama_config (rotary, RMSNorm, SwiGLU, grouped-query attention).
+enum class Fam { EncoderClassifier, DecoderLM, EncoderDecoder, Llama };
+ModelConfig config_of(Fam f);
+inline Arch arch_of(Fam f) { return f == Fam::Llama ? Arch::DecoderLM : static_cast<Arch>(static_cast<int>(f)); }
+std::string name_of(Fam f);  // encoder_classifier, decoder_lm, encoder_decoder, llama
+#define HP_ALL_FAMILIES                                                                                      \
+  ::testing::Values(::hp::test::Fam::EncoderClassifier, ::hp::test::Fam::DecoderLM,                            \
+                    ::hp::test::Fam::EncoderDecoder, ::hp::test::Fam::Llama),                                  \
+      [](const auto& info) { return ::hp::test::name_of(info.param); }
+
 // A tiny model of the family with random weights and biases, in eval mode (no dropout).
 Transformer make_model(Arch arch, uint64_t seed = 7, torch::ScalarType dtype = torch::kFloat);
+Transformer make_model(Fam fam, uint64_t seed = 7, torch::ScalarType dtype = torch::kFloat);
 Transformer make_model(const ModelConfig& cfg, uint64_t seed = 7, torch::ScalarType dtype = torch::kFloat);
 Batch make_batch(const ModelConfig& cfg, uint64_t seed = 11, int64_t batch_size = 4);
 

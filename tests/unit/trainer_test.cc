@@ -56,11 +56,11 @@ TEST(Trainer, LearnsTheSyntheticClassificationTask) {
   set_log_level(LogLevel::Info);
 }
 
-class TrainerResume : public ::testing::TestWithParam<Arch> {};
+class TrainerResume : public ::testing::TestWithParam<test::Fam> {};
 
 TEST_P(TrainerResume, InterruptedRunResumesToTheSameResult) {
   set_log_level(LogLevel::Warn);
-  ModelConfig cfg = tiny_config(GetParam());  // dropout 0.1: the RNG state must be restored too
+  ModelConfig cfg = test::config_of(GetParam());  // dropout 0.1: the RNG state must be restored too
   auto data = small_data(cfg);
   TrainOptions o = small_opts();
   o.label_smoothing = 0.1;
@@ -75,7 +75,7 @@ TEST_P(TrainerResume, InterruptedRunResumesToTheSameResult) {
   cut.stop_after = 14;  // killed between the resume points at 12 and 16
   auto part = train_model(m2, data, cut, b.path);
   EXPECT_TRUE(part.interrupted);
-  Transformer m3(tiny_config(GetParam()));  // fresh weights: resume must replace them
+  Transformer m3(test::config_of(GetParam()));  // fresh weights: resume must replace them
   TrainOptions again = o;
   again.resume = true;
   auto resumed = train_model(m3, data, again, b.path);
@@ -91,8 +91,7 @@ TEST_P(TrainerResume, InterruptedRunResumesToTheSameResult) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TrainerResume,
-                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
-                         [](const auto& info) { return to_string(info.param); });
+                         HP_ALL_FAMILIES);
 
 TEST(Trainer, MaskedHeadsStayMaskedDuringTraining) {
   set_log_level(LogLevel::Warn);

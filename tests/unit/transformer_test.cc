@@ -10,7 +10,7 @@ namespace {
 
 using torch::indexing::Slice;
 
-class Family : public ::testing::TestWithParam<Arch> {};
+class Family : public ::testing::TestWithParam<test::Fam> {};
 
 TEST_P(Family, OutputShapesAndAttentionMaps) {
   auto model = test::make_model(GetParam());
@@ -66,11 +66,11 @@ TEST_P(Family, PaddingDoesNotChangeRealPositions) {
 }
 
 TEST_P(Family, CausalDecoderIgnoresFutureTokens) {
-  if (GetParam() == Arch::EncoderClassifier) GTEST_SKIP() << "no decoder";
+  if (test::arch_of(GetParam()) == Arch::EncoderClassifier) GTEST_SKIP() << "no decoder";
   auto model = test::make_model(GetParam());
   Batch b = test::make_batch(model->config(), 3, 2);
   Batch c = b;
-  auto& ids = GetParam() == Arch::DecoderLM ? c.input_ids : c.decoder_input_ids;
+  auto& ids = test::arch_of(GetParam()) == Arch::DecoderLM ? c.input_ids : c.decoder_input_ids;
   ids = ids.clone();
   const int64_t U = ids.size(1), cut = U / 2;
   ids.index_put_({Slice(), Slice(cut, U)}, 5);
@@ -82,8 +82,7 @@ TEST_P(Family, CausalDecoderIgnoresFutureTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Family,
-                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
-                         [](const auto& info) { return to_string(info.param); });
+                         HP_ALL_FAMILIES);
 
 TEST(Model, SegmentsChangeTheClassifierOutput) {
   auto model = test::make_model(Arch::EncoderClassifier);
@@ -112,7 +111,7 @@ TEST(Model, MaskingUnknownHeadsIsAClearError) {
 }
 
 // d loss / d xi_h (the head mask) from one backward pass equals a central finite difference (float64).
-class MaskGradient : public ::testing::TestWithParam<Arch> {};
+class MaskGradient : public ::testing::TestWithParam<test::Fam> {};
 
 TEST_P(MaskGradient, MatchesCentralFiniteDifference) {
   auto model = test::make_model(GetParam(), 21, torch::kDouble);
@@ -162,8 +161,7 @@ TEST_P(MaskGradient, MatchesCentralFiniteDifference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, MaskGradient,
-                         ::testing::Values(Arch::EncoderClassifier, Arch::DecoderLM, Arch::EncoderDecoder),
-                         [](const auto& info) { return to_string(info.param); });
+                         HP_ALL_FAMILIES);
 
 }  // namespace
 }  // namespace hp

@@ -1,0 +1,322 @@
+// The LLaMA family: parity with the reference implementation (tests/fixtures/hf/make_llama_fixtures.py)
+// for Llama (GQA, untied, llama3 RoPE scaling), Qwen2 (q/k/v biases, tied), Mistral (sliding window)
+// and a sharded BF16 Llama (linear RoPE scaling, every bias); query heads and whole key/value groups
+// masked and removed; the dense masked HF export; KV-cache decoding; bad input.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "headprune/data/hf_tokenizers.h"
+#include "headprune/data/model_dir.h"
+#include "headprune/decode/search.h"
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+#include "headprune/io/hf.h"
+#include "headprune/io/safetensors.h"
+#include "headprune/model/remove_heads.h"
+#include "headprune/model/rotary.h"
+#include "test_util.h"
+
+namespace hp {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture(const std::string& name) { return std::string(HP_FIXTURES_DIR) + "/hf/" + name; }
+
+const char* const kFixtures[] = {"llama_gqa", "qwen2_tied", "mistral_window", "llama_sharded_bf16"};
+
+struct Golden {
+  TensorMap t;
+  Batch batch;
+  explicit Golden(const std::string& name) : t(read_safetensors(fixture(name) + "/golden.safetensors").tensors) {
+    batch.input_ids = t.at("input_ids");
+    batch.attention_mask = t.at("attention_mask");
+  }
+  // Largest difference over the real (not padded) positions.
+  double diff(const torch::Tensor& logits, const std::string& key) const {
+    const auto keep = batch.attention_mask.to(torch::kBool).unsqueeze(-1).expand_as(logits);
+    return test::max_abs_diff(logits.masked_select(keep), t.at(key).masked_select(keep));
+  }
+};
+
+torch::Tensor logits(TransformerImpl& m, const Batch& b) {
+  torch::NoGradGuard ng;
+  return m.forward(b).logits;
+}
+
+// The heads a golden mask [layers, heads] sets to 0.
+std::vector<HeadId> zeros_of(const torch::Tensor& mask) {
+  std::vector<HeadId> out;
+  for (int64_t l = 0; l < mask.size(0); ++l)
+    for (int64_t h = 0; h < mask.size(1); ++h)
+      if (mask[l][h].item<double>() == 0.0) out.push_back({AttnType::DecoderSelf, l, h});
+  return out;
+}
+
+TEST(LlamaHf, MatchesTheReferenceWithHeadsAndGroupsMasked) {
+  for (const char* name : kFixtures) {
+    SCOPED_TRACE(name);
+    auto hf = import_hf(fixture(name));
+    const auto& cfg = hf.model->config();
+    EXPECT_EQ(cfg.positional, Positional::Rotary);
+    EXPECT_EQ(cfg.norm_kind, NormKind::RmsNorm);
+    EXPECT_TRUE(cfg.gated_ffn);
+    EXPECT_LT(cfg.effective_kv_heads(), cfg.n_heads) << "fixtures use grouped-query attention";
+    const Golden g(name);
+    EXPECT_LT(g.diff(logits(*hf.model, g.batch), "logits"), 1e-4);
+    for (const char* which : {"q", "group"}) {
+      SCOPED_TRACE(which);
+      const auto heads = zeros_of(g.t.at(std::string("mask_") + which));
+      ASSERT_FALSE(heads.empty());
+      hf.model->unmask_all();
+      hf.model->mask_heads(heads);
+      EXPECT_LT(g.diff(logits(*hf.model, g.batch), std::string("logits_masked_") + which), 1e-4);
+      // Removed physically: the same logits.
+      hf.model->unmask_all();
+      auto pruned = remove_heads(*hf.model, heads);
+      EXPECT_LT(g.diff(logits(*pruned, g.batch), std::string("logits_masked_") + which), 1e-4);
+    }
+  }
+  const auto qwen = import_hf(fixture("qwen2_tied")).model->config();
+  EXPECT_TRUE(qwen.tie_embeddings && qwen.qkv_bias && !qwen.o_bias);
+  EXPECT_EQ(import_hf(fixture("mistral_window")).model->config().sliding_window, 3);
+  EXPECT_EQ(import_hf(fixture("llama_gqa")).model->config().rope_scaling.type, RopeScalingType::Llama3);
+}
+
+TEST(LlamaHf, PrunedCheckpointAndDenseExportRoundTrip) {
+  test::TempDir tmp;
+  auto hf = import_hf(fixture("llama_gqa"));
+  const Golden g("llama_gqa");
+  // Query heads within groups (layer 0 head 1; layer 1 head 3) and the whole group 0 of layer 1.
+  const std::vector<HeadId> drop = {{AttnType::DecoderSelf, 0, 1}, {AttnType::DecoderSelf, 1, 0},
+                                    {AttnType::DecoderSelf, 1, 1}, {AttnType::DecoderSelf, 1, 3}};
+  hf.model->mask_heads(drop);
+  const auto masked = logits(*hf.model, g.batch);
+  hf.model->unmask_all();
+  auto pruned = remove_heads(*hf.model, drop);
+  const int64_t D = pruned->config().head_dim;
+  EXPECT_EQ(pruned->attention(AttnType::DecoderSelf, 0).k_proj->weight.size(0), 2 * D) << "group of head 1 stays";
+  EXPECT_EQ(pruned->attention(AttnType::DecoderSelf, 1).q_proj->weight.size(0), 1 * D);
+  EXPECT_EQ(pruned->attention(AttnType::DecoderSelf, 1).k_proj->weight.size(0), 1 * D) << "group 0 of layer 1 left";
+  save_checkpoint(tmp / "pruned", *pruned);
+  auto reloaded = load_checkpoint(tmp / "pruned");
+  EXPECT_EQ(reloaded->config().decoder_self_heads, (std::vector<std::vector<int64_t>>{{0, 2, 3}, {2}}));
+  EXPECT_LT(test::max_abs_diff(logits(*reloaded, g.batch), masked), 1e-5);
+
+  // Dense masked export: full head counts, removed heads zero; any HF loader computes the same.
+  export_hf(tmp / "hf", *reloaded, hf.config);
+  const auto exported = read_json_file(tmp / "hf/config.json");
+  EXPECT_EQ(exported.at("num_attention_heads"), 4);
+  EXPECT_EQ(exported.at("num_key_value_heads"), 2);
+  EXPECT_EQ(exported.at("model_type"), "llama");
+  EXPECT_FALSE(exported.contains("pruned_heads"));
+  auto again = import_hf(tmp / "hf");
+  EXPECT_EQ(again.model->config().decoder_self_heads, (std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {0, 1, 2, 3}}));
+  EXPECT_LT(test::max_abs_diff(logits(*again.model, g.batch), masked), 1e-5);
+  // A masked (not removed) model exports the same.
+  hf.model->mask_heads(drop);
+  export_hf(tmp / "hf_masked", *hf.model, hf.config);
+  EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "hf_masked").model, g.batch), masked), 1e-5);
+  // Qwen2 (biases on q, k, v; tied) exports as Qwen2.
+  auto qwen = import_hf(fixture("qwen2_tied"));
+  qwen.model->set_head_mask({AttnType::DecoderSelf, 0, 4}, 0.0);
+  export_hf(tmp / "qwen", *qwen.model, qwen.config);
+  EXPECT_EQ(read_json_file(tmp / "qwen/config.json").at("model_type"), "qwen2");
+  const Golden gq("qwen2_tied");
+  EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "qwen").model, gq.batch), logits(*qwen.model, gq.batch)), 1e-5);
+}
+
+TEST(LlamaHf, BadInputGetsClearErrors) {
+  test::TempDir tmp;
+  auto copy_fixture = [&](const std::string& name) {
+    const std::string dst = tmp / name;
+    fs::copy(fixture(name), dst, fs::copy_options::recursive);
+    return dst;
+  };
+  auto error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  auto edit_config = [](const std::string& dir, const std::function<void(nlohmann::json&)>& f) {
+    auto c = read_json_file(dir + "/config.json");
+    f(c);
+    write_json_file(dir + "/config.json", c);
+  };
+  {
+    const auto d = copy_fixture("llama_gqa");
+    edit_config(d, [](nlohmann::json& c) { c["num_key_value_heads"] = 3; });
+    const auto e = error_of([&] { import_hf(d); });
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+    EXPECT_NE(e.find("num_attention_heads 4 is not a multiple of num_key_value_heads 3"), std::string::npos) << e;
+  }
+  {
+    const auto d = tmp / "yarn";
+    fs::copy(fixture("llama_gqa"), d, fs::copy_options::recursive);
+    edit_config(d, [](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+    const auto e = error_of([&] { import_hf(d); });
+    EXPECT_NE(e.find("rope_scaling type 'yarn' is not supported (default, linear, llama3)"), std::string::npos) << e;
+  }
+  {
+    const auto d = copy_fixture("llama_sharded_bf16");
+    fs::remove(d + "/model-00002-of-00002.safetensors");
+    const auto e = error_of([&] { import_hf(d); });
+    EXPECT_NE(e.find("model.safetensors.index.json"), std::string::npos) << e;
+    EXPECT_NE(e.find("shard 'model-00002-of-00002.safetensors' is missing"), std::string::npos) << e;
+  }
+  {
+    const auto d = tmp / "absent";
+    fs::copy(fixture("llama_sharded_bf16"), d, fs::copy_options::recursive);
+    auto index = read_json_file(d + "/model.safetensors.index.json");
+    index["weight_map"]["model.layers.9.mlp.up_proj.weight"] = "model-00001-of-00002.safetensors";
+    write_json_file(d + "/model.safetensors.index.json", index);
+    const auto e = error_of([&] { import_hf(d); });
+    EXPECT_NE(e.find("model-00001-of-00002.safetensors: tensor 'model.layers.9.mlp.up_proj.weight' is named in"),
+              std::string::npos)
+        << e;
+  }
+  {
+    const auto d = tmp / "no_lm_head";
+    fs::create_directories(d);
+    fs::copy(fixture("llama_gqa") + "/config.json", d + "/config.json");
+    auto t = read_safetensors(fixture("llama_gqa") + "/model.safetensors").tensors;
+    t.erase("lm_head.weight");
+    write_safetensors(d + "/model.safetensors", t);
+    const auto e = error_of([&] { import_hf(d); });
+    EXPECT_NE(e.find("missing tensor 'lm_head.weight'"), std::string::npos) << e;
+  }
+}
+
+// A byte-level tokenizer.json as Llama 3 writes it: Split by its regex (isolated), ByteLevel without
+// GPT-2's pattern, ignore_merges, added tokens.
+nlohmann::json llama3_tokenizer_json() {
+  nlohmann::json vocab = nlohmann::json::object();
+  int64_t id = 0;
+  for (const auto& sym : ByteLevelBpeTokenizer::byte_symbols()) vocab[sym] = id++;
+  for (const char* t : {"He", "ll", "Hell", "Hello", "\u0120w", "or", "\u0120wor", "\u0120world", "12", "123"})
+    vocab[t] = id++;
+  const nlohmann::json merges = nlohmann::json::array({"H e", "l l", "He ll", "Hell o", "\u0120 w", "o r", "\u0120w or",
+                                                       "\u0120wor ld", "1 2", "12 3"});
+  const std::string pattern =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  return {{"version", "1.0"},
+          {"added_tokens", {{{"id", 300}, {"content", "<|begin_of_text|>"}, {"special", true}},
+                            {{"id", 301}, {"content", "<|end_of_text|>"}, {"special", true}}}},
+          {"normalizer", nullptr},
+          {"pre_tokenizer",
+           {{"type", "Sequence"},
+            {"pretokenizers",
+             {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}}},
+          {"decoder", {{"type", "ByteLevel"}}},
+          {"model", {{"type", "BPE"}, {"ignore_merges", true}, {"vocab", vocab}, {"merges", merges}}}};
+}
+
+TEST(LlamaTokenizer, TokenizerJsonSplitsByItsRegexAndMatchesAddedTokensFirst) {
+  test::TempDir tmp;
+  write_json_file(tmp / "tokenizer.json", llama3_tokenizer_json());
+  const auto t = ByteLevelBpeTokenizer::from_tokenizer_json(tmp / "tokenizer.json");
+  // Llama 3's pattern: digits in threes, a lone space before digits on its own, "'s" split off.
+  EXPECT_EQ(t.pre_tokenize("Hello world's 12345"),
+            (std::vector<std::string>{"Hello", " world", "'s", " ", "123", "45"}));
+  EXPECT_EQ(t.tokenize("<|begin_of_text|>Hello world<|end_of_text|>"),
+            (std::vector<std::string>{"<|begin_of_text|>", "Hello", "\u0120world", "<|end_of_text|>"}));
+  const auto ids = t.encode("<|begin_of_text|>Hello world 123");
+  EXPECT_EQ(ids.front(), 300);
+  EXPECT_EQ(t.decode(ids), "<|begin_of_text|>Hello world 123");
+  EXPECT_EQ(t.decode(t.encode("héllo wörld ¿12?")), "héllo wörld ¿12?") << "every byte round-trips";
+  // As a directory's tokenizer (no tokenizer_config.json): the specials come from the added tokens.
+  const auto tok = load_hf_tokenizer(tmp.path);
+  ASSERT_TRUE(tok.has_value());
+  EXPECT_EQ(tok->specials().bos, 300);
+  EXPECT_EQ(tok->specials().eos, 301);
+  EXPECT_EQ(tok->decode(tok->encode("Hello world")), "Hello world");
+}
+
+TEST(LlamaTokenizer, UnsupportedComponentsAreNamed) {
+  test::TempDir tmp;
+  auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    auto j = llama3_tokenizer_json();
+    edit(j);
+    write_json_file(tmp / "tokenizer.json", j);
+    try {
+      ByteLevelBpeTokenizer::from_tokenizer_json(tmp / "tokenizer.json");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(with([](nlohmann::json& j) { j["model"]["byte_fallback"] = true; }).find("model.byte_fallback"), std::string::npos);
+  EXPECT_NE(with([](nlohmann::json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }).find("normalizer 'Lowercase' is not supported"),
+            std::string::npos);
+  EXPECT_NE(with([](nlohmann::json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; })
+                .find("pre_tokenizer: pre-tokenizer 'Metaspace' is not supported"),
+            std::string::npos);
+  EXPECT_NE(with([](nlohmann::json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed"; })
+                .find("does not compile"),
+            std::string::npos);
+  EXPECT_NE(with([](nlohmann::json& j) { j["model"]["merges"] = {"abc"}; }).find("model.merges"), std::string::npos);
+}
+
+TEST(Llama, RotaryTablesAndSlidingWindowMask) {
+  ModelConfig c = tiny_llama_config();
+  const auto f = rope_inv_freq(c);  // head_dim 8: theta^(-i/8) for i = 0, 2, 4, 6
+  ASSERT_EQ(f.size(0), 4);
+  for (int64_t i = 0; i < 4; ++i) EXPECT_NEAR(f[i].item<double>(), std::pow(10000.0, -2.0 * i / 8), 1e-7);
+  c.rope_scaling.type = RopeScalingType::Linear;
+  c.rope_scaling.factor = 4;
+  EXPECT_NEAR(rope_inv_freq(c)[1].item<double>(), std::pow(10000.0, -0.25) / 4, 1e-7);
+  // Rotating by position p then reading position q: scores depend on q - p only.
+  const auto x = torch::randn({1, 1, 1, 8}), y = torch::randn({1, 1, 1, 8});
+  auto score = [&](int64_t p, int64_t q) {
+    const auto rx = apply_rope(x, rope_tables(f, p, 1, torch::kFloat));
+    const auto ry = apply_rope(y, rope_tables(f, q, 1, torch::kFloat));
+    return (rx * ry).sum().item<double>();
+  };
+  EXPECT_NEAR(score(3, 5), score(10, 12), 1e-5);
+  EXPECT_GT(std::abs(score(3, 5) - score(3, 6)), 1e-4);
+  // Window 2: query i sees keys i-1 and i.
+  const auto m = causal_mask(4, torch::kCPU, torch::kFloat, 2).view({4, 4});
+  const auto seen = m.eq(0).to(torch::kInt);
+  EXPECT_TRUE(torch::equal(seen, torch::tensor({1, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1}, torch::kInt).view({4, 4})));
+  // One query at position 5 over 6 keys (decoding).
+  EXPECT_TRUE(torch::equal(causal_mask(1, torch::kCPU, torch::kFloat, 2, 6).view({6}).eq(0).to(torch::kInt),
+                           torch::tensor({0, 0, 0, 0, 1, 1}, torch::kInt)));
+}
+
+TEST(Llama, CachedDecodingEqualsRecomputingThePrefix) {
+  for (int64_t window : {0, 3}) {
+    SCOPED_TRACE(window);
+    ModelConfig cfg = tiny_llama_config();
+    cfg.sliding_window = window;
+    cfg.finalize();
+    auto model = test::make_model(cfg, 13);
+    model->set_head_mask({AttnType::DecoderSelf, 1, 2}, 0.0);
+    DecodeOptions o;
+    o.max_len = 8;
+    o.eos_id = -1;  // never stops early
+    const std::vector<int64_t> prompt = {5, 9, 17, 3};
+    const auto cached = generate(*model, prompt, o);
+    // Greedy by hand: the whole sequence through forward() at every step.
+    std::vector<int64_t> seq = prompt, by_hand;
+    torch::NoGradGuard ng;
+    for (int64_t t = 0; t < o.max_len; ++t) {
+      Batch b;
+      b.input_ids = torch::tensor(seq, torch::kLong).unsqueeze(0);
+      const int64_t next = model->forward(b).logits[0][-1].argmax().item<int64_t>();
+      by_hand.push_back(next);
+      seq.push_back(next);
+    }
+    EXPECT_EQ(cached, by_hand);
+  }
+}
+
+}  // namespace
+}  // namespace hp
