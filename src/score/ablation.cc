@@ -52,7 +52,9 @@ HeadScores ablation_scores(TransformerImpl& model, const EvalSet& data, const Sc
   HeadScores s;
   s.unit = opts.unit;
   int64_t done = 0, n_significant = 0;
-  for (const auto& [id, members] : units) {
+  for (const auto& unit : units) {
+    const HeadId& id = unit.first;
+    const std::vector<HeadId>& members = unit.second;  // a named reference: lambdas below capture it
     std::vector<double> old;
     for (const auto& h : members) {
       const auto& m = model.attention(h.type, h.layer);
