@@ -55,7 +55,7 @@ void register_generate(CLI::App& app, Context& ctx) {
   sub->add_option("checkpoint", r->checkpoint, "checkpoint directory (headprune or HF)")->required();
   sub->add_option("--prompt", r->prompt, "prompt text (through the checkpoint's tokenizer)");
   sub->add_option("--ids", r->prompt_ids, "prompt as token ids instead");
-  sub->add_flag("!--no-bos", r->add_bos, "do not put the tokenizer's bos token before a text prompt");
+  sub->add_flag("!--no-bos", r->add_bos, "do not put the start token (bos; eos for headprune's own tokenizer) before a text prompt");
   sub->add_option("--max-new", r->decode.max_len, "new tokens at most")->capture_default_str();
   sub->add_option("--beam", r->decode.beam_size, "beam size (1 = greedy)")->capture_default_str();
   sub->add_flag("--sample", r->decode.sample, "sample instead of searching");

@@ -21,7 +21,11 @@ GenerateResult run_generate(const GenerateRequest& req, const Runtime& rt, const
   res.prompt_ids = req.prompt_ids;
   if (res.prompt_ids.empty()) {
     if (!m.tokenizer) throw std::invalid_argument(req.checkpoint + ": no tokenizer; give the prompt as ids (--ids)");
-    if (req.add_bos) res.prompt_ids.push_back(m.tokenizer->specials().bos);
+    // The sequence start the model was trained with: headprune's own LM streams separate lines by
+    // eos and never contain bos (data/tasks.cc); HF tokenizers' models start with their bos token.
+    if (req.add_bos)
+      res.prompt_ids.push_back(m.tokenizer->kind() == "headprune-bpe" ? m.tokenizer->specials().eos
+                                                                      : m.tokenizer->specials().bos);
     for (int64_t id : m.tokenizer->encode(req.prompt)) res.prompt_ids.push_back(id);
   }
   for (int64_t id : res.prompt_ids)

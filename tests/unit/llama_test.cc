@@ -16,6 +16,7 @@
 #include "headprune/io/files.h"
 #include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/jobs/generate_job.h"
 #include "headprune/model/remove_heads.h"
 #include "headprune/model/rotary.h"
 #include "test_util.h"
@@ -316,6 +317,34 @@ TEST(Llama, CachedDecodingEqualsRecomputingThePrefix) {
     }
     EXPECT_EQ(cached, by_hand);
   }
+}
+
+// A text prompt starts with the token the model was trained to continue from: headprune's own LM
+// streams separate lines by eos and never contain bos (data/tasks.cc), so eos goes first there.
+TEST(Llama, GenerateJobStartsAHeadpruneTokenizerPromptWithTheLineBoundary) {
+  test::TempDir tmp;
+  TokenizerTrainOptions topts;
+  topts.vocab_size = 40;
+  const auto tok = Tokenizer::train({"to be or not to be", "that is the question", "to see or not to see"}, topts);
+  ModelConfig cfg = tiny_llama_config();
+  cfg.vocab_size = tok.vocab_size();
+  auto model = test::make_model(cfg);
+  const std::string dir = tmp / "lm";
+  save_checkpoint(dir, *model);
+  tok.save(dir + "/tokenizer.json");
+  GenerateRequest req;
+  req.checkpoint = dir;
+  req.prompt = "to be";
+  req.decode.max_len = 5;
+  const auto res = run_generate(req, Runtime{});
+  const auto body = tok.encode("to be");
+  ASSERT_EQ(res.prompt_ids.size(), body.size() + 1);
+  EXPECT_EQ(res.prompt_ids.front(), tok.specials().eos);
+  EXPECT_NE(tok.specials().eos, tok.specials().bos);
+  EXPECT_TRUE(std::equal(body.begin(), body.end(), res.prompt_ids.begin() + 1));
+  EXPECT_LE(res.ids.size(), 5u);
+  req.add_bos = false;
+  EXPECT_EQ(run_generate(req, Runtime{}).prompt_ids, body);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The text-generation job: a decoder LM (GPT-2, LLaMA family, headprune's own) continues a prompt
 // with its KV cache: greedy, beam search or sampling (decode/search.h). Prompts are text through the
-// checkpoint's tokenizer (with its bos token first when it has one), or token ids.
+// checkpoint's tokenizer (after its start token: bos, or eos for headprune's own LM streams), or token ids.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ struct GenerateRequest {
   std::string checkpoint;
   std::string prompt;             // text (needs the checkpoint's tokenizer)
   std::vector<int64_t> prompt_ids;  // or ids (used when set)
-  bool add_bos = true;            // text prompts: the tokenizer's bos id first
+  bool add_bos = true;            // text prompts: the start token first (bos; eos, the line boundary, for headprune-bpe LMs)
   DecodeOptions decode;           // max_len = new tokens; beam_size; sample, temperature, top_k, top_p, seed
 };
 
