@@ -133,29 +133,44 @@ std::vector<HeadId> kept_heads(const ModelConfig& cfg, const std::vector<AttnTyp
   return out;
 }
 
+namespace {
+
+// The candidates (query heads, or key/value groups of a group map) least important first, ties by
+// id (HeadScores::ascending_importance), after checking that each has a finite score: a missing
+// score means a map of another model or unit, and a NaN orders arbitrarily, so a plan built on it
+// would be noise.
+std::vector<HeadId> least_important_first(const HeadScores& scores, const std::vector<HeadId>& candidates,
+                                          const std::string& what) {
+  const std::string unit = scores.unit == ScoreUnit::KvGroup ? "group " : "head ";
+  std::vector<std::string> non_finite;
+  for (const auto& h : candidates) {
+    if (!scores.has(h))
+      throw std::invalid_argument(what + ": the " + scores.method + " map has no score for " + unit + to_string(h) +
+                                  " (was it computed on another model, or for the other unit?)");
+    if (!std::isfinite(scores.scores.at(h))) non_finite.push_back(to_string(h));
+  }
+  if (!non_finite.empty())
+    throw std::invalid_argument(what + ": the " + scores.method + " scores of " + std::to_string(non_finite.size()) +
+                                " " + (scores.unit == ScoreUnit::KvGroup ? "groups" : "heads") +
+                                " are NaN or infinite (first: " + non_finite.front() +
+                                "); the model or the data give non-finite values, no plan is made from them");
+  std::vector<HeadId> order;
+  const std::set<HeadId> cand(candidates.begin(), candidates.end());
+  for (const auto& h : scores.ascending_importance())
+    if (cand.count(h)) order.push_back(h);
+  return order;
+}
+
+}  // namespace
+
 PruningPlan plan_by_score(const HeadScores& scores, const ModelConfig& cfg, const ScorePlanOptions& opts) {
   const std::set<HeadId> excluded(opts.exclude.begin(), opts.exclude.end());
   std::vector<HeadId> candidates;
   for (const auto& h : kept_heads(cfg, opts.only_types)) {
     if (excluded.count(h)) continue;
-    if (!scores.has(h))
-      throw std::invalid_argument("plan by score: the " + scores.method + " map has no score for head " + to_string(h) +
-                                  " (was it computed on another model?)");
     candidates.push_back(h);
   }
-  // A NaN orders arbitrarily: a plan built on it would be noise. Report it instead.
-  std::vector<std::string> non_finite;
-  for (const auto& h : candidates)
-    if (!std::isfinite(scores.scores.at(h))) non_finite.push_back(to_string(h));
-  if (!non_finite.empty())
-    throw std::invalid_argument("plan by score: the " + scores.method + " scores of " + std::to_string(non_finite.size()) +
-                                " heads are NaN or infinite (first: " + non_finite.front() +
-                                "); the model or the data give non-finite values, no plan is made from them");
-  // Least important first; ascending_importance breaks ties by head id.
-  std::vector<HeadId> order;
-  const std::set<HeadId> cand(candidates.begin(), candidates.end());
-  for (const auto& h : scores.ascending_importance())
-    if (cand.count(h)) order.push_back(h);
+  const std::vector<HeadId> order = least_important_first(scores, candidates, "plan by score");
 
   // Heads each layer keeps now (exclusions, e.g. masked heads, count as gone).
   std::map<std::pair<AttnType, int64_t>, int64_t> left;
@@ -219,15 +234,8 @@ std::map<HeadId, std::vector<HeadId>> group_members(const ModelConfig& cfg, cons
   return out;
 }
 
-double oriented(const HeadScores& s, const HeadId& h, const std::string& what) {
-  if (!s.has(h))
-    throw std::invalid_argument(what + ": the " + s.method + " map has no score for " + to_string(h) +
-                                " (was it computed on another model, or for the other unit?)");
-  const double v = s.at(h);
-  if (!std::isfinite(v))
-    throw std::invalid_argument(what + ": the " + s.method + " score of " + to_string(h) + " is NaN or infinite");
-  return s.higher_is_important ? v : -v;
-}
+// A score oriented so that lower = less important (checked by least_important_first first).
+double oriented(const HeadScores& s, const HeadId& h) { return s.higher_is_important ? s.at(h) : -s.at(h); }
 
 }  // namespace
 
@@ -235,9 +243,9 @@ PruningPlan plan_groups_by_score(const HeadScores& groups, const ModelConfig& cf
   const std::string what = "plan by group score";
   if (groups.unit != ScoreUnit::KvGroup) throw std::invalid_argument(what + ": needs a key/value group map");
   const auto members = group_members(cfg, opts);
-  std::vector<std::pair<double, HeadId>> order;  // least important first, ties by id
-  for (const auto& [g, hs] : members) order.push_back({oriented(groups, g, what), g});
-  std::sort(order.begin(), order.end());
+  std::vector<HeadId> candidates;
+  for (const auto& m : members) candidates.push_back(m.first);
+  const std::vector<HeadId> order = least_important_first(groups, candidates, what);
   std::map<std::pair<AttnType, int64_t>, int64_t> left;
   for (const auto& [g, hs] : members) left[{g.type, g.layer}] += static_cast<int64_t>(hs.size());
   std::vector<HeadId> chosen_groups, heads;
@@ -253,7 +261,7 @@ PruningPlan plan_groups_by_score(const HeadScores& groups, const ModelConfig& cf
   if (opts.per_layer) {
     if (!opts.target.fraction) throw std::invalid_argument(what + " per layer: the target must be a fraction");
     std::map<std::pair<AttnType, int64_t>, std::vector<HeadId>> by_layer;
-    for (const auto& [v, g] : order) by_layer[{g.type, g.layer}].push_back(g);
+    for (const auto& g : order) by_layer[{g.type, g.layer}].push_back(g);
     for (auto& [key, gs] : by_layer) {
       const int64_t k = opts.target.resolve(static_cast<int64_t>(gs.size()), what + " per layer");
       for (int64_t i = 0, taken = 0; i < static_cast<int64_t>(gs.size()) && taken < k; ++i)
@@ -261,7 +269,7 @@ PruningPlan plan_groups_by_score(const HeadScores& groups, const ModelConfig& cf
     }
   } else {
     const int64_t k = opts.target.resolve(static_cast<int64_t>(order.size()), what);
-    for (const auto& [v, g] : order) {
+    for (const auto& g : order) {
       if (static_cast<int64_t>(chosen_groups.size()) == k) break;
       take(g);
     }
@@ -292,12 +300,14 @@ PruningPlan plan_balanced_by_score(const HeadScores& heads, const ModelConfig& c
     int64_t kept = 0;
   };
   std::map<std::pair<AttnType, int64_t>, Layer> layers;
-  for (const auto& [g, hs] : members) {
-    std::vector<std::pair<double, HeadId>> o;
-    for (const auto& h : hs) o.push_back({oriented(heads, h, what), h});
-    std::sort(o.begin(), o.end());
-    std::vector<HeadId> sorted;
-    for (const auto& p : o) sorted.push_back(p.second);
+  std::vector<HeadId> all;
+  for (const auto& m : members) all.insert(all.end(), m.second.begin(), m.second.end());
+  std::map<HeadId, std::vector<HeadId>> ordered;  // each group's heads, least important first
+  for (const auto& h : least_important_first(heads, all, what)) {
+    const int64_t R = head_geometry(cfg, h.type, h.layer).group_size;
+    ordered[{h.type, h.layer, h.head / R}].push_back(h);
+  }
+  for (const auto& [g, sorted] : ordered) {
     auto& L = layers[{g.type, g.layer}];
     if (!L.groups.empty() && L.groups.front().size() != sorted.size())
       throw std::invalid_argument(what + ": " + to_string(g.type) + " layer " + std::to_string(g.layer) +
@@ -321,7 +331,7 @@ PruningPlan plan_balanced_by_score(const HeadScores& heads, const ModelConfig& c
       if (static_cast<int64_t>(chosen.size()) + G > target) continue;
       if (L.kept - G < opts.min_per_layer) continue;
       double sum = 0;
-      for (const auto& g : L.groups) sum += oriented(heads, g[L.next], what);
+      for (const auto& g : L.groups) sum += oriented(heads, g[L.next]);
       if (!best_layer || sum < best) best_layer = &L, best_key = key, best = sum;
     }
     if (!best_layer) break;
