@@ -1,6 +1,8 @@
 // Pruning plans, strategies, applying them (mask vs. removal), iterative pruning, curves and
 // the compensation table.
+#include <cmath>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -314,6 +316,91 @@ TEST(Compensation, PerLayerMeansAndRatios) {
   EXPECT_DOUBLE_EQ(c["layers"][1]["ratio"].get<double>(), 1.0);
   EXPECT_EQ(c["heads"], 3);
   EXPECT_DOUBLE_EQ(c["total_ratio"].get<double>(), 10.0 / 6.0);
+}
+
+// Grouped-query attention: 2 layers of 4 query heads reading 2 key/value heads (group g = heads
+// 2g and 2g + 1).
+ModelConfig gqa_config() {
+  ModelConfig c = tiny_llama_config();
+  c.n_decoder_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.decoder_self_heads.clear();
+  c.finalize();
+  return c;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PlanUnits, GroupsGoWholeLeastImportantFirst) {
+  const auto cfg = gqa_config();
+  const AttnType T = AttnType::DecoderSelf;
+  HeadScores g;
+  g.method = "test";
+  g.unit = ScoreUnit::KvGroup;
+  g.scores = {{{T, 0, 0}, 5.0}, {{T, 0, 1}, 1.0}, {{T, 1, 0}, 3.0}, {{T, 1, 1}, 4.0}};
+  ScorePlanOptions o;
+  o.target.count = 1;
+  EXPECT_EQ(plan_groups_by_score(g, cfg, o).heads, (std::vector<HeadId>{{T, 0, 2}, {T, 0, 3}}));
+  o.target.count = 2;
+  EXPECT_EQ(plan_groups_by_score(g, cfg, o).heads, (std::vector<HeadId>{{T, 0, 2}, {T, 0, 3}, {T, 1, 0}, {T, 1, 1}}));
+  // Lower is more important: the order turns round.
+  HeadScores inv = g;
+  inv.higher_is_important = false;
+  o.target.count = 1;
+  EXPECT_EQ(plan_groups_by_score(inv, cfg, o).heads, (std::vector<HeadId>{{T, 0, 0}, {T, 0, 1}}));
+  // Every group leaves 2 of 4 query heads: none can go while keeping 3 per layer.
+  o.min_per_layer = 3;
+  EXPECT_NE(error_of([&] { plan_groups_by_score(g, cfg, o); }).find("only 0 of the 1 groups"), std::string::npos);
+  o.min_per_layer = 0;
+  HeadScores heads = g;
+  heads.unit = ScoreUnit::Head;
+  EXPECT_NE(error_of([&] { plan_groups_by_score(heads, cfg, o); }).find("needs a key/value group map"), std::string::npos);
+  HeadScores missing = g;
+  missing.scores.erase({T, 1, 1});
+  EXPECT_NE(error_of([&] { plan_groups_by_score(missing, cfg, o); }).find("has no score for group"), std::string::npos);
+  HeadScores nan = g;
+  nan.scores[{T, 1, 0}] = std::nan("");
+  EXPECT_NE(error_of([&] { plan_groups_by_score(nan, cfg, o); }).find("1 groups are NaN or infinite"), std::string::npos);
+}
+
+TEST(PlanUnits, BalancedTakesOneHeadFromEveryGroupOfALayer) {
+  const auto cfg = gqa_config();
+  const AttnType T = AttnType::DecoderSelf;
+  HeadScores s;
+  s.method = "test";
+  // Layer 0: the least important of group 0 is head 0 (1), of group 1 head 3 (2): a slice of 3.
+  // Layer 1: heads 0 and 3 again (5 + 5 = 10). Layer 0's second slice (9 + 8) is above that.
+  s.scores = {{{T, 0, 0}, 1.0}, {{T, 0, 1}, 9.0}, {{T, 0, 2}, 8.0}, {{T, 0, 3}, 2.0},
+              {{T, 1, 0}, 5.0}, {{T, 1, 1}, 6.0}, {{T, 1, 2}, 7.0}, {{T, 1, 3}, 5.0}};
+  ScorePlanOptions o;
+  o.target.count = 2;
+  EXPECT_EQ(plan_balanced_by_score(s, cfg, o).heads, (std::vector<HeadId>{{T, 0, 0}, {T, 0, 3}}));
+  o.target.count = 4;
+  EXPECT_EQ(plan_balanced_by_score(s, cfg, o).heads, (std::vector<HeadId>{{T, 0, 0}, {T, 0, 3}, {T, 1, 0}, {T, 1, 3}}));
+  o.target.count = 3;  // steps of one head per group: never overshot
+  EXPECT_EQ(plan_balanced_by_score(s, cfg, o).heads.size(), 2u);
+  o.target.count = 4;
+  o.min_per_layer = 3;  // a slice takes 2 of a layer's 4 heads
+  EXPECT_TRUE(plan_balanced_by_score(s, cfg, o).heads.empty());
+  o.min_per_layer = 0;
+  o.per_layer = true;
+  o.target = PruneTarget{0.5, std::nullopt};
+  EXPECT_NE(error_of([&] { plan_balanced_by_score(s, cfg, o); }).find("per-layer targets are not supported"), std::string::npos);
+  o.per_layer = false;
+  HeadScores g = s;
+  g.unit = ScoreUnit::KvGroup;
+  EXPECT_NE(error_of([&] { plan_balanced_by_score(g, cfg, o); }).find("needs a query-head map"), std::string::npos);
+  HeadScores nan = s;
+  nan.scores[{T, 1, 2}] = std::nan("");
+  EXPECT_NE(error_of([&] { plan_balanced_by_score(nan, cfg, o); }).find("1 heads are NaN or infinite"), std::string::npos);
 }
 
 }  // namespace
