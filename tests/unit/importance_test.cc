@@ -174,6 +174,58 @@ TEST_P(GradientImportance, EqualsFiniteDifferencesOfTheGates) {
 INSTANTIATE_TEST_SUITE_P(Families, GradientImportance,
                          HP_ALL_FAMILIES);
 
+// Grouped-query attention: a key/value group's gradient score is the gradient of one gate on the
+// whole group, E|sum over its query heads of dL/dxi_h| (finite differences of scaling every query
+// head of the group together), and the aggregated methods add up (or average) their heads.
+TEST(Importance, KeyValueGroupScores) {
+  const ModelConfig cfg = test::config_of(test::Fam::Llama);
+  ASSERT_LT(cfg.effective_kv_heads(), cfg.n_heads);
+  auto model = test::make_model(cfg, 7, torch::kDouble);
+  const EvalSet set = synthetic_set(cfg, 6, 4);
+  ScoreOptions opts;
+  opts.normalize = Normalization::None;
+  opts.unit = ScoreUnit::KvGroup;
+  const HeadScores s = score_heads(*model, set, ScoreMethod::Gradient, opts);
+  EXPECT_EQ(s.unit, ScoreUnit::KvGroup);
+  const Batch b = collate(set.examples, cfg.arch, cfg.pad_id);
+  const auto per_example = [&]() {
+    torch::NoGradGuard no_grad;
+    return per_example_nll(*model, model->forward(b), b).first.clone();
+  };
+  const int64_t R = cfg.n_heads / cfg.effective_kv_heads();
+  const double eps = 1e-6;
+  int64_t checked = 0;
+  for (const auto& g : model->head_masks()) {
+    for (int64_t kv = 0; kv < cfg.effective_kv_heads(); ++kv) {
+      auto set_group = [&](double v) {
+        for (int64_t h = kv * R; h < (kv + 1) * R; ++h) model->set_head_mask({g.type, g.layer, h}, v);
+      };
+      set_group(1.0 + eps);
+      auto up = per_example();
+      set_group(1.0 - eps);
+      auto down = per_example();
+      set_group(1.0);
+      const double fd = ((up - down) / (2 * eps)).abs().mean().item<double>();
+      const HeadId id{g.type, g.layer, kv};
+      EXPECT_NEAR(s.at(id), fd, 1e-6 * std::max(1.0, fd)) << to_string(id);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, static_cast<int64_t>(s.scores.size()));
+
+  ScoreOptions heads = opts;
+  heads.unit = ScoreUnit::Head;
+  const HeadScores mag_h = score_heads(*model, set, ScoreMethod::Magnitude, heads);
+  const HeadScores mag_g = score_heads(*model, set, ScoreMethod::Magnitude, opts);
+  EXPECT_EQ(mag_g.unit, ScoreUnit::KvGroup);
+  for (const auto& [id, v] : mag_g.scores) {
+    double sum = 0;
+    for (int64_t h = id.head * R; h < (id.head + 1) * R; ++h) sum += mag_h.at({id.type, id.layer, h});
+    EXPECT_NEAR(v, sum, 1e-9 * std::max(1.0, sum)) << to_string(id);
+  }
+  EXPECT_THROW(score_heads(*model, set, ScoreMethod::AllButOne, opts), std::invalid_argument);
+}
+
 TEST(Importance, ScoresAreDeterministic) {
   ModelConfig cfg = tiny_config(Arch::EncoderDecoder);
   auto model = test::make_model(cfg, 3);
