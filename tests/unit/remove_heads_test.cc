@@ -42,7 +42,9 @@ TEST_P(PruneEquivalence, PrunedEqualsMaskedIncludingEmptyLayers) {
     auto& a0 = pruned->attention(t, 0);
     EXPECT_EQ(a0.q_proj->weight.size(0), 2 * pc.head_dim);
     EXPECT_EQ(a0.o_proj->weight.size(1), 2 * pc.head_dim);
-    if (pc.o_bias) EXPECT_EQ(a0.o_proj->bias.size(0), pc.d_model);
+    if (pc.o_bias) {
+      EXPECT_EQ(a0.o_proj->bias.size(0), pc.d_model);
+    }
     EXPECT_EQ(pruned->attention(t, 1).n_heads_kept(), 0);
     // Kept heads' attention maps are the masked model's maps of the same original heads.
     auto idx = torch::tensor({0, 2});
