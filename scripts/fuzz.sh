@@ -12,9 +12,10 @@
 #                                      build-fuzz/corpus/NAME, findings to build-fuzz/findings/NAME;
 #                                      a summary line per harness. HP_FUZZ_TIMEOUT (seconds, default 20)
 #                                      raises the per-input limit on a busy machine
-#   scripts/fuzz.sh ci                 what .ci/run runs: the library and harnesses only (no unit-test
-#                                      binary, to keep CI under 30 minutes), then smoke; run
-#                                      `scripts/fuzz.sh tests` before landing parser changes
+#   scripts/fuzz.sh ci                 what .ci/run runs: the build, the unit tests under the sanitizers
+#                                      except the three suites that train for minutes under ASan (Jobs,
+#                                      GateTraining, Families.DeadHeads: `scripts/fuzz.sh tests` runs
+#                                      them too), then smoke
 # Any crash, sanitizer report, leak of a foreign exception or unnamed error (fuzz/fuzz_util.h) exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +64,9 @@ run_harness() {  # NAME SECONDS CORPUS_DIRS...
   fi
 }
 
+# Suites that train models for a minute or more under ASan; CI leaves them to the ordinary build.
+slow_under_asan='Jobs|GateTraining|Families[.]DeadHeads'
+
 cmd=${1:-ci}; shift || true
 case "$cmd" in
   build) build ;;
@@ -89,7 +93,8 @@ case "$cmd" in
     done
     exit $failed ;;
   ci)
-    build OFF
+    build
+    (cd "$bdir" && ctest --output-on-failure -L unit -E "^(${slow_under_asan})\$")
     "$0" smoke ;;
   *) echo "usage: scripts/fuzz.sh build|tests|smoke [RUNS]|campaign SECONDS [HARNESS...]|ci" >&2; exit 2 ;;
 esac

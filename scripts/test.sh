@@ -12,7 +12,7 @@ cd build
 # each other down many times over.
 ctest --output-on-failure "$@"
 cd ..
-# The sanitizer build (clang-14, ASan + UBSan): every parser fuzzer for 4000 fixed-seed executions on
-# its seed corpus (scripts/fuzz.sh, docs/reliability.md; `scripts/fuzz.sh tests` runs the unit tests
-# under the sanitizers too). HP_SANITIZERS=0 skips it.
+# The sanitizer build (clang-14, ASan + UBSan): the unit tests (all but three slow training suites,
+# which `scripts/fuzz.sh tests` adds), then every parser fuzzer for 4000 fixed-seed executions on its
+# seed corpus (scripts/fuzz.sh, docs/reliability.md). HP_SANITIZERS=0 skips it.
 if [ "${HP_SANITIZERS:-1}" != 0 ]; then bash scripts/fuzz.sh ci; fi
