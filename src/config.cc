@@ -190,6 +190,7 @@ void ModelConfig::finalize() {
   if (tgt_vocab_size < 0) bad("tgt_vocab_size", "must be >= 0");
   if (dropout < 0 || dropout >= 1) bad("dropout", "must be in [0, 1)");
   if (attention_dropout < 0 || attention_dropout >= 1) bad("attention_dropout", "must be in [0, 1)");
+  if (activation_dropout >= 1) bad("activation_dropout", "must be in [0, 1) (absent: the same as dropout)");
   if (layer_norm_eps <= 0) bad("layer_norm_eps", "must be > 0");
   if (positional == Positional::Rotary) {
     if (head_dim % 2 != 0) bad("head_dim", "must be even for rotary positions, got " + std::to_string(head_dim));
@@ -292,6 +293,7 @@ nlohmann::json ModelConfig::to_json() const {
   j["n_decoder_layers"] = n_decoder_layers;
   j["dropout"] = dropout;
   j["attention_dropout"] = attention_dropout;
+  if (activation_dropout >= 0) j["activation_dropout"] = activation_dropout;
   j["max_positions"] = max_positions;
   j["positional"] = to_string(positional);
   j["activation"] = to_string(activation);
@@ -333,7 +335,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   ModelConfig c;
   static const std::set<std::string> known = {
       "arch", "vocab_size", "tgt_vocab_size", "d_model", "d_ff", "n_heads", "head_dim", "n_kv_heads", "qkv_bias", "o_bias",
-      "n_encoder_layers", "n_decoder_layers", "dropout", "attention_dropout", "max_positions",
+      "n_encoder_layers", "n_decoder_layers", "dropout", "attention_dropout", "activation_dropout", "max_positions",
       "positional", "activation", "norm", "embed_layer_norm", "tie_embeddings", "n_segments",
       "n_classes", "layer_norm_eps", "pad_id", "heads", "format", "version", "mlp_bias", "gated_ffn", "norm_kind",
       "rope_theta", "rope_scaling", "sliding_window"};
@@ -394,6 +396,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   opt_int("n_decoder_layers", c.n_decoder_layers);
   opt_double("dropout", c.dropout);
   opt_double("attention_dropout", c.attention_dropout);
+  if (j.contains("activation_dropout")) {
+    opt_double("activation_dropout", c.activation_dropout);
+    if (c.activation_dropout < 0) bad("activation_dropout", "must be in [0, 1) (absent: the same as dropout)");
+  }
   opt_int("max_positions", c.max_positions);
   if (j.contains("positional")) c.positional = parse_positional(get_as<std::string>(j.at("positional"), "positional"));
   if (j.contains("activation")) c.activation = parse_activation(get_as<std::string>(j.at("activation"), "activation"));

@@ -48,7 +48,7 @@ def read_safetensors(path):
 
 
 class Layer(nn.Module):
-    def __init__(self, c, heads, d_ff, eps, act, dropout, attn_dropout):
+    def __init__(self, c, heads, d_ff, eps, act, dropout, attn_dropout, act_dropout):
         super().__init__()
         self.h, self.d = heads, c // heads
         self.query, self.key, self.value = nn.Linear(c, c), nn.Linear(c, c), nn.Linear(c, c)
@@ -57,6 +57,8 @@ class Layer(nn.Module):
         self.fc1, self.fc2 = nn.Linear(c, d_ff), nn.Linear(d_ff, c)
         self.norm2 = nn.LayerNorm(c, eps=eps)
         self.drop, self.attn_drop = nn.Dropout(dropout), nn.Dropout(attn_dropout)
+        # headprune's activation_dropout (after the activation, before fc2); HF BERT has none (0).
+        self.act_drop = nn.Dropout(act_dropout)
         self.act = act
 
     def split(self, x):
@@ -72,7 +74,7 @@ class Layer(nn.Module):
         h = self.norm1(x + self.drop(self.out(ctx)))
         f = self.fc1(h)
         f = F.relu(f) if self.act == "relu" else F.gelu(f, approximate="tanh" if self.act == "gelu_tanh" else "none")
-        return self.norm2(h + self.drop(self.fc2(f)))
+        return self.norm2(h + self.drop(self.fc2(self.act_drop(f))))
 
 
 class Classifier(nn.Module):
@@ -86,7 +88,8 @@ class Classifier(nn.Module):
         self.embed_norm = nn.LayerNorm(c, eps=eps)
         self.drop = nn.Dropout(cfg.get("dropout", 0.1))
         self.layers = nn.ModuleList(Layer(c, cfg["n_heads"], cfg["d_ff"], eps, cfg.get("activation", "gelu"),
-                                          cfg.get("dropout", 0.1), cfg.get("attention_dropout", 0.1))
+                                          cfg.get("dropout", 0.1), cfg.get("attention_dropout", 0.1),
+                                          cfg.get("activation_dropout", cfg.get("dropout", 0.1)))
                                     for _ in range(cfg["n_encoder_layers"]))
         self.pooler, self.classifier = nn.Linear(c, c), nn.Linear(c, cfg["n_classes"])
         self.pad_id = cfg.get("pad_id", 0)
@@ -156,6 +159,8 @@ def main():
     ap.add_argument("--train", action="store_true", help="time a training step (forward, backward, AdamW)")
     ap.add_argument("--check", help="safetensors file from `headprune bench --save-io`: compare logits")
     ap.add_argument("--json", help="write the records here")
+    ap.add_argument("--profile", help="record the timed repetitions op by op (torch.autograd.profiler) and write a "
+                                      "Chrome trace here (bench/eager/profile_ops.py)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads if args.threads > 0 else os.cpu_count())
     torch.manual_seed(1)
@@ -171,6 +176,7 @@ def main():
         if not diff <= 1e-4 * max(1.0, scale):
             sys.exit(f"logits differ from headprune's by {diff}")
     records = []
+    prof = None
     gen = torch.Generator().manual_seed(1)
     if args.train:
         model.train()
@@ -187,6 +193,9 @@ def main():
             labels = torch.randint(0, cfg["n_classes"], (b,), generator=gen)
             ms = []
             for r in range(args.warmup + args.reps):
+                if args.profile and r == args.warmup and prof is None:  # like headprune: from the first timed rep on
+                    prof = torch.autograd.profiler.profile()
+                    prof.__enter__()
                 t0 = time.perf_counter()
                 if args.train:
                     loss = F.cross_entropy(model(ids, keep), labels)
@@ -204,6 +213,10 @@ def main():
                             "p90_ms": quantile(ms, 0.9)})
             print(f"pytorch eager {'train' if args.train else 'inference'} batch {b} seq {t}: "
                   f"median {records[-1]['median_ms']:.2f} ms", file=sys.stderr)
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        prof.export_chrome_trace(args.profile + ".tmp")
+        os.replace(args.profile + ".tmp", args.profile)
     out = {"environment": {"torch": torch.__version__, "threads": torch.get_num_threads(),
                            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}, "records": records}
     if args.json:

@@ -113,6 +113,11 @@ struct ModelConfig {
   int64_t n_decoder_layers = 0;
   double dropout = 0.1;
   double attention_dropout = 0.1;
+  // Dropout on the feed-forward block's hidden activation, between act(fc1(x)) and fc2 (fairseq's
+  // activation_dropout). Negative: the same as `dropout` (configs without the field, as before it
+  // existed). HF BERT, GPT-2 and LLaMA have none: their importers set 0.
+  double activation_dropout = -1.0;
+  double ffn_dropout() const { return activation_dropout < 0 ? dropout : activation_dropout; }
   int64_t max_positions = 512;
   Positional positional = Positional::Learned;
   Activation activation = Activation::Gelu;

@@ -60,6 +60,7 @@ HfModel import_bert(const nlohmann::json& c, const TensorMap& tensors, const std
   cfg.layer_norm_eps = opt_num(c, "layer_norm_eps", 1e-12, csrc);
   cfg.dropout = opt_num(c, "hidden_dropout_prob", 0.1, csrc);
   cfg.attention_dropout = opt_num(c, "attention_probs_dropout_prob", 0.1, csrc);
+  cfg.activation_dropout = 0.0;  // BertIntermediate's activation goes to BertOutput's dense undropped
   cfg.pad_id = opt_int(c, "pad_token_id", 0, csrc);
   cfg.activation = parse_hf_activation(opt_str(c, "hidden_act", "gelu", csrc), csrc);
   if (const auto pe = opt_str(c, "position_embedding_type", "absolute", csrc); pe != "absolute")
@@ -133,6 +134,7 @@ HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std
   cfg.layer_norm_eps = opt_num(c, "layer_norm_epsilon", 1e-5, csrc);
   cfg.dropout = opt_num(c, "resid_pdrop", 0.1, csrc);
   cfg.attention_dropout = opt_num(c, "attn_pdrop", 0.1, csrc);
+  cfg.activation_dropout = 0.0;  // GPT2MLP drops after c_proj (resid_pdrop), not after the activation
   cfg.activation = parse_hf_activation(opt_str(c, "activation_function", "gelu_new", csrc), csrc);
   if (!opt_bool(c, "scale_attn_weights", true, csrc)) fail(csrc, "scale_attn_weights false is not supported");
   if (opt_bool(c, "scale_attn_by_inverse_layer_idx", false, csrc))

@@ -109,7 +109,7 @@ HfModel import_llama_family(const nlohmann::json& c, const TensorMap& tensors, c
   cfg.max_positions = opt_int(c, "max_position_embeddings", 2048, csrc);
   cfg.layer_norm_eps = opt_num(c, "rms_norm_eps", 1e-6, csrc);
   cfg.activation = parse_hf_activation(opt_str(c, "hidden_act", "silu", csrc), csrc);
-  cfg.dropout = 0.0;
+  cfg.dropout = cfg.activation_dropout = 0.0;
   cfg.attention_dropout = opt_num(c, "attention_dropout", 0.0, csrc);
   cfg.positional = Positional::Rotary;
   cfg.norm = NormPosition::Pre;

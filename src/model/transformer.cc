@@ -52,7 +52,7 @@ TransformerLayerImpl::TransformerLayerImpl(const ModelConfig& cfg, AttnType self
         "cross_attn", MultiHeadAttention(head_geometry(cfg, AttnType::Cross, layer), cfg.attention_dropout));
     cross_attn_norm = register_module("cross_attn_norm", Norm(cfg.d_model, cfg.layer_norm_eps, cfg.norm_kind));
   }
-  ffn = register_module("ffn", FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout, cfg.gated_ffn, cfg.mlp_bias));
+  ffn = register_module("ffn", FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.ffn_dropout(), cfg.gated_ffn, cfg.mlp_bias));
   ffn_norm = register_module("ffn_norm", Norm(cfg.d_model, cfg.layer_norm_eps, cfg.norm_kind));
 }
 

@@ -62,6 +62,28 @@ TEST(Config, ErrorsNameTheField) {
   EXPECT_NE(error_of(nlohmann::json::array()).find("expected a JSON object"), std::string::npos);
 }
 
+TEST(Config, ActivationDropoutDefaultsToDropoutAndRoundTrips) {
+  // Absent (configs written before the field existed): the FFN keeps using `dropout`, and the
+  // config is written back without the field.
+  nlohmann::json j = tiny_config(Arch::EncoderClassifier).to_json();
+  j["dropout"] = 0.3;
+  ASSERT_FALSE(j.contains("activation_dropout"));
+  const auto absent = ModelConfig::from_json(j);
+  EXPECT_DOUBLE_EQ(absent.ffn_dropout(), 0.3);
+  EXPECT_FALSE(absent.to_json().contains("activation_dropout"));
+  // Set: used and kept, 0 included.
+  for (double p : {0.0, 0.05}) {
+    j["activation_dropout"] = p;
+    const auto set = ModelConfig::from_json(j);
+    EXPECT_DOUBLE_EQ(set.ffn_dropout(), p);
+    EXPECT_DOUBLE_EQ(ModelConfig::from_json(set.to_json()).ffn_dropout(), p);
+  }
+  for (double bad : {-0.1, 1.0}) {
+    j["activation_dropout"] = bad;
+    EXPECT_NE(error_of(j).find("'activation_dropout' must be in [0, 1)"), std::string::npos) << bad;
+  }
+}
+
 TEST(Config, HeadDimMustDivide) {
   ModelConfig c = tiny_config(Arch::DecoderLM);
   c.n_heads = 5;

@@ -56,6 +56,10 @@ TEST(HfImport, BertMatchesTheReferenceOutputs) {
   // pruned_heads {"0": [1], "1": [0, 3]} is honoured with original ids.
   const auto cfg = import_hf(fixture("bert_pruned")).model->config();
   EXPECT_EQ(cfg.encoder_self_heads, (std::vector<std::vector<int64_t>>{{0, 2, 3}, {1, 2}}));
+  // BERT has no dropout between the intermediate activation and the output dense; neither has GPT-2.
+  EXPECT_GT(cfg.dropout, 0.0);
+  EXPECT_EQ(cfg.ffn_dropout(), 0.0);
+  EXPECT_EQ(import_hf(fixture("gpt2_pruned")).model->config().ffn_dropout(), 0.0);
 }
 
 TEST(HfImport, BertModelWithoutClassifierGetsAFreshOne) {
