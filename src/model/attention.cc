@@ -197,7 +197,9 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
   if (probs_out) *probs_out = probs;
   auto p = torch::dropout(probs, attention_dropout_, is_training());
   auto ctx = lrp::mix(p, v);  // [B, H, T, D]
-  if (!fast || !all_unmasked()) ctx = ctx * head_mask.to(ctx.scalar_type()).view({1, H, 1, 1});
+  // Multiplying by a mask of ones changes nothing, forward or backward, unless its gradient is wanted
+  // (gradient importance): skip it, in training too.
+  if (head_mask.requires_grad() || !all_unmasked()) ctx = ctx * head_mask.to(ctx.scalar_type()).view({1, H, 1, 1});
   if (head_probe.defined()) ctx = lrp::probe(ctx, head_probe);
   if (on_context) on_context(ctx);
   ctx = ctx.transpose(1, 2).reshape({B, T, H * D});  // [B, T, H*D]

@@ -93,6 +93,39 @@ TEST(Model, SegmentsChangeTheClassifierOutput) {
   EXPECT_GT(test::max_abs_diff(model->forward(b).logits, model->forward(c).logits), 1e-4);
 }
 
+TEST(Model, ActivationDropoutIsTheFeedForwardsOwnSetting) {
+  // Training mode, every other dropout 0: two passes differ only if the FFN activation is dropped.
+  auto twice_differ = [](double activation_dropout) {
+    auto cfg = tiny_config(Arch::EncoderClassifier);
+    cfg.dropout = cfg.attention_dropout = 0.0;
+    cfg.activation_dropout = activation_dropout;
+    auto model = test::make_model(cfg);
+    model->train();
+    const Batch b = test::make_batch(cfg);
+    return test::max_abs_diff(model->forward(b).logits, model->forward(b).logits);
+  };
+  EXPECT_GT(twice_differ(0.5), 1e-4);
+  EXPECT_EQ(twice_differ(0.0), 0.0);
+}
+
+TEST(Model, MaskedHeadsStayMaskedInTraining) {
+  // The training forward skips the multiplication by a mask of ones; a zero in it must still count.
+  auto cfg = tiny_config(Arch::EncoderClassifier);
+  cfg.dropout = cfg.attention_dropout = 0.0;
+  auto model = test::make_model(cfg);
+  model->train();
+  const Batch b = test::make_batch(cfg);
+  const auto all = model->forward(b).logits;
+  model->mask_heads({{AttnType::EncoderSelf, 0, 1}});
+  const auto masked_train = model->forward(b).logits;
+  EXPECT_GT(test::max_abs_diff(all, masked_train), 1e-5);
+  model->eval();
+  torch::NoGradGuard g;
+  EXPECT_LT(test::max_abs_diff(masked_train, model->forward(b).logits), 1e-6);
+  model->unmask_all();
+  EXPECT_LT(test::max_abs_diff(all, model->forward(b).logits), 1e-6);
+}
+
 TEST(Model, MaskingUnknownHeadsIsAClearError) {
   auto model = test::make_model(Arch::DecoderLM);
   try {
