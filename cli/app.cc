@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "headprune/util/blas.h"
+#include "headprune/util/gemm.h"
 #include "headprune/util/log.h"
 
 namespace hp::cli {
@@ -20,6 +21,7 @@ Runtime start(const Context& ctx) {
   const int threads = apply_runtime(rt);
   const BlasKernels blas = inspect_blas_kernels();
   log_info("blas", blas.reason + "; " + std::to_string(threads) + " threads");
+  log_info("gemm", gemm::describe());  // also refuses a bad HP_FP32_GEMM before any work
   if (blas.should_switch()) log_warn("blas", blas.reason);
   if (!allocator_info().empty()) log_info("memory", allocator_info());  // HP_BLAS_AUTO=0 or a failed restart
   return rt;

@@ -43,6 +43,9 @@ void register_eval(CLI::App& app, Context& ctx) {
   bs->add_option("--save-io", b->bench.io_path,
                  "write the first checkpoint's inputs and logits at the first shape here (safetensors), for an "
                  "outside baseline to check (bench/eager/eager.py --check)");
+  bs->add_option("--profile", b->bench.profile_path,
+                 "record the timed repetitions op by op (LibTorch's profiler) and write a Chrome trace here; "
+                 "bench/eager/profile_ops.py sums it per op. Profiled times are slower than unprofiled ones");
   bs->add_option("--json", b->json_path, "also write the records and the environment as JSON");
   bs->callback([&ctx, b] { run_bench(*b, start(ctx), stderr_events(ctx)).print(ctx.out); });
 }

@@ -13,6 +13,7 @@ packages=(
   libcli11-dev
   zlib1g-dev
   libicu-dev              # Unicode properties, case mapping and normalization (HF tokenizers)
+  libdnnl-dev             # oneDNN's headers: its sgemm runs fp32 inference linear layers (src/util/gemm.cc)
   clang-14 libclang-rt-14-dev  # the sanitizer and libFuzzer build (scripts/fuzz.sh)
 )
 

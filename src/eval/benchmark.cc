@@ -5,15 +5,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include "headprune/io/safetensors.h"
 #include "headprune/model/precision.h"
 #include "headprune/util/blas.h"
+#include "headprune/util/gemm.h"
 #include "headprune/util/runtime.h"
 
 namespace hp {
@@ -84,6 +87,7 @@ nlohmann::json bench_environment() {
           {"hardware_threads", hardware_threads()},
           {"blas", blas_info()},
           {"blas_kernels", inspect_blas_kernels().reason},
+          {"fp32_gemm", gemm::describe()},
           {"allocator", allocator_info().empty() ? "glibc malloc defaults" : allocator_info()},
           {"int8_engine", quantized_engine_name()},
           {"torch", TORCH_VERSION},
@@ -96,13 +100,22 @@ double gemm_peak_gflops(const torch::Device& device, int64_t n, int reps) {
   const auto a = torch::randn({n, n}, gen).to(device), b = torch::randn({n, n}, gen).to(device);
   auto c = torch::empty({n, n}, a.options());
   double best = 0;
-  for (int r = -2; r < reps; ++r) {  // two warm-up products (thread pools, caches, GPU clocks)
-    synchronize(device);
-    const auto t0 = std::chrono::steady_clock::now();
-    torch::mm_out(c, a, b);
-    synchronize(device);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r >= 0 && s > 0) best = std::max(best, 2.0 * static_cast<double>(n * n) * static_cast<double>(n) / s / 1e9);
+  // The BLAS product, and on the CPU also the fp32 engine of the linear layers (oneDNN when built
+  // with it, util/gemm.h): the peak is the faster of the two.
+  const bool onednn = device.is_cpu() && gemm::fp32_gemm() == gemm::Fp32Gemm::OneDnn;
+  for (int engine = 0; engine < (onednn ? 2 : 1); ++engine) {
+    for (int r = -2; r < reps; ++r) {  // two warm-up products (thread pools, caches, GPU clocks)
+      synchronize(device);
+      const auto t0 = std::chrono::steady_clock::now();
+      if (engine == 0) {
+        torch::mm_out(c, a, b);
+      } else {
+        c = gemm::linear(a, b, {});  // a b^T: the same FLOPs
+      }
+      synchronize(device);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r >= 0 && s > 0) best = std::max(best, 2.0 * static_cast<double>(n * n) * static_cast<double>(n) / s / 1e9);
+    }
   }
   return best;
 }
@@ -130,6 +143,10 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
   if (gemm_peak) *gemm_peak = peak;
   std::optional<c10::InferenceMode> inference;
   if (!opts.train) inference.emplace();
+  // The profiler starts at the first timed repetition and records to the end (a later shape's warm-up
+  // included); its trace is written when it is destroyed, into a temporary file renamed at the end.
+  const std::string profile_tmp = opts.profile_path.empty() ? "" : opts.profile_path + ".tmp";
+  std::optional<torch::autograd::profiler::RecordProfile> profile;
   std::vector<BenchRecord> out;
   const int64_t total = static_cast<int64_t>(opts.batch_sizes.size() * opts.seq_lens.size());
   int64_t done = 0;
@@ -140,6 +157,7 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
         inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
       std::vector<std::vector<double>> ms(models.size());
       for (int64_t r = 0; r < opts.warmup + opts.reps; ++r) {
+        if (r == opts.warmup && !profile_tmp.empty() && !profile) profile.emplace(profile_tmp);
         for (size_t i = 0; i < models.size(); ++i) {
           const auto device = inputs[i].input_ids.device();
           synchronize(device);
@@ -182,6 +200,10 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
       }
       if (progress) progress(++done, total);
     }
+  }
+  if (profile) {
+    profile.reset();  // writes the trace
+    std::filesystem::rename(profile_tmp, opts.profile_path);
   }
   return out;
 }

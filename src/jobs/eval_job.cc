@@ -90,6 +90,7 @@ void BenchReport::print(std::ostream& out) const {
       << env["int8_engine"].get<std::string>() << ", LibTorch " << env["torch"].get<std::string>() << "; " << reps
       << " repetitions after " << warmup << " warm-up, models interleaved\n";
   out << env["blas_kernels"].get<std::string>() << "\n";
+  if (env.contains("fp32_gemm")) out << env["fp32_gemm"].get<std::string>() << "\n";
   const double peak = env.value("gemm_peak_gflop_per_s", 0.0);
   if (peak > 0) out << "fp32 GEMM probe (1536^3, best of 8, these threads): " << fmt(peak, 1) << " GFLOP/s\n";
   out << std::left << std::setw(34) << "model" << std::right << std::setw(6) << "batch" << std::setw(5) << "seq"

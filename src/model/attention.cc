@@ -2,6 +2,7 @@
 #include "headprune/model/attention.h"
 
 #include "headprune/model/precision.h"
+#include "headprune/util/gemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,7 @@ DenseImpl::DenseImpl(int64_t in, int64_t out, bool with_bias) {
 
 torch::Tensor DenseImpl::forward(const torch::Tensor& x) const {
   if (quantized()) return int8::linear(x, int8_);
+  if (!lrp::active()) return gemm::linear(x, weight, bias);  // oneDNN or OpenBLAS (util/gemm.h)
   return lrp::linear(x, weight, bias);
 }
 
@@ -153,7 +155,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
   const bool fuse = fast && fuse_projections;
   if (fuse && !reuse_kv && query.is_same(key_value)) {
     const auto& f = fused(qkv_, {q_proj.get(), k_proj.get(), v_proj.get()});
-    auto qkv = torch::linear(query, f.weight, f.bias);
+    auto qkv = gemm::linear(query, f.weight, f.bias);
     if (G == H) {
       qkv = qkv.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
       q = qkv[0], k = qkv[1], v = qkv[2];
@@ -166,7 +168,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
     q = split_heads(q_proj(query), H, D);
     if (!reuse_kv && fuse) {
       const auto& f = fused(kv_, {k_proj.get(), v_proj.get()});
-      auto kv = torch::linear(key_value, f.weight, f.bias).view({B, key_value.size(1), 2, G, D}).permute({2, 0, 3, 1, 4});
+      auto kv = gemm::linear(key_value, f.weight, f.bias).view({B, key_value.size(1), 2, G, D}).permute({2, 0, 3, 1, 4});
       k = kv[0], v = kv[1];
     } else if (!reuse_kv) {
       k = split_heads(k_proj(key_value), G, D);

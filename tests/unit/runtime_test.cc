@@ -6,7 +6,9 @@
 #include <torch/cuda.h>
 
 #include "headprune/util/blas.h"
+#include "headprune/util/gemm.h"
 #include "headprune/util/runtime.h"
+#include "test_util.h"
 
 namespace hp {
 namespace {
@@ -75,6 +77,38 @@ TEST(Runtime, AppliesThreadsAndSeed) {
   EXPECT_TRUE(torch::rand({2}).equal(a));
   EXPECT_EQ(parse_precision("bf16"), Precision::BFloat16);
   EXPECT_EQ(to_string(Precision::Int8), "int8");
+}
+
+TEST(Gemm, BothEnginesComputeTorchLinear) {
+  const auto before = gemm::fp32_gemm();
+  std::vector<gemm::Fp32Gemm> engines{gemm::Fp32Gemm::OpenBlas};
+  if (gemm::onednn_built()) engines.push_back(gemm::Fp32Gemm::OneDnn);
+  torch::manual_seed(3);
+  const auto w = torch::randn({40, 24}), b = torch::randn({40});
+  const auto x3 = torch::randn({3, 7, 24});
+  const auto strided = torch::randn({24, 5}).t();  // not contiguous
+  for (auto e : engines) {
+    gemm::set_fp32_gemm(e);
+    torch::NoGradGuard g;
+    for (const auto& x : {x3, strided, torch::randn({1, 24}), torch::randn({0, 24})}) {
+      const auto want = torch::linear(x, w, b);
+      const auto got = gemm::linear(x, w, b);
+      ASSERT_EQ(got.sizes(), want.sizes());
+      if (x.numel() == 0) continue;
+      EXPECT_LT(test::max_abs_diff(got, want), 1e-4);
+      EXPECT_LT(test::max_abs_diff(gemm::linear(x, w, {}), torch::linear(x, w)), 1e-4);
+    }
+    EXPECT_LT(test::max_abs_diff(gemm::linear(x3.to(torch::kDouble), w.to(torch::kDouble), b.to(torch::kDouble)),
+                                 torch::linear(x3, w, b).to(torch::kDouble)), 1e-4);  // other dtypes: torch::linear
+  }
+  // A gradient to record: torch::linear, whose backward exists.
+  const auto wg = w.clone().requires_grad_(true);
+  auto y = gemm::linear(x3, wg, b);
+  ASSERT_TRUE(y.requires_grad());
+  y.sum().backward();
+  EXPECT_LT(test::max_abs_diff(wg.grad(), torch::ones({3, 7, 40}).reshape({21, 40}).t().mm(x3.reshape({21, 24}))), 1e-3);
+  gemm::set_fp32_gemm(before);
+  EXPECT_NE(gemm::describe().find(before == gemm::Fp32Gemm::OneDnn ? "oneDNN" : "OpenBLAS"), std::string::npos);
 }
 
 TEST(Blas, RecommendsTheBestKernelsOfTheCpusLevelOnlyForWeakerCores) {

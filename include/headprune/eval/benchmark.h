@@ -34,6 +34,11 @@ struct BenchOptions {
   // When set: the first model's inputs and logits at the first shape are written here (safetensors:
   // input_ids, attention_mask, logits), so that an outside baseline can check it computes the same.
   std::string io_path;
+  // When set: the timed repetitions (not the warm-up) of every model and shape are recorded op by op
+  // by LibTorch's profiler and written here as a Chrome trace (chrome://tracing, Perfetto;
+  // bench/eager/profile_ops.py sums it per op). Profiling slows the runs down: their times are not
+  // comparable with an unprofiled run.
+  std::string profile_path;
 };
 
 struct BenchRecord {
