@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #ifdef HP_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -58,37 +59,92 @@ void set_fp32_gemm(Fp32Gemm g) {
 std::string describe() {
   const char* v = std::getenv("HP_FP32_GEMM");
   const std::string why = v && *v ? "HP_FP32_GEMM=" + std::string(v) : std::string("default");
-  if (fp32_gemm() == Fp32Gemm::OneDnn) return "oneDNN sgemm for fp32 inference linear layers (" + why + ")";
+  if (fp32_gemm() == Fp32Gemm::OneDnn) return "oneDNN sgemm for fp32 linear layers, forward and backward (" + why + ")";
   return std::string("OpenBLAS for fp32 linear layers (") + why + (onednn_built() ? ")" : "; built without oneDNN)");
 }
 
+#ifdef HP_HAVE_DNNL
+namespace {
+// C[M, N] = op(A) op(B) (+ C when accumulate), row-major, through oneDNN.
+void sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+           float* C, int64_t ldc, bool accumulate) {
+  const auto status = dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+  if (status != dnnl_success)
+    throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(status)) + ") for [" +
+                             std::to_string(M) + " x " + std::to_string(K) + "] x [" + std::to_string(K) + " x " +
+                             std::to_string(N) + "]");
+}
+
+// x W^T + b without autograd: x [..., K] fp32, W [N, K], b [N] or empty.
+at::Tensor forward_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  const auto xc = x.contiguous(), wc = w.contiguous();
+  const int64_t K = w.size(1), N = w.size(0), M = K > 0 ? xc.numel() / K : 0;
+  auto sizes = x.sizes().vec();
+  sizes.back() = N;
+  auto out = at::empty(sizes, x.options());
+  const bool bias = b.defined() && b.numel() > 0;
+  if (M == 0 || N == 0) return out;
+  if (K == 0) return bias ? out.copy_(b.expand(sizes)) : out.zero_();
+  if (bias) out.view({M, N}).copy_(b.reshape({1, N}).expand({M, N}));  // C starts as the bias in every row
+  sgemm('N', 'T', M, N, K, xc.data_ptr<float>(), K, wc.data_ptr<float>(), K, out.data_ptr<float>(), N, bias);
+  return out;
+}
+
+// Training: the same product with its backward through oneDNN too (dx = g W, dW = g^T x, db = sum g).
+// A missing bias travels as an empty tensor (custom functions take defined tensors).
+struct OneDnnLinear : public torch::autograd::Function<OneDnnLinear> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& b) {
+    ctx->save_for_backward({x, w});
+    return forward_product(x, w, b);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto& w = saved[1];
+    const int64_t K = w.size(1), N = w.size(0);
+    const auto g = grads[0].contiguous();
+    const int64_t M = N > 0 ? g.numel() / N : 0;
+    at::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) {
+      dx = at::empty(x.sizes(), x.options());
+      if (M > 0 && K > 0) {
+        if (N == 0) {
+          dx.zero_();
+        } else {
+          const auto wc = w.contiguous();
+          sgemm('N', 'N', M, K, N, g.data_ptr<float>(), N, wc.data_ptr<float>(), K, dx.data_ptr<float>(), K, false);
+        }
+      }
+    }
+    if (ctx->needs_input_grad(1)) {
+      dw = at::empty(w.sizes(), w.options());
+      if (M > 0 && N > 0 && K > 0) {
+        const auto xc = x.contiguous();
+        sgemm('T', 'N', N, K, M, g.data_ptr<float>(), N, xc.data_ptr<float>(), K, dw.data_ptr<float>(), K, false);
+      } else {
+        dw.zero_();
+      }
+    }
+    if (ctx->needs_input_grad(2)) db = g.reshape({M, N}).sum(0);
+    return {dx, dw, db};
+  }
+};
+}  // namespace
+#endif
+
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
 #ifdef HP_HAVE_DNNL
-  const bool records_grad = c10::GradMode::is_enabled() &&
-                            (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
   const bool fits = x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat &&
                     w.scalar_type() == at::kFloat && w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1) &&
-                    (!b.defined() || (b.device().is_cpu() && b.scalar_type() == at::kFloat && b.numel() == w.size(0)));
-  if (!records_grad && fits && fp32_gemm() == Fp32Gemm::OneDnn) {
-    const auto xc = x.contiguous(), wc = w.contiguous();
-    const int64_t K = w.size(1), N = w.size(0), M = K > 0 ? xc.numel() / K : 0;
-    auto sizes = x.sizes().vec();
-    sizes.back() = N;
-    auto out = at::empty(sizes, x.options());
-    if (M == 0 || N == 0) return out;
-    if (K == 0) return b.defined() ? out.copy_(b.expand(sizes)) : out.zero_();
-    float beta = 0.0f;
-    if (b.defined()) {  // C starts as the bias in every row; the product is added to it
-      out.view({M, N}).copy_(b.reshape({1, N}).expand({M, N}));
-      beta = 1.0f;
-    }
-    const auto status = dnnl_sgemm('N', 'T', M, N, K, 1.0f, xc.data_ptr<float>(), K, wc.data_ptr<float>(), K, beta,
-                                   out.data_ptr<float>(), N);
-    if (status != dnnl_success)
-      throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(status)) + ") for [" +
-                               std::to_string(M) + " x " + std::to_string(K) + "] x [" + std::to_string(K) + " x " +
-                               std::to_string(N) + "]");
-    return out;
+                    (!b.defined() || (b.device().is_cpu() && b.scalar_type() == at::kFloat && b.dim() == 1 &&
+                                      b.numel() == w.size(0)));
+  if (fits && fp32_gemm() == Fp32Gemm::OneDnn) {
+    const bool records_grad = c10::GradMode::is_enabled() &&
+                              (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
+    if (!records_grad) return forward_product(x, w, b);
+    return OneDnnLinear::apply(x, w, b.defined() ? b : at::empty({0}, w.options()));
   }
 #endif
   return at::linear(x, w, b);

@@ -101,12 +101,23 @@ TEST(Gemm, BothEnginesComputeTorchLinear) {
     EXPECT_LT(test::max_abs_diff(gemm::linear(x3.to(torch::kDouble), w.to(torch::kDouble), b.to(torch::kDouble)),
                                  torch::linear(x3, w, b).to(torch::kDouble)), 1e-4);  // other dtypes: torch::linear
   }
-  // A gradient to record: torch::linear, whose backward exists.
-  const auto wg = w.clone().requires_grad_(true);
-  auto y = gemm::linear(x3, wg, b);
-  ASSERT_TRUE(y.requires_grad());
-  y.sum().backward();
-  EXPECT_LT(test::max_abs_diff(wg.grad(), torch::ones({3, 7, 40}).reshape({21, 40}).t().mm(x3.reshape({21, 24}))), 1e-3);
+  // Training: the gradients of x, W and b equal torch::linear's, with and without a bias.
+  for (auto e : engines) {
+    gemm::set_fp32_gemm(e);
+    for (bool with_bias : {true, false}) {
+      const auto g = torch::randn({3, 7, 40});
+      auto grads = [&](bool ours) {
+        auto x = x3.clone().requires_grad_(true), wg = w.clone().requires_grad_(true), bg = b.clone().requires_grad_(true);
+        const auto bias = with_bias ? bg : torch::Tensor();
+        auto y = ours ? gemm::linear(x, wg, bias) : torch::linear(x, wg, bias);
+        EXPECT_TRUE(y.requires_grad());
+        (y * g).sum().backward();
+        return std::vector<torch::Tensor>{x.grad(), wg.grad(), with_bias ? bg.grad() : torch::zeros({40})};
+      };
+      const auto want = grads(false), got = grads(true);
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(test::max_abs_diff(got[i], want[i]), 1e-3) << i << with_bias;
+    }
+  }
   gemm::set_fp32_gemm(before);
   EXPECT_NE(gemm::describe().find(before == gemm::Fp32Gemm::OneDnn ? "oneDNN" : "OpenBLAS"), std::string::npos);
 }

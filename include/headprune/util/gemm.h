@@ -4,8 +4,7 @@
 // faster than OpenBLAS's best kernels at the shapes of a Transformer's linear layers, most at few
 // rows (batch 1 x 32 tokens). So inference runs its fp32 linear layers through oneDNN when
 // headprune was built with it (Debian's libdnnl-dev; the same libdnnl.so.2 LibTorch loads), unless
-// HP_FP32_GEMM=openblas. Training (a gradient to record), other dtypes and other devices keep
-// torch::linear.
+// HP_FP32_GEMM=openblas; in training, its backward too. Other dtypes and devices keep torch::linear.
 #pragma once
 
 #include <string>
@@ -23,8 +22,9 @@ Fp32Gemm fp32_gemm();
 void set_fp32_gemm(Fp32Gemm g);  // for benchmarks and tests; throws if oneDNN is not built
 std::string describe();          // one line for logs and benchmark environments
 
-// x W^T + b (b may be undefined), x [..., K], W [N, K]. oneDNN's sgemm when selected, x and W are fp32
-// CPU tensors and no gradient is being recorded for them; torch::linear otherwise.
+// x W^T + b (b may be undefined), x [..., K], W [N, K]. oneDNN's sgemm when selected and x, W are fp32
+// CPU tensors, with a backward through oneDNN too when a gradient is recorded (first order only);
+// torch::linear otherwise.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
 
 }  // namespace hp::gemm
