@@ -3,12 +3,16 @@
 # "Using the whole CPU"). Everything in one run, on one machine:
 #   1. OpenBLAS kernel sets: for the environment as given, with OPENBLAS_CORETYPE unset (headprune
 #      chooses, src/util/blas.cc) and with each x86-64 kernel set forced, the fp32 GEMM probe and a
-#      BERT-base forward at batch 16 x 128 (GFLOP/s and share of the best probe)
+#      BERT-base forward at batch 16 x 128 (GFLOP/s and share of the best probe); unset and Prescott
+#      again with the linear layers on OpenBLAS instead of oneDNN
 #                                                   -> RESULTS/blas_kernels.json
 #   2. BERT-base inference, headprune / PyTorch eager, batch 1/4/16/64 x length 32/128, same weights,
 #      threads and kernels (bench/eager/compare.py)  -> RESULTS/eager_bert_base.json
+#      and again with headprune's fp32 linear layers on OpenBLAS instead of oneDNN (HP_FP32_GEMM=openblas,
+#      src/util/gemm.cc), batch 1/16 x 32/128      -> RESULTS/eager_bert_base_openblas.json
 #   3. a training step (forward, backward, AdamW) on the SST-2 model's shape, the same way
 #                                                   -> RESULTS/eager_train_sst2.json
+#      and with the linear layers on OpenBLAS      -> RESULTS/eager_train_sst2_openblas.json
 #   4. 50 % of BERT-base's heads removed (heads 6-11 of every layer) against the unpruned model, fp32
 #      and int8, batch 1 and 16 x 128, and the SST-2-shaped model in fp32 / int8 at batch 1 x 32
 #                                                   -> RESULTS/cpu_pruned_int8.json
@@ -52,13 +56,20 @@ kernel_run unset -u OPENBLAS_CORETYPE
 for core in Prescott Sandybridge Haswell Zen SkylakeX Cooperlake; do
   kernel_run "$core" OPENBLAS_CORETYPE="$core"
 done
+# The same with the linear layers on OpenBLAS too (HP_FP32_GEMM=openblas): what the kernel set alone does.
+kernel_run unset+openblas_linear -u OPENBLAS_CORETYPE HP_FP32_GEMM=openblas
+kernel_run Prescott+openblas_linear OPENBLAS_CORETYPE=Prescott HP_FP32_GEMM=openblas
 
 echo "== 2. inference against eager" >&2
 env -u OPENBLAS_CORETYPE $py bench/eager/compare.py --headprune "$hp" --checkpoint "$work/base" --threads "$threads" \
   --reps "$reps" --json "$results/eager_bert_base.json"
+env -u OPENBLAS_CORETYPE HP_FP32_GEMM=openblas $py bench/eager/compare.py --headprune "$hp" --checkpoint "$work/base" \
+  --threads "$threads" --batch 1 16 --reps "$reps" --json "$results/eager_bert_base_openblas.json"
 echo "== 3. a training step against eager" >&2
 env -u OPENBLAS_CORETYPE $py bench/eager/compare.py --headprune "$hp" --checkpoint "$work/sst2_shape" --threads "$threads" \
   --train --batch 32 --seq 64 --reps "$reps" --json "$results/eager_train_sst2.json"
+env -u OPENBLAS_CORETYPE HP_FP32_GEMM=openblas $py bench/eager/compare.py --headprune "$hp" --checkpoint "$work/sst2_shape" \
+  --threads "$threads" --train --batch 32 --seq 64 --reps "$reps" --json "$results/eager_train_sst2_openblas.json"
 echo "== 4. pruned and int8" >&2
 env -u OPENBLAS_CORETYPE "$hp" --threads "$threads" bench "$work/base" "$work/uniform50/model" --precision fp32 \
   --precision int8 --batch 1 --batch 16 --seq 128 --reps "$reps" --warmup 2 --json "$tmp/pruned.json" > /dev/null
@@ -79,7 +90,8 @@ rows = []
 for name in open(os.path.join(tmp, "kernels")).read().split():
     j = json.load(open(os.path.join(tmp, f"k_{name}.json")))
     r = j["records"][0]
-    rows.append({"setting": name, "blas": j["environment"]["blas"], "gemm_peak_gflop_per_s": j["environment"].get("gemm_peak_gflop_per_s"),
+    rows.append({"setting": name, "blas": j["environment"]["blas"], "fp32_gemm": j["environment"].get("fp32_gemm"),
+                 "gemm_peak_gflop_per_s": j["environment"].get("gemm_peak_gflop_per_s"),
                  "model_median_ms": r["median_ms"], "model_gflop_per_s": r["gflop_per_s"]})
 best = max(x["gemm_peak_gflop_per_s"] or 0 for x in rows)
 for x in rows:
