@@ -19,15 +19,15 @@ namespace {
 Fp32Gemm from_environment() {
   const char* v = std::getenv("HP_FP32_GEMM");
   const std::string s = v ? v : "";
-  if (s.empty()) return onednn_built() ? Fp32Gemm::OneDnn : Fp32Gemm::OpenBlas;
+  if (s.empty()) return onednn_built() ? Fp32Gemm::Auto : Fp32Gemm::OpenBlas;
   if (s == "openblas") return Fp32Gemm::OpenBlas;
-  if (s == "onednn") {
+  if (s == "onednn" || s == "auto") {
     if (!onednn_built())
-      throw std::invalid_argument("HP_FP32_GEMM=onednn: this headprune was built without oneDNN (install libdnnl-dev "
-                                  "and rebuild), use openblas or leave the variable unset");
-    return Fp32Gemm::OneDnn;
+      throw std::invalid_argument("HP_FP32_GEMM=" + s + ": this headprune was built without oneDNN (install "
+                                  "libdnnl-dev and rebuild), use openblas or leave the variable unset");
+    return s == "auto" ? Fp32Gemm::Auto : Fp32Gemm::OneDnn;
   }
-  throw std::invalid_argument("HP_FP32_GEMM: expected openblas or onednn, got '" + s + "'");
+  throw std::invalid_argument("HP_FP32_GEMM: expected auto, openblas or onednn, got '" + s + "'");
 }
 
 std::atomic<int> g_choice{-1};  // -1: not read yet
@@ -50,8 +50,17 @@ Fp32Gemm fp32_gemm() {
   return static_cast<Fp32Gemm>(c);
 }
 
+bool uses_onednn(int64_t rows, int64_t inner) {
+  switch (fp32_gemm()) {
+    case Fp32Gemm::OneDnn: return true;
+    case Fp32Gemm::OpenBlas: return false;
+    case Fp32Gemm::Auto: return rows >= kOneDnnMinRows || inner <= kOneDnnMaxInner;
+  }
+  return false;
+}
+
 void set_fp32_gemm(Fp32Gemm g) {
-  if (g == Fp32Gemm::OneDnn && !onednn_built())
+  if (g != Fp32Gemm::OpenBlas && !onednn_built())
     throw std::invalid_argument("fp32 GEMM: this headprune was built without oneDNN");
   g_choice.store(static_cast<int>(g));
 }
@@ -60,6 +69,9 @@ std::string describe() {
   const char* v = std::getenv("HP_FP32_GEMM");
   const std::string why = v && *v ? "HP_FP32_GEMM=" + std::string(v) : std::string("default");
   if (fp32_gemm() == Fp32Gemm::OneDnn) return "oneDNN sgemm for fp32 linear layers, forward and backward (" + why + ")";
+  if (fp32_gemm() == Fp32Gemm::Auto)
+    return "fp32 linear layers on oneDNN sgemm from " + std::to_string(kOneDnnMinRows) + " rows or at most " +
+           std::to_string(kOneDnnMaxInner) + " inputs, else OpenBLAS (" + why + ")";
   return std::string("OpenBLAS for fp32 linear layers (") + why + (onednn_built() ? ")" : "; built without oneDNN)");
 }
 
@@ -140,7 +152,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
                     w.scalar_type() == at::kFloat && w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1) &&
                     (!b.defined() || (b.device().is_cpu() && b.scalar_type() == at::kFloat && b.dim() == 1 &&
                                       b.numel() == w.size(0)));
-  if (fits && fp32_gemm() == Fp32Gemm::OneDnn) {
+  if (fits && w.size(1) > 0 && uses_onednn(x.numel() / w.size(1), w.size(1))) {
     const bool records_grad = c10::GradMode::is_enabled() &&
                               (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
     if (!records_grad) return forward_product(x, w, b);

@@ -82,7 +82,13 @@ TEST(Runtime, AppliesThreadsAndSeed) {
 TEST(Gemm, BothEnginesComputeTorchLinear) {
   const auto before = gemm::fp32_gemm();
   std::vector<gemm::Fp32Gemm> engines{gemm::Fp32Gemm::OpenBlas};
-  if (gemm::onednn_built()) engines.push_back(gemm::Fp32Gemm::OneDnn);
+  if (gemm::onednn_built()) {
+    engines.push_back(gemm::Fp32Gemm::OneDnn);
+    gemm::set_fp32_gemm(gemm::Fp32Gemm::Auto);
+    EXPECT_TRUE(gemm::uses_onednn(gemm::kOneDnnMinRows, 3072));
+    EXPECT_TRUE(gemm::uses_onednn(32, gemm::kOneDnnMaxInner));
+    EXPECT_FALSE(gemm::uses_onednn(32, 3072));
+  }
   torch::manual_seed(3);
   const auto w = torch::randn({40, 24}), b = torch::randn({40});
   const auto x3 = torch::randn({3, 7, 24});
@@ -119,7 +125,7 @@ TEST(Gemm, BothEnginesComputeTorchLinear) {
     }
   }
   gemm::set_fp32_gemm(before);
-  EXPECT_NE(gemm::describe().find(before == gemm::Fp32Gemm::OneDnn ? "oneDNN" : "OpenBLAS"), std::string::npos);
+  EXPECT_NE(gemm::describe().find(before == gemm::Fp32Gemm::OpenBlas ? "OpenBLAS for" : "oneDNN"), std::string::npos);
 }
 
 TEST(Blas, RecommendsTheBestKernelsOfTheCpusLevelOnlyForWeakerCores) {
