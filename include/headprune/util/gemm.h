@@ -1,9 +1,9 @@
 // fp32 linear layers on the CPU: OpenBLAS (through torch::linear) or oneDNN's sgemm.
 //
 // Measured on this project's machine (AMD EPYC Zen 5, 2 threads; docs/benchmarks.md, "Using the whole
-// CPU"), neither engine wins everywhere: oneDNN is 10-20 % faster from about 2,048 rows on and at
-// every row count when the inner dimension is small (256), and up to 2x slower at few rows with a
-// large inner dimension (32 x 3072 x 768), where OpenBLAS wins. So by default (`auto`) each product
+// CPU"; bench/eager/gemm_engines.py), neither engine wins everywhere: oneDNN is 6-15 % faster at
+// 2,048 rows and 15-23 % faster at every row count when the inner dimension is small (256), and up
+// to 2.5x slower at few rows with a large inner dimension (32 x 3072 x 768), where OpenBLAS wins. So by default (`auto`) each product
 // goes to oneDNN when it has at least kOneDnnMinRows rows or at most kOneDnnMaxInner inner
 // dimension, to OpenBLAS otherwise; in training the backward of a product oneDNN ran forward runs on
 // oneDNN too. HP_FP32_GEMM=openblas or =onednn forces one engine. oneDNN is there when headprune was
