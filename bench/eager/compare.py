@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 
+from benchio import write_json
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = "/usr/bin/python3"  # Debian's, with python3-torch
 
@@ -98,9 +100,7 @@ def main():
         print(f"| {r['batch']} | {r['seq_len']} | {r['headprune_ms']:.2f} | {r['eager_ms']:.2f} | {r['ratio']:.3f} | "
               f"{r['headprune_gflop_per_s']:.1f} | {r['eager_gflop_per_s']:.1f} |")
     if args.json:
-        with open(args.json + ".tmp", "w") as f:
-            json.dump(out, f, indent=2)
-        os.replace(args.json + ".tmp", args.json)
+        write_json(args.json, out)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from benchio import write_json
+
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
           "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
           "BOOL": torch.bool}
@@ -220,10 +222,7 @@ def main():
     out = {"environment": {"torch": torch.__version__, "threads": torch.get_num_threads(),
                            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}, "records": records}
     if args.json:
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(out, f, indent=2)
-        os.replace(tmp, args.json)
+        write_json(args.json, out)
     else:
         print(json.dumps(out, indent=2))
 

@@ -15,6 +15,8 @@ import time
 
 import torch
 
+from benchio import write_json
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -59,9 +61,7 @@ def main():
     out = {"command": "python3 bench/eager/gemm_engines.py --threads %d" % a.threads, "threads": a.threads,
            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"), "torch": torch.__version__, "rows": rows}
     if a.json:
-        with open(a.json + ".tmp", "w") as f:
-            json.dump(out, f, indent=1)
-        os.replace(a.json + ".tmp", a.json)
+        write_json(a.json, out, indent=1)
 
 
 if __name__ == "__main__":
