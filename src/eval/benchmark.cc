@@ -102,7 +102,6 @@ double gemm_peak_gflops(const torch::Device& device, int64_t n, int reps) {
   double best = 0;
   // The BLAS product, and on the CPU also the fp32 engine of the linear layers (oneDNN when built
   // with it, util/gemm.h): the peak is the faster of the two.
-  const auto choice = gemm::fp32_gemm();
   const bool onednn = device.is_cpu() && gemm::fp32_gemm() != gemm::Fp32Gemm::OpenBlas;
   for (int engine = 0; engine < (onednn ? 2 : 1); ++engine) {
     for (int r = -2; r < reps; ++r) {  // two warm-up products (thread pools, caches, GPU clocks)
@@ -111,9 +110,7 @@ double gemm_peak_gflops(const torch::Device& device, int64_t n, int reps) {
       if (engine == 0) {
         torch::mm_out(c, a, b);
       } else {
-        gemm::set_fp32_gemm(gemm::Fp32Gemm::OneDnn);  // whatever the rule says for this shape
-        c = gemm::linear(a, b, {});                   // a b^T: the same FLOPs
-        gemm::set_fp32_gemm(choice);
+        c = gemm::onednn_product(a, b, {});  // a b^T: the same FLOPs, on oneDNN whatever the rule says
       }
       synchronize(device);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -87,8 +87,9 @@ void sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, in
                              std::to_string(N) + "]");
 }
 
-// x W^T + b without autograd: x [..., K] fp32, W [N, K], b [N] or empty.
-at::Tensor forward_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+}  // namespace
+
+at::Tensor onednn_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   const auto xc = x.contiguous(), wc = w.contiguous();
   const int64_t K = w.size(1), N = w.size(0), M = K > 0 ? xc.numel() / K : 0;
   auto sizes = x.sizes().vec();
@@ -102,13 +103,15 @@ at::Tensor forward_product(const at::Tensor& x, const at::Tensor& w, const at::T
   return out;
 }
 
+namespace {
+
 // Training: the same product with its backward through oneDNN too (dx = g W, dW = g^T x, db = sum g).
 // A missing bias travels as an empty tensor (custom functions take defined tensors).
 struct OneDnnLinear : public torch::autograd::Function<OneDnnLinear> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& b) {
     ctx->save_for_backward({x, w});
-    return forward_product(x, w, b);
+    return onednn_product(x, w, b);
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
@@ -144,6 +147,10 @@ struct OneDnnLinear : public torch::autograd::Function<OneDnnLinear> {
   }
 };
 }  // namespace
+#else
+at::Tensor onednn_product(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  throw std::invalid_argument("fp32 GEMM: this headprune was built without oneDNN");
+}
 #endif
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
@@ -155,7 +162,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   if (fits && w.size(1) > 0 && uses_onednn(x.numel() / w.size(1), w.size(1))) {
     const bool records_grad = c10::GradMode::is_enabled() &&
                               (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
-    if (!records_grad) return forward_product(x, w, b);
+    if (!records_grad) return onednn_product(x, w, b);
     return OneDnnLinear::apply(x, w, b.defined() ? b : at::empty({0}, w.options()));
   }
 #endif

@@ -29,6 +29,9 @@ Fp32Gemm fp32_gemm();
 void set_fp32_gemm(Fp32Gemm g);  // for benchmarks and tests; throws if oneDNN is not built
 std::string describe();          // one line for logs and benchmark environments
 
+// x W^T + b (b undefined or empty) on oneDNN's sgemm whatever the choice, without autograd: x [..., K]
+// and W [N, K] fp32 CPU tensors. Throws if oneDNN is not built. For probes; layers call linear().
+torch::Tensor onednn_product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
 // Whether a product with `rows` rows and inner dimension `inner` runs on oneDNN under the current choice.
 bool uses_onednn(int64_t rows, int64_t inner);
 // x W^T + b (b may be undefined), x [..., K], W [N, K]. oneDNN's sgemm when uses_onednn and x, W are
