@@ -14,6 +14,8 @@ packages=(
   zlib1g-dev
   libicu-dev              # Unicode properties, case mapping and normalization (HF tokenizers)
   libdnnl-dev             # oneDNN's headers: its sgemm runs fp32 inference linear layers (src/util/gemm.cc)
+  libgloo-dev             # Gloo's headers: several processes on c10d (src/util/dist.cc, headprune launch)
+  python3-torch           # torchrun, and the PyTorch side-by-side baselines in bench/eager
   clang-14 libclang-rt-14-dev  # the sanitizer and libFuzzer build (scripts/fuzz.sh)
 )
 

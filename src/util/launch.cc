@@ -1,0 +1,182 @@
+// Launching the processes of a data-parallel job (see header). POSIX and Linux (PR_SET_PDEATHSIG).
+#include "headprune/util/launch.h"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace hp {
+namespace {
+
+volatile std::sig_atomic_t g_forward = 0;  // a signal the launcher received, to pass on to the children
+void remember_signal(int sig) { g_forward = sig; }
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+}  // namespace
+
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("launch: cannot open a socket (") + std::strerror(errno) + ")");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw std::runtime_error("launch: cannot find a free port (" + why + ")");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int launch(const LaunchOptions& opts) {
+  if (opts.nproc < 1) throw std::invalid_argument("launch: --nproc must be at least 1");
+  if (opts.argv.empty()) throw std::invalid_argument("launch: no command to run (put it after --)");
+  if (opts.master_port < 0 || opts.master_port > 65535) throw std::invalid_argument("launch: --master-port must be in [0, 65535]");
+  if (opts.grace_s < 0) throw std::invalid_argument("launch: the grace period must be >= 0");
+  auto note = [&](const std::string& s) {
+    if (opts.note) opts.note(s);
+  };
+  const int port = opts.master_port > 0 ? opts.master_port : free_local_port();
+
+  // Everything the children need is built before the first fork: between fork and exec a child
+  // only calls async-signal-safe functions.
+  std::vector<std::string> base_env;
+  const std::vector<std::string> ours = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
+                                         "MASTER_PORT=", "GROUP_RANK="};
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    bool replaced = false;
+    for (const auto& k : ours) replaced = replaced || kv.rfind(k, 0) == 0;
+    if (!replaced) base_env.push_back(kv);
+  }
+  std::vector<char*> args;
+  for (const auto& a : opts.argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::vector<std::string>> envs(static_cast<size_t>(opts.nproc), base_env);
+  std::vector<std::vector<char*>> env_ptrs(static_cast<size_t>(opts.nproc));
+  for (int r = 0; r < opts.nproc; ++r) {
+    auto& e = envs[static_cast<size_t>(r)];
+    e.push_back("RANK=" + std::to_string(r));
+    e.push_back("LOCAL_RANK=" + std::to_string(r));
+    e.push_back("GROUP_RANK=0");
+    e.push_back("WORLD_SIZE=" + std::to_string(opts.nproc));
+    e.push_back("LOCAL_WORLD_SIZE=" + std::to_string(opts.nproc));
+    e.push_back("MASTER_ADDR=" + opts.master_addr);
+    e.push_back("MASTER_PORT=" + std::to_string(port));
+    for (auto& s : e) env_ptrs[static_cast<size_t>(r)].push_back(s.data());
+    env_ptrs[static_cast<size_t>(r)].push_back(nullptr);
+  }
+
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = remember_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  g_forward = 0;
+  const pid_t parent = ::getpid();
+
+  std::map<pid_t, int> running;  // pid -> rank
+  auto stop_all = [&](int sig) {
+    for (const auto& [pid, rank] : running) ::kill(pid, sig);
+  };
+  int result = 0;
+  bool failed = false;
+  for (int r = 0; r < opts.nproc; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const std::string why = std::strerror(errno);
+      stop_all(SIGKILL);
+      for (const auto& kv : running) ::waitpid(kv.first, nullptr, 0);
+      ::sigaction(SIGINT, &old_int, nullptr);
+      ::sigaction(SIGTERM, &old_term, nullptr);
+      throw std::runtime_error("launch: cannot start process " + std::to_string(r) + " (" + why + ")");
+    }
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) ::_exit(128 + SIGTERM);  // the launcher died before prctl took effect
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      ::execvpe(args[0], args.data(), env_ptrs[static_cast<size_t>(r)].data());
+      const char msg[] = "launch: cannot execute the command\n";
+      if (::write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
+      ::_exit(127);
+    }
+    running[pid] = r;
+  }
+  note("started " + std::to_string(opts.nproc) + " processes (MASTER_ADDR=" + opts.master_addr +
+       " MASTER_PORT=" + std::to_string(port) + ")");
+
+  using clock = std::chrono::steady_clock;
+  clock::time_point kill_at{};
+  bool terminating = false;
+  while (!running.empty()) {
+    if (g_forward && !terminating) {
+      note("received signal " + std::to_string(static_cast<int>(g_forward)) + "; stopping the processes");
+      stop_all(static_cast<int>(g_forward));
+      terminating = true;
+      kill_at = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(opts.grace_s));
+      if (!failed) {
+        failed = true;
+        result = 128 + static_cast<int>(g_forward);
+      }
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      const auto it = running.find(pid);
+      if (it == running.end()) continue;
+      const int rank = it->second;
+      running.erase(it);
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && !failed) {
+        failed = true;
+        result = exit_code(status);
+        note("process " + std::to_string(rank) + " (pid " + std::to_string(pid) + ") " + describe(status) +
+             (running.empty() ? "" : "; stopping the other " + std::to_string(running.size())));
+      }
+      if (failed && !terminating && !running.empty()) {
+        stop_all(SIGTERM);
+        terminating = true;
+        kill_at = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(opts.grace_s));
+      }
+      continue;
+    }
+    if (pid < 0 && errno != EINTR && errno != ECHILD) break;
+    if (terminating && clock::now() >= kill_at) {
+      stop_all(SIGKILL);
+      kill_at = clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  return result;
+}
+
+}  // namespace hp
