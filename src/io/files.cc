@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headprune/util/dist.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -22,6 +24,38 @@
 
 namespace hp {
 namespace fs = std::filesystem;
+
+namespace {
+// In a run of several processes only rank 0 writes (util/dist.h); the others' locks and staging
+// directories are no-ops, so they never race rank 0 for the same paths.
+bool writes_files() { return dist::is_main(); }
+
+// A write as every rank sees it: rank 0 writes, and at the outermost write (not the files a
+// replace_directory fills) the others wait until it has, so they can read it next.
+int g_write_depth = 0;
+template <typename F>
+void rank0_writes(F&& write) {
+  if (!dist::active()) {
+    write();
+    return;
+  }
+  if (g_write_depth > 0) {  // inside rank 0's outer write
+    write();
+    return;
+  }
+  if (dist::is_main()) {
+    ++g_write_depth;
+    try {
+      write();
+    } catch (...) {
+      --g_write_depth;
+      throw;
+    }
+    --g_write_depth;
+  }
+  dist::barrier();
+}
+}  // namespace
 
 std::string read_file(const std::string& path, uint64_t max_bytes) {
   std::error_code ec;
@@ -38,7 +72,8 @@ std::string read_file(const std::string& path, uint64_t max_bytes) {
   return ss.str();
 }
 
-void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write) {
+namespace {
+void write_file_atomic_here(const std::string& path, const std::function<void(std::ostream&)>& write) {
   static std::atomic<int> counter{0};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   try {
@@ -63,6 +98,11 @@ void write_file_atomic(const std::string& path, const std::function<void(std::os
     throw;
   }
 }
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  rank0_writes([&] { write_file_atomic_here(path, write); });
+}
 
 void write_file_atomic(const std::string& path, const std::string& content) {
   write_file_atomic(path, [&](std::ostream& o) { o.write(content.data(), static_cast<std::streamsize>(content.size())); });
@@ -83,6 +123,7 @@ bool is_file(const std::string& path) {
 }
 
 void make_directories(const std::string& path) {
+  if (!writes_files()) return;
   std::error_code ec;
   fs::create_directories(path, ec);
   if (ec || !fs::is_directory(path)) throw std::runtime_error(path + ": cannot create directory (" + ec.message() + ")");
@@ -95,13 +136,15 @@ bool is_empty_or_missing_directory(const std::string& path) {
 }
 
 void replace_directory(const std::string& dst, const std::function<void(const std::string& tmp)>& fill) {
-  const std::string tmp = dst + ".tmp", old = dst + ".old";
-  fs::remove_all(tmp);
-  fill(tmp);
-  fs::remove_all(old);
-  if (fs::exists(dst)) fs::rename(dst, old);
-  fs::rename(tmp, dst);
-  fs::remove_all(old);
+  rank0_writes([&] {
+    const std::string tmp = dst + ".tmp", old = dst + ".old";
+    fs::remove_all(tmp);
+    fill(tmp);
+    fs::remove_all(old);
+    if (fs::exists(dst)) fs::rename(dst, old);
+    fs::rename(tmp, dst);
+    fs::remove_all(old);
+  });
 }
 
 namespace {
@@ -112,6 +155,7 @@ std::string without_trailing_slashes(std::string p) {
 }  // namespace
 
 PathLock::PathLock(const std::string& path) : lock_path_(without_trailing_slashes(path) + ".lock") {
+  if (!writes_files()) return;
   const std::string parent = fs::path(lock_path_).parent_path().string();
   if (!parent.empty()) make_directories(parent);
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -149,6 +193,10 @@ PathLock::~PathLock() {
 
 OutputDir::OutputDir(const std::string& out, const Options& options)
     : final_(without_trailing_slashes(out)), staging_(final_ + ".partial"), lock_(final_) {
+  if (!writes_files()) {
+    committed_ = true;  // nothing staged, nothing to remove
+    return;
+  }
   std::error_code ec;
   if (fs::exists(final_, ec) && !fs::is_directory(final_, ec))
     throw std::runtime_error(final_ + ": exists and is not a directory");
@@ -168,7 +216,7 @@ OutputDir::~OutputDir() {
 }
 
 void OutputDir::commit() {
-  replace_directory(final_, [&](const std::string& tmp) {
+  replace_directory(final_, [&](const std::string& tmp) {  // on rank 0; the others wait for it
     fs::remove_all(tmp);
     fs::rename(staging_, tmp);
   });

@@ -12,10 +12,15 @@ namespace hp {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::Info)};
 std::mutex g_mu;
+std::string g_prefix;  // guarded by g_mu
 }  // namespace
 
 void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
 LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
+void set_log_prefix(const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_prefix = prefix;
+}
 
 const NameTable<LogLevel>& log_level_names() {
   static const NameTable<LogLevel> t{"log level",
@@ -30,7 +35,7 @@ LogLevel parse_log_level(const std::string& s) { return log_level_names().parse(
 void log(LogLevel level, const std::string& tag, const std::string& msg) {
   if (static_cast<int>(level) > g_level.load()) return;
   std::lock_guard<std::mutex> lock(g_mu);
-  std::cerr << "[" << tag << "] " << (level == LogLevel::Warn ? "warning: " : level == LogLevel::Error ? "error: " : "")
+  std::cerr << "[" << tag << "] " << g_prefix << (level == LogLevel::Warn ? "warning: " : level == LogLevel::Error ? "error: " : "")
             << msg << "\n";
 }
 

@@ -1,5 +1,9 @@
 // File helpers: whole-file reads with clear errors, and atomic writes (temp file in the
 // same directory, flushed, then renamed over the target) so no reader ever sees half a file.
+// In a run of several processes (util/dist.h) only rank 0 writes, and each write (file, replaced
+// directory, committed OutputDir) is a collective: the other ranks skip it and wait until rank 0 is
+// done, so all of them can read it next. Every rank must therefore make the same writes in the same
+// order, as the library's jobs do. make_directories, PathLock and OutputDir's staging are rank 0's.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,8 @@ namespace hp {
 enum class LogLevel { Error = 0, Warn = 1, Info = 2, Debug = 3 };
 
 void set_log_level(LogLevel level);
+// Text put before every message after the tag, e.g. "rank 1: " in a run of several processes.
+void set_log_prefix(const std::string& prefix);
 LogLevel log_level();
 LogLevel parse_log_level(const std::string& s);  // error|warn|info|debug
 template <typename E>
