@@ -16,6 +16,8 @@ nlohmann::json TrainReport::to_json() const {
           {"last_train_loss", result.last_loss},
           {"best_metric", result.best_metric},
           {"wall_s", wall_s},
+          {"train_tokens_per_s", result.step_seconds > 0 ? result.step_tokens / result.step_seconds : 0.0},
+          {"train_step_ms", result.steps_timed > 0 ? 1000.0 * result.step_seconds / static_cast<double>(result.steps_timed) : 0.0},
           {"best", join_path(out_dir, "best")},
           {"last", join_path(out_dir, "last")},
           {"history", result.history}};

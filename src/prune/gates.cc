@@ -439,6 +439,7 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
     if (step % opts.period == 0) last_closed = periodic(step);
   };
   hooks.before_eval = [&] { gates.attach_deterministic(); };
+  hooks.extra_parameters = [&] { return std::vector<torch::Tensor>{gates.log_alpha()}; };
   hooks.stop = [&](int64_t step) {
     if (step < train.max_steps || step % opts.period != 0) return false;
     return !opts.target_kept || last_closed == static_cast<int64_t>(target_closed);

@@ -11,6 +11,7 @@
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/util/dist.h"
 #include "headprune/util/log.h"
 #include "headprune/util/runtime.h"
 
@@ -105,6 +106,16 @@ double metric_of(const EvalResult& r, bool accuracy) {
 
 // The run directory's state decides what a start may do: nothing is replaced or mixed silently.
 RunDir::RunDir(const std::string& out_dir, const TrainOptions& opts) : lock_(out_dir), path_(out_dir) {
+  // Rank 0 alone decides and prepares (the others' file operations are no-ops); they go on once it
+  // has, and fail at that point if it could not.
+  if (!dist::is_main()) {
+    dist::barrier();
+    if (opts.resume && resume_dir(out_dir).empty())
+      throw std::runtime_error(out_dir + ": rank " + std::to_string(dist::rank()) +
+                               " cannot see the run's last/ resume point (the output must be on a file system "
+                               "every process reads)");
+    return;
+  }
   const bool fresh = is_empty_or_missing_directory(out_dir);
   const std::string from = fresh ? "" : resume_dir(out_dir);
   if (opts.resume) {
@@ -132,6 +143,7 @@ RunDir::RunDir(const std::string& out_dir, const TrainOptions& opts) : lock_(out
     if (ec) throw std::runtime_error(out_dir + ": cannot remove the earlier run (" + ec.message() + ")");
   }
   make_directories(out_dir);
+  dist::barrier();
 }
 
 TrainResult train_model(Transformer& model, const TrainData& data, const TrainOptions& opts, const std::string& out_dir,
@@ -186,6 +198,11 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       for (const char* k : {"keep_every", "save_every", "log_every"}) o.erase(k);
       return o;
     };
+    const int64_t saved_world = js.value("world_size", int64_t{1});
+    if (saved_world != dist::world_size())
+      throw std::runtime_error(state_file + ": the run was trained with " + std::to_string(saved_world) +
+                               " process(es); resume it with the same number (this is " +
+                               std::to_string(dist::world_size()) + ")");
     if (affecting(js.at("options")) != affecting(opts.to_json()))
       log_warn("train", "resuming with options that differ from the interrupted run's; results will differ");
     auto f = read_safetensors(from + "/optimizer.safetensors");
@@ -197,8 +214,15 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
     log_info("train", "resumed from " + from + " at step " + std::to_string(st.step));
   } else {
     make_opt();
+    std::vector<torch::Tensor> params;
+    for (auto& p : model->parameters()) params.push_back(p);
+    dist::broadcast(params);  // every rank starts from rank 0's weights
   }
   model->train();
+  // The parameters whose gradients are summed across ranks (the model's and any extra ones).
+  std::vector<torch::Tensor> synced = opt->parameters();
+  if (hooks && hooks->extra_parameters)
+    for (auto& p : hooks->extra_parameters()) synced.push_back(p);
 
   auto save_last = [&] {
     replace_directory(out_dir + "/last", [&](const std::string& dir) {
@@ -209,7 +233,8 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       write_safetensors(dir + "/optimizer.safetensors", t);
       nlohmann::json js = {{"step", st.step},         {"epoch", st.epoch},       {"batch_in_epoch", st.batch_in_epoch},
                            {"has_best", st.has_best}, {"best", st.best},         {"log_loss_sum", st.log_loss_sum},
-                           {"log_tokens", st.log_tokens}, {"history", st.history}, {"options", opts.to_json()}};
+                           {"log_tokens", st.log_tokens}, {"history", st.history}, {"options", opts.to_json()},
+                           {"world_size", dist::world_size()}};
       write_json_file(dir + "/trainer_state.json", js, 1);
     });
   };
@@ -224,42 +249,76 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
     auto batches = make_token_batches(data.train, opts.batch_tokens, opts.max_batch, true,
                                       opts.seed * 1000003ull + static_cast<uint64_t>(st.epoch));
     while (st.batch_in_epoch < static_cast<int64_t>(batches.size()) && st.step < opts.max_steps && !stopped) {
-      const auto& idx = batches[st.batch_in_epoch];
+      const auto t_step = std::chrono::steady_clock::now();
+      const auto& global_idx = batches[st.batch_in_epoch];
+      const auto [from_row, to_row] = dist::slice(static_cast<int64_t>(global_idx.size()));
       std::vector<const Example*> ex;
-      for (size_t i : idx) ex.push_back(&data.train[i]);
-      Batch b = collate(ex, model->config().arch, model->config().pad_id);  // on the CPU
-      // Counted on the host copy, so the device is not asked for them.
-      const int64_t n_tgt = count_target_tokens(b);
-      const int64_t n_tokens = b.attention_mask.sum().item<int64_t>() +
-                               (b.decoder_attention_mask.defined() ? b.decoder_attention_mask.sum().item<int64_t>() : 0);
-      b = b.to(device);
+      for (int64_t k = from_row; k < to_row; ++k) ex.push_back(&data.train[global_idx[static_cast<size_t>(k)]]);
+      // Several processes: a stream of dropout (and gate) samples per rank and step, so that resuming
+      // needs no per-rank generator state.
+      if (dist::active()) torch::manual_seed(opts.seed * 1000003ull + static_cast<uint64_t>(st.step) * 7919ull +
+                                             static_cast<uint64_t>(dist::rank()));
       const double lr = lr_at(st.step + 1, opts.lr, opts.warmup_steps, opts.max_steps, opts.schedule);
-      torch::Tensor loss;
       if (hooks && hooks->before_forward) hooks->before_forward(st.step + 1);
-      {
+      torch::Tensor loss;
+      int64_t n_tgt = 0, n_tokens = 0;
+      if (!ex.empty()) {
+        Batch b = collate(ex, model->config().arch, model->config().pad_id);  // on the CPU
+        // Counted on the host copy, so the device is not asked for them.
+        n_tgt = count_target_tokens(b);
+        n_tokens = b.attention_mask.sum().item<int64_t>() +
+                   (b.decoder_attention_mask.defined() ? b.decoder_attention_mask.sum().item<int64_t>() : 0);
+        b = b.to(device);
         Autocast autocast(device, opts.bf16);
         auto out = model->forward(b);
         loss = model->loss(out, b, cls ? 0.0 : opts.label_smoothing);
       }
-      torch::Tensor total = loss;
-      if (hooks && hooks->extra_loss) {
-        auto extra = hooks->extra_loss(st.step + 1);
-        if (extra.defined()) total = loss + extra;
-      }
-      // One read from the device per step: the task loss (logged) and the total (checked).
-      double task_loss = 0, total_loss = 0;
-      if (total.is_same(loss)) {
-        task_loss = total_loss = loss.item<double>();
-      } else {
-        const auto both =
-            torch::stack({loss.detach().to(torch::kDouble), total.detach().to(torch::kDouble)}).to(torch::kCPU);
+      torch::Tensor extra;
+      if (hooks && hooks->extra_loss) extra = hooks->extra_loss(st.step + 1);
+      // One read from the device per step: the task loss (logged) and the extra loss.
+      double task_loss = 0, extra_loss = 0;
+      {
+        std::vector<torch::Tensor> parts = {loss.defined() ? loss.detach().to(torch::kDouble).reshape({1})
+                                                            : torch::zeros({1}, torch::kDouble),
+                                            extra.defined() ? extra.detach().to(torch::kDouble).reshape({1})
+                                                            : torch::zeros({1}, torch::kDouble)};
+        const auto both = torch::cat({parts[0].to(torch::kCPU), parts[1].to(torch::kCPU)});
         task_loss = both[0].item<double>();
-        total_loss = both[1].item<double>();
+        extra_loss = both[1].item<double>();
       }
+      // Several processes: the loss of the whole batch is the target-weighted mean of the slices'.
+      double n_all = static_cast<double>(n_tgt);
+      if (dist::active()) {
+        auto sums = torch::tensor({static_cast<double>(n_tgt), static_cast<double>(n_tokens), task_loss * n_tgt},
+                                  torch::kDouble);
+        dist::all_reduce_sum({sums});
+        n_all = sums[0].item<double>();
+        n_tokens = static_cast<int64_t>(sums[1].item<double>());
+        task_loss = sums[2].item<double>() / std::max(1.0, n_all);
+      }
+      const double total_loss = task_loss + extra_loss;
       if (!std::isfinite(total_loss))
         throw std::runtime_error("train: loss became " + std::to_string(total_loss) + " at step " +
                                  std::to_string(st.step + 1) + " (try a lower lr or more warm-up)");
-      total.backward();
+      // Each rank's share of the objective, so that the summed gradients are those of the whole batch.
+      torch::Tensor objective;
+      if (!dist::active()) {
+        objective = extra.defined() ? loss + extra : loss;
+      } else {
+        if (loss.defined()) objective = loss * (static_cast<double>(n_tgt) / std::max(1.0, n_all));
+        if (extra.defined()) {
+          auto e = extra / static_cast<double>(dist::world_size());
+          objective = objective.defined() ? objective + e : e;
+        }
+      }
+      if (objective.defined()) objective.backward();
+      if (dist::active()) {
+        for (auto& p : synced)
+          if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        std::vector<torch::Tensor> grads;
+        for (auto& p : synced) grads.push_back(p.grad());
+        dist::all_reduce_sum(grads);
+      }
       if (hooks && hooks->after_backward) hooks->after_backward(st.step + 1);
       if (opts.clip_norm > 0) torch::nn::utils::clip_grad_norm_(opt->parameters(), opts.clip_norm);
       opt->step(lr);
@@ -267,11 +326,14 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       ++st.step;
       ++st.batch_in_epoch;
       last_loss = task_loss;
-      st.log_loss_sum += last_loss * static_cast<double>(n_tgt);
-      st.log_tokens += n_tgt;
+      st.log_loss_sum += last_loss * n_all;
+      st.log_tokens += static_cast<int64_t>(n_all);
       tokens_since_log += n_tokens;
       ++steps_since_log;
       const auto now = std::chrono::steady_clock::now();
+      res.step_seconds += std::chrono::duration<double>(now - t_step).count();
+      res.step_tokens += n_tokens;
+      ++res.steps_timed;
       const double since = std::chrono::duration<double>(now - t_log).count();
       if (progress)
         progress({st.step, opts.max_steps, last_loss, lr, tokens_since_log / std::max(since, 1e-9),

@@ -8,6 +8,12 @@
 // Resuming from last/ restores weights, optimizer moments, the dropout RNG and the position
 // in the epoch, so an interrupted run ends exactly where an uninterrupted one would
 // (same seed and thread count).
+//
+// Several processes (util/dist.h): every rank builds the same global batches, takes its slice of
+// each (dist::slice), and the gradients are summed across ranks, weighted so that the update is the
+// one a single process makes on the whole batch (within float rounding). Rank 0's weights are
+// copied to the others at the start; dropout draws from a stream per rank and step; evaluation is
+// split by batches; only rank 0 writes. A run resumes with the number of processes it started with.
 #pragma once
 
 #include <functional>
@@ -69,6 +75,9 @@ struct TrainResult {
   double best_metric = 0;
   nlohmann::json history;     // evaluation records
   bool interrupted = false;   // stopped by stop_after
+  double step_seconds = 0;    // time in training steps (forward, backward, exchange, update), not evaluation
+  int64_t step_tokens = 0;    // padded tokens of those steps' batches (all processes')
+  int64_t steps_timed = 0;    // the steps of this call (fewer than `steps` after a resume)
 };
 
 // Extension points for methods that train extra parameters with the model (learned head gates).
@@ -79,6 +88,9 @@ struct TrainHooks {
   std::function<void(int64_t step)> after_backward;       // e.g. update the extra parameters
   std::function<void()> before_eval;                      // e.g. deterministic gates
   std::function<bool(int64_t step)> stop;                 // true: end the run after this step
+  // The extra trained parameters: in a run of several processes their gradients are summed across
+  // ranks with the model's, before after_backward.
+  std::function<std::vector<torch::Tensor>()> extra_parameters;
   bool save_checkpoints = true;                           // best/, last/, step-N/
 };
 
