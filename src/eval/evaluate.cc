@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/data/tasks.h"
+#include "headprune/util/dist.h"
 
 namespace hp {
 
@@ -25,14 +26,17 @@ nlohmann::json EvalResult::to_json() const {
 }
 
 void forward_batches(TransformerImpl& model, const std::vector<Example>& examples, int64_t batch_tokens,
-                     int64_t max_batch, const BatchFn& fn) {
+                     int64_t max_batch, const BatchFn& fn, bool this_ranks_share) {
   const bool was_training = model.is_training();
   model.eval();
   torch::NoGradGuard no_grad;
   const auto& cfg = model.config();
   const auto device = model.parameters().front().device();
   try {
-    for (const auto& idx : make_token_batches(examples, batch_tokens, max_batch, false, 0)) {
+    const auto batches = make_token_batches(examples, batch_tokens, max_batch, false, 0);
+    for (size_t k = 0; k < batches.size(); ++k) {
+      if (this_ranks_share && !dist::owns(static_cast<int64_t>(k))) continue;
+      const auto& idx = batches[k];
       std::vector<const Example*> ex;
       for (size_t i : idx) ex.push_back(&examples[i]);
       Batch b = collate(ex, cfg.arch, cfg.pad_id).to(device);
@@ -79,23 +83,35 @@ EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples
                       predicted.push_back(out.logits.argmax(-1));
                       order.push_back(idx);
                     }
-                  });
+                  },
+                  /*this_ranks_share=*/true);
   double total = 0;
-  const auto w = torch::stack(weighted).to(torch::kCPU).contiguous();
-  const auto c = torch::stack(counts).to(torch::kCPU).contiguous();
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    total += w.data_ptr<double>()[i];
-    r.n_tokens += static_cast<int64_t>(c.data_ptr<double>()[i]);
+  if (!weighted.empty()) {
+    const auto w = torch::stack(weighted).to(torch::kCPU).contiguous();
+    const auto c = torch::stack(counts).to(torch::kCPU).contiguous();
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      total += w.data_ptr<double>()[i];
+      r.n_tokens += static_cast<int64_t>(c.data_ptr<double>()[i]);
+    }
   }
-  if (cls) {
+  if (cls && !predicted.empty()) {
     const auto p = torch::cat(predicted).to(torch::kCPU, torch::kLong).contiguous();
     int64_t k = 0;
     for (const auto& idx : order)
-      for (size_t i : idx) {
-        preds[i] = p.data_ptr<int64_t>()[k++];
-        gold[i] = examples[i].label;
-      }
+      for (size_t i : idx) preds[i] = p.data_ptr<int64_t>()[k++];
   }
+  if (dist::active()) {
+    // The other ranks' sums and predictions (each example is predicted by exactly one rank; -1 elsewhere).
+    auto sums = torch::tensor({total, static_cast<double>(r.n_tokens)}, torch::kDouble);
+    auto shifted = torch::tensor(preds, torch::kLong) + 1;
+    dist::all_reduce_sum({sums, shifted});
+    total = sums[0].item<double>();
+    r.n_tokens = static_cast<int64_t>(sums[1].item<double>());
+    const auto sp = shifted.contiguous();
+    for (size_t i = 0; i < preds.size(); ++i) preds[i] = sp.data_ptr<int64_t>()[i] - 1;
+  }
+  if (cls)
+    for (size_t i = 0; i < examples.size(); ++i) gold[i] = examples[i].label;
   r.loss = total / static_cast<double>(std::max<int64_t>(1, r.n_tokens));
   if (cls) {
     r.classification = classification_metrics(gold, preds, cfg.n_classes);
@@ -119,7 +135,9 @@ TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& to
   auto batches = make_token_batches(src, batch_tokens, 128, false, 0);
   int64_t done = 0;
   const auto device = model.parameters().front().device();
-  for (const auto& idx : batches) {
+  for (size_t k = 0; k < batches.size(); ++k) {
+    if (!dist::owns(static_cast<int64_t>(k))) continue;
+    const auto& idx = batches[k];
     std::vector<const Example*> ex;
     for (size_t i : idx) ex.push_back(&src[i]);
     Batch b = collate(ex, Arch::EncoderClassifier, model.config().pad_id).to(device);  // source side only
@@ -130,6 +148,22 @@ TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& to
     for (size_t k = 0; k < idx.size(); ++k) r.hypotheses[idx[k]] = tokenizer.decode(hyps[k]);
     done += static_cast<int64_t>(idx.size());
     if (progress) progress(done, static_cast<int64_t>(pairs.size()));
+  }
+  if (dist::active()) {  // every rank gets every hypothesis, as "index length text" records
+    std::string mine;
+    for (size_t k = 0; k < batches.size(); ++k)
+      if (dist::owns(static_cast<int64_t>(k)))
+        for (size_t i : batches[k])
+          mine += std::to_string(i) + " " + std::to_string(r.hypotheses[i].size()) + " " + r.hypotheses[i];
+    for (const auto& theirs : dist::all_gather(mine)) {
+      size_t at = 0;
+      while (at < theirs.size()) {
+        const size_t sp1 = theirs.find(' ', at), sp2 = theirs.find(' ', sp1 + 1);
+        const size_t i = std::stoull(theirs.substr(at, sp1 - at)), n = std::stoull(theirs.substr(sp1 + 1, sp2 - sp1 - 1));
+        r.hypotheses.at(i) = theirs.substr(sp2 + 1, n);
+        at = sp2 + 1 + n;
+      }
+    }
   }
   std::vector<std::string> refs;
   for (const auto& p : pairs) refs.push_back(p.second);

@@ -11,6 +11,7 @@
 #include "headprune/data/tasks.h"
 #include "headprune/eval/evaluate.h"
 #include "headprune/eval/metrics.h"
+#include "headprune/util/dist.h"
 #include "headprune/util/names.h"
 
 namespace hp {
@@ -171,13 +172,28 @@ std::map<Metric, MetricSample> measure(TransformerImpl& model, const EvalSet& se
                       rows.push_back(torch::stack({loss.to(torch::kDouble), count.to(torch::kDouble),
                                                    hit.to(torch::kDouble)}, 1));
                       order.insert(order.end(), idx.begin(), idx.end());
-                    });
-    const auto all = torch::cat(rows).to(torch::kCPU).contiguous();
-    const double* r = all.data_ptr<double>();
-    for (size_t k = 0; k < order.size(); ++k) {
-      nll[order[k]] = r[3 * k];
-      tokens[order[k]] = r[3 * k + 1];
-      correct[order[k]] = r[3 * k + 2];
+                    },
+                    /*this_ranks_share=*/true);
+    if (!rows.empty()) {
+      const auto all = torch::cat(rows).to(torch::kCPU).contiguous();
+      const double* r = all.data_ptr<double>();
+      for (size_t k = 0; k < order.size(); ++k) {
+        nll[order[k]] = r[3 * k];
+        tokens[order[k]] = r[3 * k + 1];
+        correct[order[k]] = r[3 * k + 2];
+      }
+    }
+    if (dist::active()) {  // every example was measured by one rank; the others hold zeros for it
+      auto per_example = torch::stack({torch::tensor(nll, torch::kDouble), torch::tensor(tokens, torch::kDouble),
+                                       torch::tensor(correct, torch::kDouble)});
+      dist::all_reduce_sum({per_example});
+      const auto pe = per_example.contiguous();
+      const double* v = pe.data_ptr<double>();
+      for (size_t i = 0; i < n; ++i) {
+        nll[i] = v[i];
+        tokens[i] = v[n + i];
+        correct[i] = v[2 * n + i];
+      }
     }
     for (Metric m : metrics) {
       if (m == Metric::Bleu) continue;

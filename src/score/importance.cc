@@ -11,6 +11,7 @@
 
 #include "headprune/data/dataset.h"
 #include "headprune/eval/evaluate.h"
+#include "headprune/util/dist.h"
 #include "scoring_detail.h"
 
 namespace hp {
@@ -79,11 +80,13 @@ void for_each_batch(TransformerImpl& model, const EvalSet& data, const ScoreOpti
   const auto device = model.parameters().front().device();
   const auto batches = make_token_batches(data.examples, opts.batch_tokens, opts.max_batch, false, 0);
   int64_t done = 0;
-  for (const auto& idx : batches) {
+  for (size_t k = 0; k < batches.size(); ++k) {
+    ++done;
+    if (!dist::owns(static_cast<int64_t>(k))) continue;  // several processes: whole batches per rank
     std::vector<const Example*> ex;
-    for (size_t i : idx) ex.push_back(&data.examples[i]);
+    for (size_t i : batches[k]) ex.push_back(&data.examples[i]);
     fn(collate(ex, cfg.arch, cfg.pad_id).to(device));
-    if (opts.progress) opts.progress(what, ++done, static_cast<int64_t>(batches.size()));
+    if (opts.progress) opts.progress(what, done, static_cast<int64_t>(batches.size()));
   }
 }
 
@@ -142,7 +145,14 @@ struct Accumulator {
     sums[layer] += (v * m).sum(std::vector<int64_t>{0, 2}).to(torch::kDouble);
     counts[layer] += qmask.sum().to(torch::kDouble);
   }
-  HeadScores mean(const std::vector<AttnLayer>& layers) const {
+  // Sums over the batches of every process (util/dist.h); call once, on every rank, before mean().
+  void reduce() {
+    std::vector<torch::Tensor> all = sums;
+    all.insert(all.end(), counts.begin(), counts.end());
+    dist::all_reduce_sum(all);
+  }
+  HeadScores mean(const std::vector<AttnLayer>& layers) {
+    reduce();
     HeadScores s;
     for (size_t i = 0; i < layers.size(); ++i) {
       const auto v = sums[i].to(torch::kCPU).contiguous();
@@ -212,7 +222,7 @@ HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const Sc
   s.info["granularity"] = per_token ? "token" : "example";
   s.info["forward_passes"] = 1;
   s.info["backward_passes"] = 1;
-  s.info["batches"] = passes;
+  s.info["batches"] = static_cast<int64_t>(dist::all_reduce_sum(static_cast<double>(passes)));
   return s;
 }
 
@@ -331,6 +341,9 @@ HeadScores lrp_scores(TransformerImpl& model, const EvalSet& data, const ScoreOp
     for (size_t k = 0; k < probes.size(); ++k)
       if (rel[k].defined()) sums[which[k]] += rel[k].detach().sum({0, 2, 3}).to(torch::kDouble);
   });
+  std::vector<torch::Tensor> all = sums;
+  all.push_back(n_predictions);
+  dist::all_reduce_sum(all);  // several processes: every rank's batches
   const double predictions = n_predictions.item<double>();
   HeadScores s;
   for (size_t i = 0; i < layers.size(); ++i) {

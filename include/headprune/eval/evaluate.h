@@ -33,17 +33,21 @@ struct EvalResult {
 };
 
 // Calls fn(indices into examples, batch, output) for each length-sorted token batch, with the
-// model in eval mode and no gradients (its train/eval mode is restored afterwards).
+// model in eval mode and no gradients (its train/eval mode is restored afterwards). With
+// `this_ranks_share`, only the batches this process owns in a run of several (dist::owns); the
+// caller sums its results across ranks.
 using BatchFn = std::function<void(const std::vector<size_t>&, const Batch&, const ModelOutput&)>;
 void forward_batches(TransformerImpl& model, const std::vector<Example>& examples, int64_t batch_tokens,
-                     int64_t max_batch, const BatchFn& fn);
+                     int64_t max_batch, const BatchFn& fn, bool this_ranks_share = false);
 
 // Per example of a batch: the summed negative log-likelihood of its targets [B] and the number
 // of targets that count [B] (1 for classification; label smoothing off).
 std::pair<torch::Tensor, torch::Tensor> per_example_nll(const TransformerImpl& model, const ModelOutput& out,
                                                         const Batch& batch);
 
-// Runs the model in eval mode without gradients; restores its train/eval mode afterwards.
+// Runs the model in eval mode without gradients; restores its train/eval mode afterwards. In a run
+// of several processes each evaluates its share of the batches and the sums are combined, so every
+// rank returns the whole set's result.
 EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples, const EvalOptions& opts = {});
 
 struct TranslationEval {
@@ -53,7 +57,8 @@ struct TranslationEval {
 };
 
 // Decodes every source sentence (batched by length), detokenizes and scores corpus BLEU
-// against the raw references. progress(done, total) is called after each batch.
+// against the raw references. progress(done, total) is called after each batch. Several processes
+// decode their share of the batches and exchange the hypotheses.
 TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& tokenizer,
                                      const std::vector<std::pair<std::string, std::string>>& pairs,
                                      const DecodeOptions& decode, int64_t batch_tokens = 4096,
