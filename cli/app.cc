@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "headprune/util/blas.h"
+#include "headprune/util/dist.h"
 #include "headprune/util/gemm.h"
 #include "headprune/util/log.h"
 
@@ -14,27 +15,52 @@ namespace hp::cli {
 
 Runtime start(const Context& ctx) {
   set_log_level(parse_log_level(ctx.log_level));
+  // Several processes (torchrun, headprune launch): join the group; rank 0 alone reports at info level.
+  const dist::Env env = dist::env_from_environment();
+  if (env.rank != 0) {
+    set_log_prefix("rank " + std::to_string(env.rank) + ": ");
+    if (log_level() > LogLevel::Warn) set_log_level(LogLevel::Warn);
+  }
+  dist::init(env, std::chrono::milliseconds(static_cast<int64_t>(ctx.dist_timeout * 1000)));
   Runtime rt;
   rt.device = parse_device(ctx.device);
-  rt.threads = ctx.threads;
+  // The cores are shared by the processes of this machine unless --threads says otherwise.
+  rt.threads = ctx.threads > 0 || env.local_world_size <= 1 ? ctx.threads
+                                                            : std::max(1, hardware_threads() / env.local_world_size);
   rt.seed = ctx.seed;
   const int threads = apply_runtime(rt);
   const BlasKernels blas = inspect_blas_kernels();
   log_info("blas", blas.reason + "; " + std::to_string(threads) + " threads");
+  if (dist::active())
+    log_info("dist", std::to_string(dist::world_size()) + " processes (Gloo, " + env.master_addr + ":" +
+                         std::to_string(env.master_port) + "); this is rank 0");
   log_info("gemm", gemm::describe());  // also refuses a bad HP_FP32_GEMM before any work
   if (blas.should_switch()) log_warn("blas", blas.reason);
   if (!allocator_info().empty()) log_info("memory", allocator_info());  // HP_BLAS_AUTO=0 or a failed restart
   return rt;
 }
 
+namespace {
+// Where the results of ranks other than 0 go: they are rank 0's too (util/dist.h).
+struct NullBuffer : std::streambuf {
+  int overflow(int c) override { return c; }
+};
+}  // namespace
+
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  Context ctx{out, err};
+  static NullBuffer null_buffer;
+  static std::ostream null_out(&null_buffer);
+  Context ctx{is_secondary_rank() ? null_out : out, err};
   CLI::App app{"headprune: find which attention heads of a Transformer matter, remove the rest, measure the trade-off"};
   app.set_version_flag("--version", "headprune 0.1.0");
   app.add_option("--threads", ctx.threads, "CPU threads for tensor math (0 = all cores)")
       ->check(CLI::Range(0, 4 * hardware_threads()));  // more only slows ATen and OpenBLAS down
   app.add_option("--seed", ctx.seed, "random seed");
   app.add_option("--device", ctx.device, "where models run: cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--dist-timeout", ctx.dist_timeout,
+                 "seconds a process of a multi-process run waits for the others (joining, and each exchange)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--log-level", ctx.log_level, "error, warn, info or debug")
       ->check(CLI::IsMember({"error", "warn", "info", "debug"}));
   app.require_subcommand(1);
@@ -48,9 +74,12 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   register_prune(app, ctx);
   register_gates(app, ctx);
   register_roles(app, ctx);
+  register_launch(app, ctx);
   try {
     app.parse(argc, argv);
     return 0;
+  } catch (const ExitCode& e) {
+    return e.code;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e, out, err);  // --help (of the subcommand), --version
     err << "error: " << e.what() << "\nRun with --help for usage.\n";

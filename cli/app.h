@@ -22,7 +22,17 @@ struct Context {
   uint64_t seed = 1234;
   std::string device = "cpu";
   std::string log_level = "info";
+  double dist_timeout = 300;  // seconds: rendezvous and each collective of a multi-process run
 };
+
+// Thrown by a subcommand whose result is an exit status of its own (launch: a child's).
+struct ExitCode {
+  int code;
+};
+
+// Whether this process is a rank other than 0 of a multi-process run (read from the launch
+// variables, so it holds before the process group is joined): its results and progress are rank 0's.
+bool is_secondary_rank();
 
 // Parses argv and runs the chosen subcommand; returns the process exit code. Never throws:
 // errors are printed as "error: ..." on ctx.err with exit code 1 (2 for usage errors).
@@ -38,6 +48,7 @@ void register_importance(CLI::App& app, Context& ctx);  // importance, agreement
 void register_prune(CLI::App& app, Context& ctx);       // prune, curve
 void register_gates(CLI::App& app, Context& ctx);
 void register_roles(CLI::App& app, Context& ctx);
+void register_launch(CLI::App& app, Context& ctx);      // launch
 
 // Applies --threads, --seed, --device and --log-level; every subcommand calls it first and passes
 // the Runtime to its job.

@@ -4,6 +4,7 @@
 #include <memory>
 #include <ostream>
 
+#include "headprune/util/dist.h"
 #include "headprune/util/progress.h"
 
 namespace hp::cli {
@@ -58,9 +59,18 @@ CLI::Option* add_out_option(CLI::App* sub, std::string& dir, bool& overwrite, co
   return sub->add_option("--out", dir, help);
 }
 
+bool is_secondary_rank() {
+  try {
+    return dist::env_from_environment().rank != 0;
+  } catch (const std::exception&) {
+    return false;  // start() reports the bad variable
+  }
+}
+
 JobEvents stderr_events(Context& ctx) {
   JobEvents ev;
   auto bars = std::make_shared<PhaseBars>();
+  if (is_secondary_rank()) return ev;  // several processes: rank 0 reports for all
   ev.progress = [bars](const JobEvents::Progress& p) { bars->update(p); };
   std::ostream* err = &ctx.err;
   ev.note = [err](const std::string& tag, const std::string& line) { *err << "[" << tag << "] " << line << "\n"; };
