@@ -10,6 +10,7 @@
 #include "headprune/util/dist.h"
 #include "headprune/util/gemm.h"
 #include "headprune/util/log.h"
+#include "headprune/version.h"
 
 namespace hp::cli {
 
@@ -52,7 +53,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   static std::ostream null_out(&null_buffer);
   Context ctx{is_secondary_rank() ? null_out : out, err};
   CLI::App app{"headprune: find which attention heads of a Transformer matter, remove the rest, measure the trade-off"};
-  app.set_version_flag("--version", "headprune 0.1.0");
+  app.set_version_flag("--version", "headprune " HP_VERSION_STRING);
   app.add_option("--threads", ctx.threads, "CPU threads for tensor math (0 = all cores)")
       ->check(CLI::Range(0, 4 * hardware_threads()));  // more only slows ATen and OpenBLAS down
   app.add_option("--seed", ctx.seed, "random seed");
