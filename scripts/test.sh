@@ -12,6 +12,9 @@ cd build
 # each other down many times over.
 ctest --output-on-failure "$@"
 cd ..
+# Installed as a library (a consumer built against the install) and as a Debian package
+# (scripts/package_check.sh). HP_PACKAGE_CHECK=0 skips it.
+if [ "${HP_PACKAGE_CHECK:-1}" != 0 ]; then bash scripts/package_check.sh; fi
 # The sanitizer build (clang-14, ASan + UBSan): the unit tests (all but three slow training suites,
 # which `scripts/fuzz.sh tests` adds), then every parser fuzzer for 4000 fixed-seed executions on its
 # seed corpus (scripts/fuzz.sh, docs/reliability.md). HP_SANITIZERS=0 skips it.
