@@ -313,10 +313,20 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       }
       if (objective.defined()) objective.backward();
       if (dist::active()) {
-        for (auto& p : synced)
-          if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        // A parameter has a gradient where any rank's slice reached it; where none did, it stays
+        // without one and the optimizer skips it, as with one process (no weight decay on it).
+        auto reached = torch::zeros({static_cast<int64_t>(synced.size())}, torch::kDouble);
+        for (size_t i = 0; i < synced.size(); ++i)
+          if (synced[i].grad().defined()) reached[static_cast<int64_t>(i)] = 1.0;
+        dist::all_reduce_sum({reached});
+        const auto any = reached.accessor<double, 1>();
         std::vector<torch::Tensor> grads;
-        for (auto& p : synced) grads.push_back(p.grad());
+        for (size_t i = 0; i < synced.size(); ++i) {
+          if (any[static_cast<int64_t>(i)] == 0) continue;
+          auto& p = synced[i];
+          if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+          grads.push_back(p.grad());
+        }
         dist::all_reduce_sum(grads);
       }
       if (hooks && hooks->after_backward) hooks->after_backward(st.step + 1);
