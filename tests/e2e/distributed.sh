@@ -5,7 +5,9 @@
 #   2. importance (gradient, confidence): the same maps within 1e-6 relative;
 #   3. eval: the same loss and BLEU; and through torchrun when it is installed;
 #   4. kill -9 of one of two ranks started by hand (no launcher to clean up): the other exits
-#      non-zero within 60 s, and `launch --nproc 2 -- train --resume` completes the run.
+#      non-zero within 60 s, and `launch --nproc 2 -- train --resume` completes the run; resuming
+#      it as one process is refused;
+#   5. the demo (train, score, prune, fine-tune, save, reload) as 2 processes.
 # Usage: distributed.sh HEADPRUNE_BINARY WORK_DIR
 set -euo pipefail
 bin=$1
@@ -118,4 +120,17 @@ echo "rank 1 killed: rank 0 exited with status $rc after $((t1 - t0)) s: $(grep 
 "$bin" launch --nproc 2 -- "${g[@]}" train --family encoder_decoder --max-steps 40 --eval-every 10 \
   --out "$work/cut" --resume > "$work/resumed.json"
 grep -q '"steps": 40' "$work/resumed.json" || { echo "resume did not complete"; cat "$work/resumed.json"; exit 1; }
+# Resuming with another number of processes is refused, naming both numbers.
+if "$bin" "${g[@]}" train --family encoder_decoder --max-steps 50 --out "$work/cut" --resume 2> "$work/one_resume.log"; then
+  echo "a 2-process run resumed in 1 process"; exit 1
+fi
+grep -q "trained with 2 process(es); resume it with the same number (this is 1)" "$work/one_resume.log" ||
+  { cat "$work/one_resume.log"; exit 1; }
+
+# A whole job whose steps read what the previous ones wrote (train -> best/ -> score -> prune ->
+# fine-tune -> save -> reload), as 2 processes: only rank 0 writes, the other reads after each write.
+"$bin" launch --nproc 2 -- "${g[@]}" demo --family encoder_classifier --out "$work/demo2" > "$work/demo2.txt"
+grep -q "fine-tuned" "$work/demo2.txt" || { echo "the 2-process demo did not finish"; cat "$work/demo2.txt"; exit 1; }
+[ -f "$work/demo2/encoder_classifier/pruned/model/model.safetensors" ] || { echo "no pruned model"; exit 1; }
+echo "demo as 2 processes: $(grep -c . "$work/demo2.txt") result lines from rank 0 only"
 echo "distributed OK"
