@@ -135,6 +135,7 @@ TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& to
   auto batches = make_token_batches(src, batch_tokens, 128, false, 0);
   int64_t done = 0;
   const auto device = model.parameters().front().device();
+  std::string mine;  // several processes: this rank's hypotheses as "index length text" records
   for (size_t k = 0; k < batches.size(); ++k) {
     if (!dist::owns(static_cast<int64_t>(k))) continue;
     const auto& idx = batches[k];
@@ -145,16 +146,14 @@ TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& to
     s.input_ids = b.input_ids;
     s.attention_mask = b.attention_mask;
     auto hyps = translate(model, s, decode);
-    for (size_t k = 0; k < idx.size(); ++k) r.hypotheses[idx[k]] = tokenizer.decode(hyps[k]);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      auto& h = r.hypotheses[idx[k]] = tokenizer.decode(hyps[k]);
+      if (dist::active()) mine += std::to_string(idx[k]) + " " + std::to_string(h.size()) + " " + h;
+    }
     done += static_cast<int64_t>(idx.size());
     if (progress) progress(done, static_cast<int64_t>(pairs.size()));
   }
-  if (dist::active()) {  // every rank gets every hypothesis, as "index length text" records
-    std::string mine;
-    for (size_t k = 0; k < batches.size(); ++k)
-      if (dist::owns(static_cast<int64_t>(k)))
-        for (size_t i : batches[k])
-          mine += std::to_string(i) + " " + std::to_string(r.hypotheses[i].size()) + " " + r.hypotheses[i];
+  if (dist::active()) {  // every rank gets every hypothesis
     for (const auto& theirs : dist::all_gather(mine)) {
       size_t at = 0;
       while (at < theirs.size()) {

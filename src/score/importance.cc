@@ -145,14 +145,12 @@ struct Accumulator {
     sums[layer] += (v * m).sum(std::vector<int64_t>{0, 2}).to(torch::kDouble);
     counts[layer] += qmask.sum().to(torch::kDouble);
   }
-  // Sums over the batches of every process (util/dist.h); call once, on every rank, before mean().
-  void reduce() {
+  // The means over every process's batches (util/dist.h): the sums are added across ranks first, so
+  // this is a collective, called once per accumulator on every rank.
+  HeadScores mean(const std::vector<AttnLayer>& layers) {
     std::vector<torch::Tensor> all = sums;
     all.insert(all.end(), counts.begin(), counts.end());
     dist::all_reduce_sum(all);
-  }
-  HeadScores mean(const std::vector<AttnLayer>& layers) {
-    reduce();
     HeadScores s;
     for (size_t i = 0; i < layers.size(); ++i) {
       const auto v = sums[i].to(torch::kCPU).contiguous();

@@ -278,11 +278,11 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
       // One read from the device per step: the task loss (logged) and the extra loss.
       double task_loss = 0, extra_loss = 0;
       {
-        std::vector<torch::Tensor> parts = {loss.defined() ? loss.detach().to(torch::kDouble).reshape({1})
-                                                            : torch::zeros({1}, torch::kDouble),
-                                            extra.defined() ? extra.detach().to(torch::kDouble).reshape({1})
-                                                            : torch::zeros({1}, torch::kDouble)};
-        const auto both = torch::cat({parts[0].to(torch::kCPU), parts[1].to(torch::kCPU)});
+        const auto as_double = torch::TensorOptions().dtype(torch::kDouble).device(device);
+        auto value = [&](const torch::Tensor& t) {  // absent (an empty slice, no extra loss): 0
+          return t.defined() ? t.detach().to(as_double).reshape({1}) : torch::zeros({1}, as_double);
+        };
+        const auto both = torch::cat({value(loss), value(extra)}).to(torch::kCPU);
         task_loss = both[0].item<double>();
         extra_loss = both[1].item<double>();
       }
