@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "headprune/eval/evaluate.h"
+#include "headprune/io/formats.h"
 #include "headprune/eval/textbook.h"
 #include "headprune/io/files.h"
 #include "headprune/model/precision.h"
@@ -81,7 +82,9 @@ EvalReport run_eval(const EvalRequest& req, const Runtime& rt, const JobEvents& 
 nlohmann::json BenchReport::to_json() const {
   nlohmann::json jr = nlohmann::json::array();
   for (const auto& r : records) jr.push_back(r.to_json());
-  return {{"environment", environment}, {"warmup", warmup}, {"reps", reps}, {"records", jr}};
+  nlohmann::json j = {{"environment", environment}, {"warmup", warmup}, {"reps", reps}, {"records", jr}};
+  stamp_format(j, ResultKind::Bench);
+  return j;
 }
 
 void BenchReport::print(std::ostream& out) const {

@@ -8,6 +8,7 @@
 
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
+#include "headprune/io/formats.h"
 #include "headprune/model/remove_heads.h"
 #include "headprune/util/log.h"
 
@@ -55,12 +56,15 @@ nlohmann::json GatesResult::to_json() const {
   for (const auto& h : gates.heads) head_names.push_back(to_string(h));
   nlohmann::json jempty = nlohmann::json::array();
   for (const auto& [t, l] : gates.emptied) jempty.push_back(to_string(t) + ":" + std::to_string(l));
-  return {{"checkpoint", checkpoint},  {"from_scratch", from_scratch},
+  nlohmann::json j = {{"checkpoint", checkpoint},  {"from_scratch", from_scratch},
           {"options", options.to_json()}, {"train_steps", train_steps},
           {"result", gates.to_json()},  {"emptied_layers", jempty},
           {"heads", head_names},        {"wall_s", wall_s},
           {"metric", to_string(stages.metric)}, {"data", data},
           {"stages", stages.to_json()}, {"log", gates.log_json()}};
+  if (!out_dir.empty()) j["model"] = join_path(out_dir, "model");  // what `bench` lists it as
+  stamp_format(j, ResultKind::Gates);
+  return j;
 }
 
 void GatesResult::print(std::ostream& out) const {

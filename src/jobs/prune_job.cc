@@ -11,6 +11,7 @@
 #include "headprune/data/dataset.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
+#include "headprune/io/formats.h"
 #include "headprune/model/remove_heads.h"
 
 namespace hp {
@@ -42,6 +43,8 @@ nlohmann::json PruneResult::to_json() const {
                       {"data", data},                  {"plan", plan.to_json()},
                       {"stages", stages.to_json()},    {"bytes_before", bytes_before},
                       {"bytes_after", bytes_after},    {"mask_only", mask_only}};
+  if (!out_dir.empty()) j["model"] = join_path(out_dir, "model");  // what `bench` lists it as
+  stamp_format(j, ResultKind::Summary);
   if (!compensation.is_null()) j["compensation"] = compensation;
   j["checks"] = {{"masked_vs_removed_max_abs_diff",
                   masked_vs_removed ? nlohmann::json(*masked_vs_removed) : nlohmann::json(nullptr)},
@@ -147,8 +150,12 @@ nlohmann::json CurveResult::to_json() const {
     }
     jp.push_back(j);
   }
-  return {{"checkpoint", checkpoint},         {"metric", to_string(metric)},       {"data", data},
-          {"finetune_steps", finetune_steps}, {"min_per_layer", min_per_layer}, {"points", jp}};
+  nlohmann::json j = {{"checkpoint", checkpoint},         {"metric", to_string(metric)},
+                      {"data", data},                     {"n_heads", n_heads},
+                      {"finetune_steps", finetune_steps}, {"min_per_layer", min_per_layer},
+                      {"points", jp}};
+  stamp_format(j, ResultKind::Curve);
+  return j;
 }
 
 std::string CurveResult::to_csv() const {
@@ -206,6 +213,7 @@ CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvent
   co.on_skip = [&](const std::string& why) { events.say("curve", "skipped: " + why); };
   in.model()->eval();
   res.points = pruning_curve(*in.model(), set, set, co);
+  for (AttnType t : in.config().attn_types()) res.n_heads += in.config().n_heads_kept(t);
   if (out) {
     write_json_file(join_path(out->path(), "curve.json"), res.to_json());
     write_file_atomic(join_path(out->path(), "curve.csv"), res.to_csv());

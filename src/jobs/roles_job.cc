@@ -9,6 +9,7 @@
 #include "headprune/data/readers.h"
 #include "headprune/data/tasks.h"
 #include "headprune/io/files.h"
+#include "headprune/io/formats.h"
 #include "headprune/prune/plan.h"
 
 namespace hp {
@@ -120,7 +121,7 @@ nlohmann::json RolesResult::to_json() const {
                       {"rare", c.share(c.rare)},
                       {"any", c.share(c.any)}};
   }
-  return {{"checkpoint", checkpoint},
+  nlohmann::json j = {{"checkpoint", checkpoint},
           {"conllu", conllu},
           {"sentences", sentences_used},
           {"attn_type", to_string(type)},
@@ -132,6 +133,8 @@ nlohmann::json RolesResult::to_json() const {
           {"relations", jrel},
           {"plan", plan.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan)},
           {"shares", jshare}};
+  stamp_format(j, ResultKind::Roles);
+  return j;
 }
 
 std::string RolesResult::to_csv() const {

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "headprune/io/files.h"
+#include "headprune/io/formats.h"
 
 namespace hp {
 
@@ -153,12 +154,15 @@ void normalize(HeadScores& s, Normalization n) {
 nlohmann::json maps_to_json(const std::vector<HeadScores>& maps) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& m : maps) arr.push_back(m.to_json());
-  return {{"maps", arr}};
+  nlohmann::json j = {{"maps", arr}};
+  stamp_format(j, ResultKind::Importance);
+  return j;
 }
 
 std::vector<HeadScores> maps_from_json(const nlohmann::json& j, const std::string& what) {
   try {
     std::vector<HeadScores> out;
+    if (j.is_object() && j.contains("format")) check_result(j, ResultKind::Importance, what);
     if (j.is_object() && j.contains("maps")) {
       if (!j.at("maps").is_array()) throw std::invalid_argument("'maps' must be an array");
       for (const auto& m : j.at("maps")) out.push_back(HeadScores::from_json(m));
@@ -172,7 +176,8 @@ std::vector<HeadScores> maps_from_json(const nlohmann::json& j, const std::strin
 }
 
 std::vector<HeadScores> read_maps(const std::string& path) {
-  return maps_from_json(read_json_file(path), path);
+  const auto hash = path.find('#');  // PATH#/pointer: a map file kept inside a larger JSON
+  return maps_from_json(hash == std::string::npos ? read_json_file(path) : read_result(path, ResultKind::Importance), path);
 }
 
 std::string maps_to_csv(const std::vector<HeadScores>& maps) {

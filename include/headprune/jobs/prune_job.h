@@ -68,6 +68,7 @@ struct CurveResult {
   std::string checkpoint, data;
   Metric metric = Metric::Loss;
   int64_t finetune_steps = 0, min_per_layer = 0;
+  int64_t n_heads = 0;                 // attention heads of the model before pruning
   std::vector<PrunePoint> points;
   nlohmann::json to_json() const;  // curve.json
   std::string to_csv() const;      // curve.csv
