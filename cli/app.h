@@ -49,6 +49,8 @@ void register_prune(CLI::App& app, Context& ctx);       // prune, curve
 void register_gates(CLI::App& app, Context& ctx);
 void register_roles(CLI::App& app, Context& ctx);
 void register_launch(CLI::App& app, Context& ctx);      // launch
+void register_plot(CLI::App& app, Context& ctx);        // plot
+void register_report(CLI::App& app, Context& ctx);      // report
 
 // Applies --threads, --seed, --device and --log-level; every subcommand calls it first and passes
 // the Runtime to its job.

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Checks that the library's levels point downward only: a file may include headprune headers of its
 # own level or of a lower one, never of a higher one. Levels, lowest first (docs/architecture.md):
-#   version < util < config < model < io < data < decode < eval < train < score < prune < jobs
+#   version < util < config < model < io < data < decode < eval < train < score < prune < report < jobs
 # (version is include/headprune/version.h; config is include/headprune/config.h and src/config.cc). cli/ sits on top and is not checked.
 # Prints every violation as FILE: includes HEADER (level A above B) and exits 1 if there is one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-levels=(version util config model io data decode eval train score prune jobs)
+levels=(version util config model io data decode eval train score prune report jobs)
 rank() {
   local i
   for i in "${!levels[@]}"; do
