@@ -17,6 +17,8 @@ packages=(
   libgloo-dev             # Gloo's headers: several processes on c10d (src/util/dist.cc, headprune launch)
   python3-torch           # torchrun, and the PyTorch side-by-side baselines in bench/eager
   clang-14 libclang-rt-14-dev  # the sanitizer and libFuzzer build (scripts/fuzz.sh)
+  gnuplot-nox fonts-dejavu-core  # draws the figures of headprune plot / report (SVG, PNG, PDF)
+  chromium python3-pil    # tests/e2e/report.sh renders the HTML report headless and checks the screenshot
 )
 
 missing=()
