@@ -35,6 +35,8 @@ void register_plot(CLI::App& app, Context& ctx) {
   sub->add_option("--label", r->labels, "a label per result, in order (default: its directory or pointer name)");
   sub->add_option("--kind", r->expect, "refuse any input that is not of this kind (importance, curve, gates, ...)");
   sub->add_option("--format", *formats, "svg, png and/or pdf")->check(CLI::IsMember({"svg", "png", "pdf"}))->capture_default_str();
+  sub->add_option("--only", r->only, "draw only the figures whose name starts with this (importance, curve, gates, "
+                  "roles, bench, history, pareto)");
   sub->add_flag("!--no-scripts", r->scripts, "do not keep NAME.gp (the gnuplot program with its data) beside each figure");
   add_figure_options(sub, r->figures, axis);
   add_out_option(sub, r->out_dir, r->overwrite, "write the figures and figures.json here");

@@ -238,7 +238,7 @@ std::vector<Figure> importance_figures(const LabeledResult& r) {
     (void)max_layers;
     f.script = s.str();
     f.caption = r.label + ": " + method + " importance" + (groups ? " of key/value groups" : "") +
-                (any_sig_column ? "; ringed: significant in the bootstrap test" : "") + " (" + r.source + ")";
+                (any_sig_column ? "; framed: significant in the bootstrap test" : "") + " (" + r.source + ")";
     figs.push_back(std::move(f));
   }
   return figs;
@@ -678,7 +678,7 @@ Figure pareto_figure(const LabeledResult& bench, const std::vector<LabeledResult
   f.name = "pareto";
   f.width = 860;
   std::ostringstream s;
-  s << all.text() << front.text() << kCommon << "set key outside right top vertical Left reverse\n";
+  s << all.text() << front.text() << kCommon << "set key below horizontal\n";
   s << "set title " << quote(bench.label + ": " + metric + " against latency") << "\n";
   s << "set xlabel " << quote("median latency (ms), batch " + std::to_string(o.batch) + " x length " +
                              std::to_string(o.seq_len) + ", " + o.precision) << "\n";

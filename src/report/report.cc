@@ -155,6 +155,21 @@ PlotResult run_plot(const PlotRequest& req) {
   fo.require_pareto = true;
   PlotResult res;
   res.figures = figures_for(results, fo);
+  if (!req.only.empty()) {
+    std::vector<Figure> kept;
+    for (auto& f : res.figures)
+      for (const auto& prefix : req.only)
+        if (f.name.rfind(prefix, 0) == 0) {
+          kept.push_back(std::move(f));
+          break;
+        }
+    if (kept.empty()) {
+      std::string names;
+      for (const auto& f : res.figures) names += (names.empty() ? "" : ", ") + f.name;
+      throw std::invalid_argument("plot: --only matches none of the figures these results give (" + names + ")");
+    }
+    res.figures = std::move(kept);
+  }
   if (res.figures.empty())
     throw std::invalid_argument("plot: nothing to draw (prune summaries alone draw the accuracy-latency front only "
                                 "together with a bench file)");

@@ -39,6 +39,7 @@ struct PlotRequest {
   bool overwrite = false;
   std::vector<ImageFormat> formats = {ImageFormat::Svg, ImageFormat::Png};
   bool scripts = true;  // keep NAME.gp (the gnuplot program, data inline) beside each figure
+  std::vector<std::string> only;  // draw only figures whose name starts with one of these (importance, curve, pareto, ...)
   FigureOptions figures;
 };
 

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The SST-2 study behind the figures of docs/importance.md, pruning.md, gates.md and benchmarks.md:
+# the BERT-style encoder of configs/sst2.json trained from scratch, then on the dev set
+#   1. head importance: gradient, single-head ablation and confidence,
+#   2. accuracy vs heads pruned: gradient (one shot), iterative gradient and random heads, no fine-tuning,
+#   3. learned gates to exactly half the heads: PASS and PASSCONC (GATE_STEPS steps each),
+#   4. the speed of the full model, the 50 % gradient plan and both gated models,
+# collected in one results JSON (every part as headprune wrote it; `headprune plot` reads them with
+# FILE#/pointer, see scripts/figures.sh).
+#
+#   bench/sst2_study.sh [RUN_DIR] [OUT.json]
+#     defaults: runs/sst2_study_s<STEPS> bench/results/sst2_study.json
+# Needs ../shared/data (GLUE SST-2). Environment: HP (default build/headprune), THREADS (default 2),
+# STEPS (training steps, default 1200 as in the config), GATE_STEPS (default 300), REPS (default 10).
+# Each stage is skipped when its output exists (rerun after an interruption); delete RUN_DIR to
+# start over. About 25 minutes on 2 cores.
+# Note: selection of the best checkpoint and every score here use the dev set (a held-out
+# selection split is issue 32's work), so the accuracies are optimistic for the full model.
+set -euo pipefail
+steps=${STEPS:-1200}
+run=${1:-runs/sst2_study_s$steps}
+out=${2:-bench/results/sst2_study.json}
+hp=${HP:-build/headprune}
+threads=${THREADS:-2}
+gate_steps=${GATE_STEPS:-300}
+reps=${REPS:-10}
+cfg=configs/sst2.json
+h() { echo "+ headprune $*" >&2; "$hp" --threads "$threads" "$@"; }
+mkdir -p "$run"
+
+[ -f "$run/train/best/model.safetensors" ] ||
+  h train --config "$cfg" --max-steps "$steps" --out "$run/train" > "$run/train.json"
+model=$run/train/best
+
+[ -f "$run/importance/importance.json" ] ||
+  h importance "$model" --config "$cfg" --method gradient --method ablation --method confidence \
+    --out "$run/importance" > "$run/importance.txt"
+
+[ -f "$run/curve/curve.json" ] ||
+  h curve "$model" --config "$cfg" --strategy gradient --strategy iterative:gradient --strategy random:uniform \
+    --fractions 0 0.125 0.25 0.375 0.5 0.625 0.75 0.875 --out "$run/curve" > "$run/curve.txt"
+
+for m in pass passconc; do
+  [ -f "$run/$m/gates.json" ] ||
+    h gates "$model" --config "$cfg" --method "$m" --target 0.5 --steps "$gate_steps" --period 50 \
+      --extra-steps "$gate_steps" --out "$run/$m" > "$run/$m.txt"
+done
+
+[ -f "$run/p50/summary.json" ] ||
+  h prune "$model" --config "$cfg" --strategy score --method gradient --target 0.5 --out "$run/p50" > "$run/p50.txt"
+[ -f "$run/bench.json" ] ||
+  h bench "$model" "$run/p50/model" "$run/pass/model" "$run/passconc/model" --batch 1 --batch 16 --seq 64 \
+    --reps "$reps" --warmup 2 --json "$run/bench.json" > "$run/bench.txt"
+
+python3 - "$run" "$out" "$steps" "$gate_steps" <<'PY'
+import json, os, sys
+run, out, steps, gate_steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+load = lambda p: json.load(open(os.path.join(run, p)))
+res = {
+    "command": "bench/sst2_study.sh " + " ".join(sys.argv[1:3]),
+    "config": "configs/sst2.json",
+    "train_steps": steps, "gate_steps": gate_steps,
+    "train": load("train.json"),
+    "importance": load("importance/importance.json"),
+    "curve": load("curve/curve.json"),
+    "pass": load("pass/gates.json"),
+    "passconc": load("passconc/gates.json"),
+    "prune_50": load("p50/summary.json"),
+    "bench": load("bench.json"),
+}
+tmp = out + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(res, f, indent=1)
+    f.write("\n")
+os.replace(tmp, out)
+print("wrote", out)
+PY

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Draws every figure in docs/ from committed results (bench/results/*.json), with `headprune plot`:
+#   scripts/figures.sh [OUT_DIR]      default docs/figures; OUT_DIR/<doc>/<figure>.svg
+#   scripts/figures.sh --check        draw them into a temporary directory and fail when any differs
+#                                     from docs/figures (CTest docs_figures, label lint, runs this)
+# Run it after a study rewrites its results JSON, and commit the SVGs with it.
+# Environment: HP (default build/headprune).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+hp=${HP:-build/headprune}
+if [ "${1:-}" = "--check" ]; then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  bash "$0" "$tmp/figures" > /dev/null
+  if ! diff -r docs/figures "$tmp/figures" > "$tmp/diff.txt"; then
+    head -20 "$tmp/diff.txt" >&2
+    echo "figures: docs/figures differs from what scripts/figures.sh draws from bench/results (rerun it and commit)" >&2
+    exit 1
+  fi
+  echo "figures OK: $(find docs/figures -name '*.svg' | wc -l) figures in docs/figures match their results"
+  exit 0
+fi
+out=${1:-docs/figures}
+S=bench/results/sst2_study.json   # bench/sst2_study.sh
+L=bench/results/llama_gqa.json    # bench/llama_gqa_study.sh
+B=bench/results/bert_base_table4.json  # docs/benchmarks.md, Michel's Table 4
+p() {  # p DIR RESULTS... [options]
+  local dir=$1; shift
+  "$hp" plot "$@" --format svg --no-scripts --overwrite --out "$out/$dir" > /dev/null
+}
+mkdir -p "$out"
+p importance "$S#/importance" "$L#/importance" --label SST-2 --label LLaMA-GQA
+p pruning_sst2 "$S#/curve" --label SST-2
+p pruning_llama "$L#/curve" "$L#/curve_finetuned" --label "LLaMA-GQA" --label "LLaMA-GQA, 100 steps fine-tuning"
+p gates "$S#/pass" "$S#/passconc" "$L#/passconc" --label "SST-2 PASS" --label "SST-2 PASSCONC" --label "LLaMA-GQA PASSCONC"
+p pareto_sst2 "$S#/bench" "$S#/prune_50" "$S#/pass" "$S#/passconc" --label "SST-2" --label "gradient 50%" \
+  --label "PASS 50%" --label "PASSCONC 50%" --only pareto --batch 16
+p bench_bert_base "$B" --label "BERT-base, Michel Table 4"
+p history "$S#/train/history" "$L#/train/history" --label "SST-2" --label "LLaMA-GQA" --kind history
+# figures.json names the tool's version; the figures themselves are what the docs show
+echo "figures in $out: $(find "$out" -name '*.svg' | wc -l)"
