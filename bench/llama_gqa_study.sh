@@ -27,7 +27,7 @@ ft=${FT_STEPS:-100}
 gate_steps=${GATE_STEPS:-300}
 reps=${REPS:-10}
 cfg=configs/shakespeare_llama.json
-h() { echo "+ headprune $*" >&2; "$hp" --threads "$threads" "$@"; }
+source "$(dirname "$0")/study_lib.sh"
 mkdir -p "$run"
 
 [ -f "$run/train/best/model.safetensors" ] ||
@@ -61,27 +61,5 @@ fractions=(0 0.25 0.5 0.75)
   h bench "$model" "$run/p50_head/model" "$run/p50_group/model" --batch 1 --batch 16 --seq 128 \
     --reps "$reps" --warmup 2 --json "$run/bench.json" > "$run/bench.txt"
 
-python3 - "$run" "$out" "$steps" "$ft" "$gate_steps" <<'PY'
-import json, os, sys
-run, out, steps, ft, gate_steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-load = lambda p: json.load(open(os.path.join(run, p)))
-res = {
-    "command": "bench/llama_gqa_study.sh " + " ".join(sys.argv[1:3]),
-    "config": "configs/shakespeare_llama.json",
-    "train_steps": steps, "finetune_steps": ft, "gate_steps": gate_steps,
-    "train": load("train.json"),
-    "importance": load("importance/importance.json"),
-    "curve": load("curve/curve.json"),
-    "curve_finetuned": load("curve_ft/curve.json"),
-    "passconc": load("passconc/gates.json"),
-    "prune_50_query_heads": load("p50_head/summary.json"),
-    "prune_50_kv_groups": load("p50_group/summary.json"),
-    "bench": load("bench.json"),
-}
-tmp = out + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(res, f, indent=1)
-    f.write("\n")
-os.replace(tmp, out)
-print("wrote", out)
-PY
+collect "$run" "$out" "{\"command\": \"bench/llama_gqa_study.sh $run $out\", \"config\": \"$cfg\", \"train_steps\": $steps, \"finetune_steps\": $ft, \"gate_steps\": $gate_steps}" \
+  train=train.json importance=importance/importance.json curve=curve/curve.json curve_finetuned=curve_ft/curve.json passconc=passconc/gates.json prune_50_query_heads=p50_head/summary.json prune_50_kv_groups=p50_group/summary.json bench=bench.json

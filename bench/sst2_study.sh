@@ -25,7 +25,7 @@ threads=${THREADS:-2}
 gate_steps=${GATE_STEPS:-300}
 reps=${REPS:-10}
 cfg=configs/sst2.json
-h() { echo "+ headprune $*" >&2; "$hp" --threads "$threads" "$@"; }
+source "$(dirname "$0")/study_lib.sh"
 mkdir -p "$run"
 
 [ -f "$run/train/best/model.safetensors" ] ||
@@ -52,26 +52,5 @@ done
   h bench "$model" "$run/p50/model" "$run/pass/model" "$run/passconc/model" --batch 1 --batch 16 --seq 64 \
     --reps "$reps" --warmup 2 --json "$run/bench.json" > "$run/bench.txt"
 
-python3 - "$run" "$out" "$steps" "$gate_steps" <<'PY'
-import json, os, sys
-run, out, steps, gate_steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-load = lambda p: json.load(open(os.path.join(run, p)))
-res = {
-    "command": "bench/sst2_study.sh " + " ".join(sys.argv[1:3]),
-    "config": "configs/sst2.json",
-    "train_steps": steps, "gate_steps": gate_steps,
-    "train": load("train.json"),
-    "importance": load("importance/importance.json"),
-    "curve": load("curve/curve.json"),
-    "pass": load("pass/gates.json"),
-    "passconc": load("passconc/gates.json"),
-    "prune_50": load("p50/summary.json"),
-    "bench": load("bench.json"),
-}
-tmp = out + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(res, f, indent=1)
-    f.write("\n")
-os.replace(tmp, out)
-print("wrote", out)
-PY
+collect "$run" "$out" "{\"command\": \"bench/sst2_study.sh $run $out\", \"config\": \"$cfg\", \"train_steps\": $steps, \"gate_steps\": $gate_steps}" \
+  train=train.json importance=importance/importance.json curve=curve/curve.json pass=pass/gates.json passconc=passconc/gates.json prune_50=p50/summary.json bench=bench.json
