@@ -208,7 +208,8 @@ std::vector<Figure> importance_figures(const LabeledResult& r) {
       blocks.push_back(std::move(sigb));
     }
     for (const auto& b : blocks) s << b.text();
-    s << kCommon << kViridis << "set style fill solid 1.0 noborder\nunset grid\nset key below\n";
+    s << kCommon << kViridis << "set style fill solid 1.0 noborder\nunset grid\n"
+      << "set key at screen 0.5, screen 0.015 center bottom horizontal\nset bmargin 5\n";
     s << "set cbrange [" << num(lo) << ":" << num(hi) << "]\n";
     s << "set cblabel " << quote(method + " score" + (norm != "none" ? " (" + norm + "-normalized)" : "") +
                                  (higher ? "" : ", lower = more important")) << "\n";

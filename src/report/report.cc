@@ -328,7 +328,8 @@ window.addEventListener('load', function () {
 
 }  // namespace
 
-std::vector<LabeledResult> find_results(const std::string& run_dir, const std::string& run_label) {
+std::vector<LabeledResult> find_results(const std::string& run_dir, const std::string& run_label,
+                                        std::vector<std::string>* skipped) {
   std::vector<LabeledResult> out;
   if (is_file(run_dir) || run_dir.find('#') != std::string::npos) {
     out.push_back(load_labeled(run_dir, run_label));
@@ -364,7 +365,7 @@ std::vector<LabeledResult> find_results(const std::string& run_dir, const std::s
     }
     const auto kind = result_kind(j, f.string());
     if (!kind) {
-      if (expected) check_result(j, ResultKind::Importance, f.string());  // throws: names the file and what it holds
+      if (expected && skipped) skipped->push_back(f.string() + ": not a headprune result, skipped");
       continue;
     }
     LabeledResult r;
@@ -406,7 +407,7 @@ ReportResult run_report(const ReportRequest& req) {
     }
     for (int k = 2; used_labels.count(label); ++k) label += "_" + std::to_string(k);
     used_labels.insert(label);
-    Run run{label, req.runs[i], find_results(req.runs[i], label)};
+    Run run{label, req.runs[i], find_results(req.runs[i], label, &res.notes)};
     if (run.results.empty())
       throw std::invalid_argument("report: " + req.runs[i] +
                                   " holds no headprune result (importance.json, curve.json, gates.json, roles.json, "

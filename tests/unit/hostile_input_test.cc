@@ -32,16 +32,7 @@ namespace hp {
 namespace {
 namespace fs = std::filesystem;
 
-// The message of what `f` throws (a test failure when it does not throw).
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
-}
+using test::error_of;
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;

@@ -330,14 +330,7 @@ ModelConfig gqa_config() {
   return c;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(PlanUnits, GroupsGoWholeLeastImportantFirst) {
   const auto cfg = gqa_config();

@@ -15,14 +15,7 @@
 namespace hp {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 nlohmann::json importance_json() {
   nlohmann::json heads = nlohmann::json::array();
@@ -151,6 +144,31 @@ TEST(Figures, GnuplotDrawsValidSvg) {
   const std::string e = error_of([&] { render(bad, ImageFormat::Svg, dir / "broken.svg"); });
   EXPECT_NE(e.find("gnuplot failed on figure 'broken'"), std::string::npos) << e;
   EXPECT_FALSE(is_file(dir / "broken.svg"));
+}
+
+
+TEST(Figures, RolesMapDrawsWithAndWithoutPositionalLabels) {
+  test::TempDir dir;
+  auto roles = [](bool positional) {
+    nlohmann::json heads = nlohmann::json::array();
+    for (int l = 0; l < 2; ++l)
+      for (int h = 0; h < 2; ++h)
+        heads.push_back({{"head", "encoder_self:" + std::to_string(l) + ":" + std::to_string(h)},
+                         {"positional", positional && h == 0}, {"positional_offset", -1},
+                         {"syntactic", l == 1}, {"rare", false}, {"pruned", h == 1}});
+    nlohmann::json j = {{"heads", heads}, {"shares", nullptr}, {"thresholds", nlohmann::json::object()}};
+    stamp_format(j, ResultKind::Roles);
+    return LabeledResult{"r", "roles.json", j};
+  };
+  const Figure with = roles_figure(roles(true));
+  EXPECT_NE(with.script.find("\"-1\""), std::string::npos);  // the offset a positional head attends to
+  EXPECT_NE(with.script.find("title 'pruned'"), std::string::npos);
+  render(with, ImageFormat::Svg, dir / "a.svg");
+  // no positional head: no label plot at all (gnuplot 5.4 crashes on an empty one)
+  const Figure without = roles_figure(roles(false));
+  EXPECT_EQ(without.script.find("with labels"), std::string::npos);
+  render(without, ImageFormat::Svg, dir / "b.svg");
+  EXPECT_NE(read_file(dir / "b.svg").find("</svg>"), std::string::npos);
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <filesystem>
+#include <stdexcept>
+
+#include <gtest/gtest.h>
 
 #include <unistd.h>
 
@@ -41,6 +44,16 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error";
+  return "";
 }
 
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {

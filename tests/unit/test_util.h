@@ -2,6 +2,7 @@
 // scratch directories.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "headprune/config.h"
@@ -36,5 +37,8 @@ struct TempDir {
 };
 
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);
+
+// The message of what `f` throws (a test failure when it does not throw).
+std::string error_of(const std::function<void()>& f);
 
 }  // namespace hp::test

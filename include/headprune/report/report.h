@@ -72,8 +72,10 @@ struct ReportResult {
 
 // The results a run directory holds (importance.json, curve.json, gates.json, roles.json,
 // summary.json, history.json and any bench JSON), searched a few levels deep, labelled by their
-// directory relative to the run.
-std::vector<LabeledResult> find_results(const std::string& run_dir, const std::string& run_label);
+// directory relative to the run. A file named like a result that is none (the demo's summary.json)
+// is skipped and, with `skipped`, listed there.
+std::vector<LabeledResult> find_results(const std::string& run_dir, const std::string& run_label,
+                                        std::vector<std::string>* skipped = nullptr);
 
 ReportResult run_report(const ReportRequest& req);
 
