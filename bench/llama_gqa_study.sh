@@ -20,18 +20,12 @@
 set -euo pipefail
 run=${1:-runs/llama_gqa}
 out=${2:-bench/results/llama_gqa.json}
-hp=${HP:-build/headprune}
-threads=${THREADS:-2}
 steps=${STEPS:-1500}
 ft=${FT_STEPS:-100}
 gate_steps=${GATE_STEPS:-300}
-reps=${REPS:-10}
 cfg=configs/shakespeare_llama.json
 source "$(dirname "$0")/study_lib.sh"
-mkdir -p "$run"
-
-[ -f "$run/train/best/model.safetensors" ] ||
-  h train --config "$cfg" --max-steps "$steps" --out "$run/train" > "$run/train.json"
+train_once "$cfg" "$steps" "$run"
 model=$run/train/best
 
 [ -f "$run/importance/importance.json" ] ||

@@ -20,16 +20,10 @@ set -euo pipefail
 steps=${STEPS:-1200}
 run=${1:-runs/sst2_study_s$steps}
 out=${2:-bench/results/sst2_study.json}
-hp=${HP:-build/headprune}
-threads=${THREADS:-2}
 gate_steps=${GATE_STEPS:-300}
-reps=${REPS:-10}
 cfg=configs/sst2.json
 source "$(dirname "$0")/study_lib.sh"
-mkdir -p "$run"
-
-[ -f "$run/train/best/model.safetensors" ] ||
-  h train --config "$cfg" --max-steps "$steps" --out "$run/train" > "$run/train.json"
+train_once "$cfg" "$steps" "$run"
 model=$run/train/best
 
 [ -f "$run/importance/importance.json" ] ||

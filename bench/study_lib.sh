@@ -1,8 +1,20 @@
 # Sourced by the study scripts (bench/*_study.sh): `h` runs a headprune subcommand with the study's
-# threads, echoing it; `collect` gathers the study's outputs into one results JSON.
-# Needs: hp (the binary), threads.
+# threads, echoing it; `train_once` trains the study's model unless it is there; `collect` gathers
+# the study's outputs into one results JSON. Environment: HP (default build/headprune), THREADS
+# (default 2), REPS (bench repetitions, default 10).
+hp=${HP:-build/headprune}
+threads=${THREADS:-2}
+reps=${REPS:-10}
 
 h() { echo "+ headprune $*" >&2; "$hp" --threads "$threads" "$@"; }
+
+# train_once CONFIG STEPS RUN_DIR: RUN_DIR/train (best/, last/, history.json), its report in
+# RUN_DIR/train.json; skipped when RUN_DIR/train/best exists (rerun after an interruption).
+train_once() {
+  mkdir -p "$3"
+  [ -f "$3/train/best/model.safetensors" ] ||
+    h train --config "$1" --max-steps "$2" --out "$3/train" > "$3/train.json"
+}
 
 # collect RUN_DIR OUT.json HEADER_JSON KEY=PATH...: OUT = HEADER plus, for each KEY, the JSON file
 # RUN_DIR/PATH as headprune wrote it; written atomically (OUT.tmp, then renamed).
