@@ -62,6 +62,21 @@ bool is_blank(const std::string& s) {
 }
 
 // A non-negative decimal integer, optionally surrounded by spaces; false otherwise.
+// The class of a label named by a string: its index in `names` (surrounding spaces ignored), or -1.
+int64_t label_index(const std::string& field, const std::vector<std::string>& names) {
+  const size_t b = field.find_first_not_of(' ');
+  const std::string v = b == std::string::npos ? std::string() : field.substr(b, field.find_last_not_of(' ') + 1 - b);
+  for (size_t k = 0; k < names.size(); ++k)
+    if (names[k] == v) return static_cast<int64_t>(k);
+  return -1;
+}
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string s = "[";
+  for (size_t k = 0; k < names.size(); ++k) s += (k ? ", '" : "'") + names[k] + "'";
+  return s + "]";
+}
+
 bool parse_label(const std::string& field, int64_t* out) {
   const size_t b = field.find_first_not_of(' ');
   if (b == std::string::npos) return false;
@@ -131,9 +146,16 @@ std::vector<TextExample> read_tsv_classification(const std::string& path, const 
     e.line = static_cast<int64_t>(i) + 1;
     e.text_a = fields[col_a];
     if (col_b >= 0) e.text_b = fields[col_b];
-    if (col_label >= 0 && !parse_label(fields[col_label], &e.label))
+    if (col_label >= 0 && !columns.label_names.empty()) {
+      e.label = label_index(fields[col_label], columns.label_names);
+      if (e.label < 0)
+        throw std::runtime_error(where(path, i) + ": label '" + fields[col_label] + "' in column '" + columns.label +
+                                 "' is not one of the data spec's labels " + quoted_list(columns.label_names));
+    } else if (col_label >= 0 && !parse_label(fields[col_label], &e.label)) {
       throw std::runtime_error(where(path, i) + ": expected a non-negative integer label in column '" +
-                               columns.label + "', got '" + fields[col_label] + "'");
+                               columns.label + "', got '" + fields[col_label] +
+                               "' (for classes named by strings, list them in the data spec: \"labels\": [...])");
+    }
     out.push_back(std::move(e));
   }
   return out;

@@ -14,7 +14,7 @@ namespace {
 
 const std::set<std::string> kSpecKeys = {"kind", "n_train", "n_valid", "n_test", "min_len", "max_len", "train", "valid",
                                          "test", "text_a", "text_b", "label", "valid_fraction", "vocab_size",
-                                         "tokenizer", "max_train"};
+                                         "tokenizer", "max_train", "labels"};
 
 template <typename T>
 T opt(const nlohmann::json& j, const char* key, T fallback) {
@@ -150,6 +150,22 @@ TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const s
     cols.text_a = opt<std::string>(spec, "text_a", "sentence");
     cols.text_b = opt<std::string>(spec, "text_b", "");
     cols.label = opt<std::string>(spec, "label", "label");
+    if (spec.contains("labels")) {
+      const auto& names = spec.at("labels");
+      if (!names.is_array() || names.empty())
+        throw std::invalid_argument("data spec: 'labels' must be a non-empty array of class names");
+      std::set<std::string> seen;
+      for (const auto& n : names) {
+        if (!n.is_string() || n.get<std::string>().empty())
+          throw std::invalid_argument("data spec: 'labels' must hold non-empty strings, got " + n.dump());
+        if (!seen.insert(n.get<std::string>()).second)
+          throw std::invalid_argument("data spec: 'labels' names '" + n.get<std::string>() + "' twice");
+        cols.label_names.push_back(n.get<std::string>());
+      }
+      if (static_cast<int64_t>(cols.label_names.size()) != model.n_classes)
+        throw std::invalid_argument("data spec: 'labels' names " + std::to_string(cols.label_names.size()) +
+                                    " classes, the model has n_classes " + std::to_string(model.n_classes));
+    }
     std::map<std::string, std::vector<TextExample>> raw;
     std::map<std::string, std::string> files;
     for (const char* s : {"train", "valid", "test"})

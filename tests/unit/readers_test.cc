@@ -133,6 +133,24 @@ TEST(Readers, TsvPairsByHeaderName) {
   EXPECT_TRUE(read_tsv_classification(write_plain(d / "h.tsv", "sentence\tlabel\n")).empty());
 }
 
+TEST(Readers, TsvStringLabels) {
+  Scratch d;
+  // RTE, QNLI and MNLI name their classes: class i is label_names[i]; spaces around are ignored
+  const std::string p = write_plain(d / "rte.tsv", "sentence\tlabel\na\tnot_entailment\nb\t entailment \n");
+  TsvColumns cols;
+  cols.label_names = {"entailment", "not_entailment"};
+  const auto ex = read_tsv_classification(p, cols);
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_EQ(ex[0].label, 1);
+  EXPECT_EQ(ex[1].label, 0);
+  const std::string q = write_plain(d / "bad.tsv", "sentence\tlabel\na\tneutral\n");
+  EXPECT_EQ(error_of([&] { read_tsv_classification(q, cols); }),
+            q + ":2: label 'neutral' in column 'label' is not one of the data spec's labels ['entailment', 'not_entailment']");
+  // numbers are not names: a file with class numbers and a spec with names disagree
+  const std::string n = write_plain(d / "num.tsv", "sentence\tlabel\na\t0\n");
+  EXPECT_TRUE(contains(error_of([&] { read_tsv_classification(n, cols); }), "label '0'"));
+}
+
 TEST(Readers, TsvMalformed) {
   Scratch d;
   const std::string fields = write_plain(d / "fields.tsv", "sentence\tlabel\na\t0\nb\tc\t1\n");
@@ -153,7 +171,8 @@ TEST(Readers, TsvMalformed) {
   for (const std::string bad : {"positive", "1.0", "-1", "", "2x", "99999999999999999999"}) {
     const std::string p = write_plain(d / "label.tsv", "sentence\tlabel\nok\t1\nbad\t" + bad + "\n");
     EXPECT_EQ(error_of([&] { read_tsv_classification(p); }),
-              p + ":3: expected a non-negative integer label in column 'label', got '" + bad + "'");
+              p + ":3: expected a non-negative integer label in column 'label', got '" + bad +
+                  "' (for classes named by strings, list them in the data spec: \"labels\": [...])");
   }
   const std::string empty = write_plain(d / "empty.tsv", "");
   EXPECT_TRUE(contains(error_of([&] { read_tsv_classification(empty); }), empty + ": empty file"));

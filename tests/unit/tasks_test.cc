@@ -68,6 +68,35 @@ TEST(Tasks, TsvClassificationTrainsAVocabularyAndFramesSentences) {
   EXPECT_THROW(load_task(spec, model_for(Arch::DecoderLM), dir.path, d.tokenizer, {"valid"}, 1), std::invalid_argument);
 }
 
+TEST(Tasks, TsvClassesNamedInTheSpec) {
+  test::TempDir dir;
+  std::string tsv = sentences_tsv();
+  for (const char* from : {"\t0\n", "\t1\n"}) {  // 0 -> entailment, 1 -> not_entailment
+    const std::string to = std::string(from) == "\t0\n" ? "\tentailment\n" : "\tnot_entailment\n";
+    for (size_t at = tsv.find(from); at != std::string::npos; at = tsv.find(from, at + to.size())) tsv.replace(at, 3, to);
+  }
+  write(dir / "train.tsv", tsv);
+  write(dir / "dev.tsv", "sentence\tlabel\ngood movie \tnot_entailment\nawful plot \tentailment\n");
+  auto cfg = model_for(Arch::EncoderClassifier);
+  nlohmann::json spec = {{"kind", "tsv"}, {"train", "train.tsv"}, {"valid", "dev.tsv"}, {"vocab_size", 40},
+                         {"labels", {"entailment", "not_entailment"}}};
+  auto d = load_task(spec, cfg, dir.path, std::nullopt, {"train", "valid"}, 1);
+  ASSERT_EQ(d.valid.size(), 2u);
+  EXPECT_EQ(d.valid[0].label, 1);
+  EXPECT_EQ(d.valid[1].label, 0);
+  EXPECT_EQ(d.train[0].label, 0);
+  EXPECT_EQ(d.train[1].label, 1);
+  // as many names as the model has classes, each once
+  auto error = [&](const nlohmann::json& labels) {
+    nlohmann::json s = spec;
+    s["labels"] = labels;
+    return test::error_of([&] { load_task(s, cfg, dir.path, d.tokenizer, {"valid"}, 1); });
+  };
+  EXPECT_NE(error({"a", "b", "c"}).find("'labels' names 3 classes, the model has n_classes 2"), std::string::npos);
+  EXPECT_NE(error({"a", "a"}).find("names 'a' twice"), std::string::npos);
+  EXPECT_NE(error(nlohmann::json::array()).find("non-empty array"), std::string::npos);
+}
+
 TEST(Tasks, ParallelAndTextTasks) {
   test::TempDir dir;
   std::string en, de;

@@ -23,11 +23,14 @@ struct TextExample {
 
 struct TsvColumns {
   std::string text_a = "sentence", text_b = "", label = "label";  // header names; "" = not used
+  // The classes by name, class i = label_names[i] (RTE's "entailment", "not_entailment"); empty: the
+  // label column holds class numbers.
+  std::vector<std::string> label_names;
 };
 
 // GLUE-style TSV with a header row, split on '\t' only (NO quote handling: SST-2 text contains '"').
 // Columns are found by header name. A missing column, a row with the wrong number of fields or a
-// label that is not a non-negative integer is an error, e.g.
+// label that is not a non-negative integer (or, with label_names, not one of them) is an error, e.g.
 // "PATH:LINE: expected 2 tab-separated fields, got 3". Text fields are kept verbatim; the label
 // may have surrounding spaces. With columns.label empty the label stays -1.
 std::vector<TextExample> read_tsv_classification(const std::string& path, const TsvColumns& columns = {});

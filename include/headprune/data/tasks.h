@@ -4,7 +4,9 @@
 // Spec keys (paths are relative to data_root unless absolute):
 //   kind        "synthetic" | "tsv" | "parallel" | "text"
 //   synthetic:  n_train, n_valid, n_test, min_len, max_len (synthetic_data_spec() below)
-//   tsv:        train, valid, test (files); text_a, text_b, label (column names)
+//   tsv:        train, valid, test (files); text_a, text_b, label (column names); labels (optional:
+//               the class names when the label column holds strings, class i = labels[i], e.g.
+//               ["entailment", "not_entailment"]; as many as the model's n_classes)
 //   parallel:   train, valid, test: [source file, target file]
 //   text:       train (file), valid_fraction (tail of the file held out), test (file, optional)
 //   all text kinds: vocab_size, tokenizer ("bpe" | "unigram"), max_len (subword tokens per side;
