@@ -30,7 +30,10 @@ const std::vector<std::string> kSeries = {"#0072B2", "#D55E00", "#009E73", "#CC7
 const char* kViridis = "set palette defined (0 '#440154', 0.25 '#3b528b', 0.5 '#21918c', 0.75 '#5ec962', 1 '#fde725')\n";
 
 std::string series_colour(size_t i) { return kSeries[i % kSeries.size()]; }
-int point_type(size_t i) { return static_cast<int>(std::vector<int>{7, 5, 9, 13, 11, 4, 6, 8}[i % 8]); }
+int point_type(size_t i) {
+  static const int kTypes[] = {7, 5, 9, 13, 11, 4, 6, 8};  // filled circle, square, triangles, diamond, ...
+  return kTypes[i % 8];
+}
 
 // A string as a gnuplot single-quoted literal.
 std::string quote(const std::string& s) {
@@ -191,11 +194,9 @@ std::vector<Figure> importance_figures(const LabeledResult& r) {
     f.height = 400;
     std::ostringstream s;
     std::vector<Block> blocks;
-    int64_t max_layers = 0;
     for (size_t t = 0; t < n_types; ++t) {
       Block b{"m" + std::to_string(t)}, sigb{"s" + std::to_string(t)};
       for (const auto& [layer, hs] : cells[type_order[t]]) {
-        max_layers = std::max(max_layers, layer + 1);
         for (const auto& [head, v] : hs) {
           const double rel = (v.first - lo) / (hi - lo);
           b.rows << head << " " << layer << " " << num(v.first) << " \"" << std::setprecision(2) << std::fixed
@@ -237,7 +238,6 @@ std::vector<Figure> importance_figures(const LabeledResult& r) {
       s << "\n";
     }
     s << "unset multiplot\n";
-    (void)max_layers;
     f.script = s.str();
     f.caption = r.label + ": " + method + " importance" + (groups ? " of key/value groups" : "") +
                 (any_sig_column ? "; framed: significant in the bootstrap test" : "") + " (" + r.source + ")";
@@ -298,7 +298,7 @@ Figure curve_figure(const std::vector<LabeledResult>& curves, CurveAxis axis) {
         if (!any) continue;
         blocks.push_back(std::move(b));
         series.push_back({title + (ft ? " (fine-tuned)" : ""), ft == 1});
-        colour.push_back(ft ? next_colour : next_colour);
+        colour.push_back(next_colour);  // a strategy and its fine-tuned points share a colour
       }
       ++next_colour;
     }
