@@ -588,7 +588,7 @@ Figure history_figure(const LabeledResult& r) {
 // ---- the accuracy-latency front ------------------------------------------------------------------
 
 std::vector<ParetoPoint> pareto_points(const LabeledResult& bench, const std::vector<LabeledResult>& runs,
-                                       const ParetoOptions& opts, std::string* metric_name) {
+                                       const ParetoOptions& opts, std::string* metric_name, ParetoOptions* used) {
   const auto& recs = need_array(bench, bench.json, "records", "bench file");
   if (recs.empty()) bad(bench, "'records' is empty");
   ParetoOptions o = opts;
@@ -620,6 +620,7 @@ std::vector<ParetoPoint> pareto_points(const LabeledResult& bench, const std::ve
     if (!model.empty()) known[model] = {r.label, need_number(r, stages.back(), "metric", "the last stage")};
   }
   if (metric_name) *metric_name = metric;
+  if (used) *used = o;
   std::vector<ParetoPoint> pts;
   std::set<std::string> matched;
   for (size_t i = 0; i < recs.size(); ++i) {
@@ -664,18 +665,14 @@ std::vector<ParetoPoint> pareto_points(const LabeledResult& bench, const std::ve
 
 Figure pareto_figure(const LabeledResult& bench, const std::vector<LabeledResult>& runs, const ParetoOptions& opts) {
   std::string metric;
-  auto pts = pareto_points(bench, runs, opts, &metric);
+  ParetoOptions o;
+  auto pts = pareto_points(bench, runs, opts, &metric, &o);
   std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) { return a.latency_ms < b.latency_ms; });
   Block all{"pts"}, front{"front"};
   for (const auto& p : pts) {
     all.rows << num(p.latency_ms) << " " << num(p.metric) << " \"" << p.label << " (" << p.heads << " heads)\"\n";
     if (p.front) front.rows << num(p.latency_ms) << " " << num(p.metric) << "\n";
   }
-  const auto& rec0 = bench.json["records"][0];
-  ParetoOptions o = opts;
-  if (o.batch == 0) o.batch = rec0.value("batch", int64_t{0});
-  if (o.seq_len == 0) o.seq_len = rec0.value("seq_len", int64_t{0});
-  if (o.precision.empty()) o.precision = rec0.value("precision", std::string("fp32"));
   Figure f;
   f.name = "pareto";
   f.width = 860;

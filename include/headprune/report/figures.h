@@ -58,8 +58,10 @@ struct ParetoPoint {
   int64_t heads = 0;
   bool front = false;
 };
+// `metric_name` and `used` (the options with the file's defaults filled in) are optional outputs.
 std::vector<ParetoPoint> pareto_points(const LabeledResult& bench, const std::vector<LabeledResult>& runs,
-                                       const ParetoOptions& opts, std::string* metric_name = nullptr);
+                                       const ParetoOptions& opts, std::string* metric_name = nullptr,
+                                       ParetoOptions* used = nullptr);
 Figure pareto_figure(const LabeledResult& bench, const std::vector<LabeledResult>& runs, const ParetoOptions& opts);
 
 enum class ImageFormat { Svg, Png, Pdf };
