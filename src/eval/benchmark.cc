@@ -95,22 +95,24 @@ nlohmann::json bench_environment() {
 }
 
 double gemm_peak_gflops(const torch::Device& device, int64_t n, int reps) {
-  c10::InferenceMode guard;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
   const auto a = torch::randn({n, n}, gen).to(device), b = torch::randn({n, n}, gen).to(device);
+  c10::InferenceMode guard;  // after making b: packed_product caches normal tensors only
   auto c = torch::empty({n, n}, a.options());
   double best = 0;
-  // The BLAS product, and on the CPU also the fp32 engine of the linear layers (oneDNN when built
-  // with it, util/gemm.h): the peak is the faster of the two.
+  // The BLAS product, and on the CPU also the fp32 engines of the linear layers (oneDNN's sgemm and
+  // its matmul on packed weights when built with it, util/gemm.h): the peak is the fastest.
   const bool onednn = device.is_cpu() && gemm::fp32_gemm() != gemm::Fp32Gemm::OpenBlas;
-  for (int engine = 0; engine < (onednn ? 2 : 1); ++engine) {
+  for (int engine = 0; engine < (onednn ? 3 : 1); ++engine) {
     for (int r = -2; r < reps; ++r) {  // two warm-up products (thread pools, caches, GPU clocks)
       synchronize(device);
       const auto t0 = std::chrono::steady_clock::now();
       if (engine == 0) {
         torch::mm_out(c, a, b);
-      } else {
+      } else if (engine == 1) {
         c = gemm::onednn_product(a, b, {});  // a b^T: the same FLOPs, on oneDNN whatever the rule says
+      } else {
+        c = gemm::packed_product(a, b, {});
       }
       synchronize(device);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

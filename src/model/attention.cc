@@ -192,6 +192,16 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
   }
   k = expand_kv(k);  // [B, H, S, D]
   v = expand_kv(v);
+  if (fast && !head_probe.defined()) {
+    // Inference on oneDNN: q, k, v read in place, the context written as o_proj reads it (util/gemm.h).
+    auto ctx = gemm::attention(q, k, v, mask, 1.0 / std::sqrt(static_cast<double>(D)), probs_out);
+    if (ctx.defined()) {
+      if (!all_unmasked())
+        ctx = (ctx.view({B, T, H, D}) * head_mask.to(ctx.scalar_type()).view({1, 1, H, 1})).view({B, T, H * D});
+      if (on_context) on_context(ctx.view({B, T, H, D}).transpose(1, 2));
+      return o_proj(ctx);
+    }
+  }
   // Scaling the queries costs T*D per head instead of T*S for the scores.
   auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), k.transpose(-2, -1));
   if (mask.defined()) scores.add_(mask);  // [B, H, T, S]

@@ -2,6 +2,7 @@
 #include "headprune/util/gemm.h"
 
 #include <atomic>
+#include <cstring>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -11,6 +12,11 @@
 
 #ifdef HP_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 #endif
 
 namespace hp::gemm {
@@ -68,10 +74,13 @@ void set_fp32_gemm(Fp32Gemm g) {
 std::string describe() {
   const char* v = std::getenv("HP_FP32_GEMM");
   const std::string why = v && *v ? "HP_FP32_GEMM=" + std::string(v) : std::string("default");
-  if (fp32_gemm() == Fp32Gemm::OneDnn) return "oneDNN sgemm for fp32 linear layers, forward and backward (" + why + ")";
+  if (fp32_gemm() == Fp32Gemm::OneDnn)
+    return "fp32 linear layers: inference on oneDNN matmul with packed weights, training on oneDNN sgemm (" + why +
+           ")";
   if (fp32_gemm() == Fp32Gemm::Auto)
-    return "fp32 linear layers on oneDNN sgemm from " + std::to_string(kOneDnnMinRows) + " rows or at most " +
-           std::to_string(kOneDnnMaxInner) + " inputs, else OpenBLAS (" + why + ")";
+    return "fp32 linear layers: inference on oneDNN matmul with packed weights; training on oneDNN sgemm from " +
+           std::to_string(kOneDnnMinRows) + " rows or at most " + std::to_string(kOneDnnMaxInner) +
+           " inputs, else OpenBLAS (" + why + ")";
   return std::string("OpenBLAS for fp32 linear layers (") + why + (onednn_built() ? ")" : "; built without oneDNN)");
 }
 
@@ -101,6 +110,285 @@ at::Tensor onednn_product(const at::Tensor& x, const at::Tensor& w, const at::Te
   if (bias) out.view({M, N}).copy_(b.reshape({1, N}).expand({M, N}));  // C starts as the bias in every row
   sgemm('N', 'T', M, N, K, xc.data_ptr<float>(), K, wc.data_ptr<float>(), K, out.data_ptr<float>(), N, bias);
   return out;
+}
+
+namespace {
+
+// Inference: oneDNN's matmul primitive on weights reordered once into the layout its kernel reads
+// (brgemm's blocked layout on AVX-512 CPUs), kept while the weight tensor lives and is unchanged. A
+// weight is identified by its TensorImpl (held weakly, so the entry cannot outlive it or be mistaken
+// for a later tensor at the same address), its data pointer and its version counter (every in-place
+// write bumps it: optimizer steps, loading, copy_). Primitives are cached per shape.
+struct PackedWeight {
+  PackedWeight(const at::Tensor& w, int64_t version, const dnnl::memory::desc& desc)
+      : owner(w.getIntrusivePtr()), data(w.data_ptr()), version(version), desc(desc) {}
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> owner;
+  const void* data;
+  int64_t version;
+  dnnl::memory::desc desc;
+  at::Tensor buffer;  // the reordered weights (bytes); undefined when the kernel reads W as it is
+};
+
+struct Shape {
+  int64_t M, K, N;
+  bool bias;
+  bool operator==(const Shape& o) const { return M == o.M && K == o.K && N == o.N && bias == o.bias; }
+};
+struct ShapeHash {
+  size_t operator()(const Shape& s) const {
+    return std::hash<int64_t>()(s.M) ^ (std::hash<int64_t>()(s.K) * 31) ^ (std::hash<int64_t>()(s.N) * 1009) ^
+           static_cast<size_t>(s.bias);
+  }
+};
+
+struct Primitive {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+  dnnl::memory::desc src, user_weights, bias, dst;
+};
+
+class PackedCache {
+ public:
+  static PackedCache& get() {
+    static PackedCache c;
+    return c;
+  }
+  const dnnl::engine& engine() const { return engine_; }
+
+  std::shared_ptr<const Primitive> primitive(const Shape& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = prims_.find(s);
+    if (it != prims_.end()) return it->second;
+    if (prims_.size() >= kMaxPrimitives) prims_.clear();  // many distinct row counts: start over
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    auto p = std::make_shared<Primitive>();
+    p->src = dnnl::memory::desc({s.M, s.K}, dt::f32, tag::ab);
+    p->user_weights = dnnl::memory::desc({s.K, s.N}, dt::f32, tag::ba);  // W [N, K] row-major = W^T [K, N]
+    p->bias = s.bias ? dnnl::memory::desc({1, s.N}, dt::f32, tag::ab) : dnnl::memory::desc();
+    p->dst = dnnl::memory::desc({s.M, s.N}, dt::f32, tag::ab);
+    const dnnl::memory::desc any({s.K, s.N}, dt::f32, tag::any);
+#if DNNL_VERSION_MAJOR >= 3
+    p->pd = dnnl::matmul::primitive_desc(engine_, p->src, any, p->bias, p->dst);
+#else
+    p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->src, any, p->bias, p->dst), engine_);
+#endif
+    p->prim = dnnl::matmul(p->pd);
+    prims_.emplace(s, p);
+    return p;
+  }
+
+  // The weights in the layout `desc`, reordered now if this tensor has not been seen with them.
+  std::shared_ptr<const PackedWeight> weights(const at::Tensor& w, const dnnl::memory::desc& user,
+                                              const dnnl::memory::desc& desc) {
+    auto* impl = w.unsafeGetTensorImpl();
+    const int64_t version = static_cast<int64_t>(w._version());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = weights_.find(impl);
+      if (it != weights_.end()) {
+        const auto& e = *it->second;
+        if (!e.owner.expired() && e.data == w.data_ptr() && e.version == version && e.desc == desc) return it->second;
+      }
+    }
+    auto e = std::make_shared<PackedWeight>(w, version, desc);
+    if (!(desc == user)) {
+      e->buffer = at::empty({static_cast<int64_t>(desc.get_size())}, w.options().dtype(at::kByte));
+      dnnl::memory from(user, engine_, w.data_ptr()), to(desc, engine_, e->buffer.data_ptr());
+      dnnl::stream st(engine_);
+      dnnl::reorder(from, to).execute(st, from, to);
+      st.wait();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = weights_.begin(); it != weights_.end();)  // forget the tensors that are gone
+      it = it->second->owner.expired() ? weights_.erase(it) : std::next(it);
+    weights_[impl] = e;
+    return e;
+  }
+
+ private:
+  static constexpr size_t kMaxPrimitives = 512;
+  dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
+  std::mutex mu_;
+  std::unordered_map<Shape, std::shared_ptr<const Primitive>, ShapeHash> prims_;
+  std::unordered_map<const c10::TensorImpl*, std::shared_ptr<const PackedWeight>> weights_;
+};
+
+bool packable(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat &&
+         w.scalar_type() == at::kFloat && w.dim() == 2 && w.is_contiguous() && !w.is_inference() && x.dim() >= 1 &&
+         x.size(-1) == w.size(1) && w.size(0) > 0 && w.size(1) > 0 && x.numel() > 0 &&
+         (!b.defined() || (b.device().is_cpu() && b.scalar_type() == at::kFloat && b.dim() == 1 &&
+                           b.numel() == w.size(0)));
+}
+
+}  // namespace
+
+at::Tensor packed_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  if (!packable(x, w, b))
+    throw std::invalid_argument("fp32 GEMM: packed_product takes fp32 CPU x [..., K] and a contiguous W [N, K]");
+  const auto xc = x.contiguous();
+  const int64_t K = w.size(1), N = w.size(0), M = xc.numel() / K;
+  const bool bias = b.defined() && b.numel() > 0;
+  auto& cache = PackedCache::get();
+  const auto p = cache.primitive({M, K, N, bias});
+  const auto packed = cache.weights(w, p->user_weights, p->pd.weights_desc());
+  auto sizes = x.sizes().vec();
+  sizes.back() = N;
+  auto out = at::empty(sizes, x.options());
+  const auto& eng = cache.engine();
+  void* wdata = packed->buffer.defined() ? packed->buffer.data_ptr() : w.data_ptr();
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(p->src, eng, xc.data_ptr())},
+                                             {DNNL_ARG_WEIGHTS, dnnl::memory(packed->desc, eng, wdata)},
+                                             {DNNL_ARG_DST, dnnl::memory(p->dst, eng, out.data_ptr())}};
+  at::Tensor bc;
+  if (bias) {
+    bc = b.contiguous();
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory(p->bias, eng, bc.data_ptr()));
+  }
+  dnnl::stream st(eng);
+  p->prim.execute(st, args);
+  st.wait();
+  return out;
+}
+
+namespace {
+
+// Attention: one cached set of primitives per shape, strides and mask shape.
+struct AttentionPrimitives {
+  bool usable = false;      // false: oneDNN would run its reference kernels here (or refused)
+  bool mask_post_op = false;  // the mask is added inside the first product, else by ATen after it
+  dnnl::memory::desc q, kt, v, scores, mask, ctx;
+  dnnl::matmul qk, pv;
+  dnnl::softmax_forward softmax;
+};
+
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& k) const {
+    size_t h = 0;
+    for (auto v : k) h = h * 1000003u ^ std::hash<int64_t>()(v);
+    return h;
+  }
+};
+
+bool reference_kernel(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
+
+std::shared_ptr<const AttentionPrimitives> make_attention(const at::Tensor& q, const at::Tensor& k,
+                                                          const at::Tensor& v, const std::vector<int64_t>& mask_dims,
+                                                          float scale) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  const auto& eng = PackedCache::get().engine();
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), S = k.size(2);
+  auto p = std::make_shared<AttentionPrimitives>();
+  p->q = dnnl::memory::desc({B, H, T, D}, dt::f32, dnnl::memory::dims(q.strides().begin(), q.strides().end()));
+  p->kt = dnnl::memory::desc({B, H, D, S}, dt::f32, {k.stride(0), k.stride(1), k.stride(3), k.stride(2)});
+  p->v = dnnl::memory::desc({B, H, S, D}, dt::f32, dnnl::memory::dims(v.strides().begin(), v.strides().end()));
+  p->scores = dnnl::memory::desc({B, H, T, S}, dt::f32, tag::abcd);
+  p->ctx = dnnl::memory::desc({B, H, T, D}, dt::f32, {T * H * D, D, H * D, 1});  // stored as [B, T, H, D]
+  try {
+#if DNNL_VERSION_MAJOR < 3
+    auto qk_pd = [&](bool with_mask) {
+      dnnl::primitive_attr attr;
+      attr.set_output_scales(0, {scale});
+      if (with_mask) {
+        dnnl::post_ops ops;
+        ops.append_binary(dnnl::algorithm::binary_add, p->mask);
+        attr.set_post_ops(ops);
+      }
+      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->q, p->kt, p->scores), attr, eng);
+    };
+    auto qk = qk_pd(false);
+    if (!mask_dims.empty()) {
+      p->mask = dnnl::memory::desc(mask_dims, dt::f32, tag::abcd);
+      auto with_mask = qk_pd(true);
+      if (!reference_kernel(with_mask.impl_info_str())) {
+        qk = with_mask;
+        p->mask_post_op = true;
+      }
+    }
+    const dnnl::matmul::primitive_desc pv_pd(dnnl::matmul::desc(p->scores, p->v, p->ctx), eng);
+    const dnnl::softmax_forward::primitive_desc sm_pd(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, p->scores, 3), eng);
+    if (reference_kernel(qk.impl_info_str()) || reference_kernel(pv_pd.impl_info_str()) ||
+        reference_kernel(sm_pd.impl_info_str()))
+      return p;
+    p->qk = dnnl::matmul(qk);
+    p->pv = dnnl::matmul(pv_pd);
+    p->softmax = dnnl::softmax_forward(sm_pd);
+    p->usable = true;
+#endif
+  } catch (const dnnl::error&) {
+    p->usable = false;  // a layout oneDNN does not take: the caller's ATen path
+  }
+  return p;
+}
+
+bool attention_fits(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  for (const auto* t : {&q, &k, &v})
+    if (!t->device().is_cpu() || t->scalar_type() != at::kFloat || t->dim() != 4 || t->stride(3) != 1 ||
+        t->numel() == 0)
+      return false;
+  return k.sizes() == v.sizes() && q.size(0) == k.size(0) && q.size(1) == k.size(1) && q.size(3) == k.size(3);
+}
+
+}  // namespace
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                     double scale, at::Tensor* probs) {
+  if (fp32_gemm() == Fp32Gemm::OpenBlas || !attention_fits(q, k, v)) return {};
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), S = k.size(2);
+  at::Tensor m;
+  std::vector<int64_t> mask_dims;
+  if (mask.defined()) {
+    if (!mask.device().is_cpu() || mask.scalar_type() != at::kFloat || mask.dim() > 4) return {};
+    auto sizes = mask.sizes().vec();
+    sizes.insert(sizes.begin(), 4 - sizes.size(), 1);
+    const std::vector<int64_t> full{B, H, T, S};
+    for (size_t i = 0; i < 4; ++i)
+      if (sizes[i] != 1 && sizes[i] != full[i]) return {};
+    m = mask.reshape(sizes).contiguous();
+    mask_dims = sizes;
+  }
+  std::vector<int64_t> key{B, H, T, S, D};
+  for (const auto* t : {&q, &k, &v}) key.insert(key.end(), t->strides().begin(), t->strides().end());
+  key.insert(key.end(), mask_dims.begin(), mask_dims.end());
+  const float fscale = static_cast<float>(scale);
+  int32_t scale_bits;
+  std::memcpy(&scale_bits, &fscale, sizeof scale_bits);
+  key.push_back(scale_bits);
+
+  static std::mutex mu;
+  static std::unordered_map<std::vector<int64_t>, std::shared_ptr<const AttentionPrimitives>, KeyHash> cache;
+  std::shared_ptr<const AttentionPrimitives> p;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      p = it->second;
+    } else {
+      if (cache.size() >= 512) cache.clear();
+      p = cache.emplace(key, make_attention(q, k, v, mask_dims, fscale)).first->second;
+    }
+  }
+  if (!p->usable) return {};
+  const auto& eng = PackedCache::get().engine();
+  auto scores = at::empty({B, H, T, S}, q.options());
+  auto ctx = at::empty({B, T, H * D}, q.options());
+  dnnl::memory qm(p->q, eng, q.data_ptr()), km(p->kt, eng, k.data_ptr()), vm(p->v, eng, v.data_ptr()),
+      sm(p->scores, eng, scores.data_ptr()), cm(p->ctx, eng, ctx.data_ptr());
+  dnnl::stream st(eng);
+  std::unordered_map<int, dnnl::memory> qk_args{{DNNL_ARG_SRC, qm}, {DNNL_ARG_WEIGHTS, km}, {DNNL_ARG_DST, sm}};
+  if (p->mask_post_op)
+    qk_args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dnnl::memory(p->mask, eng, m.data_ptr()));
+  p->qk.execute(st, qk_args);
+  st.wait();
+  if (m.defined() && !p->mask_post_op) scores.add_(m);
+  p->softmax.execute(st, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, sm}});
+  p->pv.execute(st, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, cm}});
+  st.wait();
+  if (probs) *probs = scores;
+  return ctx;
 }
 
 namespace {
@@ -151,6 +439,12 @@ struct OneDnnLinear : public torch::autograd::Function<OneDnnLinear> {
 at::Tensor onednn_product(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
   throw std::invalid_argument("fp32 GEMM: this headprune was built without oneDNN");
 }
+at::Tensor packed_product(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  throw std::invalid_argument("fp32 GEMM: this headprune was built without oneDNN");
+}
+at::Tensor attention(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double, at::Tensor*) {
+  return {};
+}
 #endif
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
@@ -159,11 +453,14 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
                     w.scalar_type() == at::kFloat && w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1) &&
                     (!b.defined() || (b.device().is_cpu() && b.scalar_type() == at::kFloat && b.dim() == 1 &&
                                       b.numel() == w.size(0)));
-  if (fits && w.size(1) > 0 && uses_onednn(x.numel() / w.size(1), w.size(1))) {
+  if (fits && w.size(1) > 0 && fp32_gemm() != Fp32Gemm::OpenBlas) {
     const bool records_grad = c10::GradMode::is_enabled() &&
                               (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
-    if (!records_grad) return onednn_product(x, w, b);
-    return OneDnnLinear::apply(x, w, b.defined() ? b : at::empty({0}, w.options()));
+    if (!records_grad && packable(x, w, b)) return packed_product(x, w, b);
+    if (uses_onednn(x.numel() / w.size(1), w.size(1))) {
+      if (!records_grad) return onednn_product(x, w, b);
+      return OneDnnLinear::apply(x, w, b.defined() ? b : at::empty({0}, w.options()));
+    }
   }
 #endif
   return at::linear(x, w, b);

@@ -128,6 +128,78 @@ TEST(Gemm, BothEnginesComputeTorchLinear) {
   EXPECT_NE(gemm::describe().find(before == gemm::Fp32Gemm::OpenBlas ? "OpenBLAS for" : "oneDNN"), std::string::npos);
 }
 
+TEST(Gemm, PackedWeightsFollowTheTensorTheyCameFrom) {
+  if (!gemm::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+  torch::manual_seed(5);
+  auto w = torch::randn({50, 37});  // widths that fill no kernel block exactly
+  const auto b = torch::randn({50});
+  torch::NoGradGuard g;
+  for (int64_t rows : {1, 3, 32, 300}) {
+    const auto x = torch::randn({rows, 37});
+    EXPECT_LT(test::max_abs_diff(gemm::packed_product(x, w, b), torch::linear(x, w, b)), 1e-4) << rows;
+    EXPECT_LT(test::max_abs_diff(gemm::packed_product(x, w, {}), torch::linear(x, w)), 1e-4) << rows;
+  }
+  const auto x = torch::randn({2, 9, 37});  // [..., K] keeps its leading dimensions
+  EXPECT_EQ(gemm::packed_product(x, w, b).sizes(), (std::vector<int64_t>{2, 9, 50}));
+  // An in-place write (an optimizer step, loading) is seen: the packed copy is made again.
+  w.mul_(-2).add_(1);
+  EXPECT_LT(test::max_abs_diff(gemm::packed_product(x, w, b), torch::linear(x, w, b)), 1e-4);
+  w.copy_(torch::randn({50, 37}));
+  EXPECT_LT(test::max_abs_diff(gemm::packed_product(x, w, b), torch::linear(x, w, b)), 1e-4);
+  // A new tensor of the same shape, likely at the old one's address, is not mistaken for it.
+  for (int i = 0; i < 3; ++i) {
+    w = torch::randn({50, 37});
+    EXPECT_LT(test::max_abs_diff(gemm::packed_product(x, w, b), torch::linear(x, w, b)), 1e-4) << i;
+  }
+  {
+    c10::InferenceMode inference;  // inference inputs against a model's normal weights
+    const auto xi = torch::randn({4, 37});
+    EXPECT_LT(test::max_abs_diff(gemm::packed_product(xi, w, b), torch::linear(xi, w, b)), 1e-4);
+  }
+  EXPECT_NE(test::error_of([&] { gemm::packed_product(x, w.t(), {}); }).find("contiguous"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { gemm::packed_product(x.to(torch::kDouble), w, {}); }).find("fp32"),
+            std::string::npos);
+}
+
+TEST(Gemm, OneDnnAttentionEqualsTheTextbookFormula) {
+  if (!gemm::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+  torch::manual_seed(6);
+  const int64_t B = 2, T = 5, S = 7, H = 3, D = 4;
+  torch::NoGradGuard g;
+  auto reference = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& m,
+                      double scale) {
+    auto s = torch::matmul(q, k.transpose(-2, -1)) * scale;
+    if (m.defined()) s = s + m;
+    const auto p = torch::softmax(s, -1);
+    return std::make_pair(torch::matmul(p, v).transpose(1, 2).reshape({q.size(0), q.size(2), -1}), p);
+  };
+  // q read from a fused projection [B, T, 3, H, D] (strided views), k and v contiguous.
+  const auto qkv = torch::randn({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
+  const auto k = torch::randn({B, H, S, D}), v = torch::randn({B, H, S, D});
+  const auto pad = torch::zeros({B, 1, 1, S}).index_put_({1, 0, 0, torch::indexing::Slice(5)}, -1e9);
+  const auto causal = torch::randn({1, 1, T, S});  // a shape oneDNN's fast kernels do not fuse: added by ATen
+  for (const auto& mask : {torch::Tensor(), pad, causal, causal + pad, torch::randn({S})}) {
+    for (const auto& [kk, vv] : {std::make_pair(k, v), std::make_pair(qkv[1].narrow(2, 0, T), qkv[2].narrow(2, 0, T))}) {
+      const auto m = mask.defined() && kk.size(2) != S ? mask.narrow(-1, 0, T) : mask;
+      torch::Tensor probs;
+      const auto ctx = gemm::attention(qkv[0], kk, vv, m, 0.5, &probs);
+      ASSERT_TRUE(ctx.defined());
+      const auto want = reference(qkv[0], kk, vv, m, 0.5);
+      EXPECT_EQ(ctx.sizes(), (std::vector<int64_t>{B, T, H * D}));
+      EXPECT_LT(test::max_abs_diff(ctx, want.first), 1e-5);
+      EXPECT_LT(test::max_abs_diff(probs, want.second), 1e-6);
+    }
+  }
+  // What it does not take comes back undefined, for the caller's own path.
+  EXPECT_FALSE(gemm::attention(qkv[0].to(torch::kDouble), k, v, {}, 1, nullptr).defined());
+  EXPECT_FALSE(gemm::attention(qkv[0], k, v, torch::randn({3, 1, 1, S}), 1, nullptr).defined());  // batch 3 of 2
+  EXPECT_FALSE(gemm::attention(qkv[0], k.transpose(2, 3), v, {}, 1, nullptr).defined());
+  const auto before = gemm::fp32_gemm();
+  gemm::set_fp32_gemm(gemm::Fp32Gemm::OpenBlas);
+  EXPECT_FALSE(gemm::attention(qkv[0], k, v, {}, 1, nullptr).defined());
+  gemm::set_fp32_gemm(before);
+}
+
 TEST(Blas, RecommendsTheBestKernelsOfTheCpusLevelOnlyForWeakerCores) {
   EXPECT_EQ(recommended_blas_core("Prescott", "avx512"), "SkylakeX");  // the Xeon OpenBLAS 0.3.21 did not know
   EXPECT_EQ(recommended_blas_core("Nehalem", "avx2"), "Haswell");

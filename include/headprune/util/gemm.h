@@ -1,14 +1,20 @@
-// fp32 linear layers on the CPU: OpenBLAS (through torch::linear) or oneDNN's sgemm.
+// fp32 linear layers on the CPU: OpenBLAS (through torch::linear) or oneDNN.
 //
-// Measured on this project's machine (AMD EPYC Zen 5, 2 threads; docs/benchmarks.md, "Using the whole
-// CPU"; bench/eager/gemm_engines.py), neither engine wins everywhere: oneDNN is 6-15 % faster at
-// 2,048 rows and 15-23 % faster at every row count when the inner dimension is small (256), and up
-// to 2.5x slower at few rows with a large inner dimension (32 x 3072 x 768), where OpenBLAS wins. So by default (`auto`) each product
-// goes to oneDNN when it has at least kOneDnnMinRows rows or at most kOneDnnMaxInner inner
-// dimension, to OpenBLAS otherwise; in training the backward of a product oneDNN ran forward runs on
-// oneDNN too. HP_FP32_GEMM=openblas or =onednn forces one engine. oneDNN is there when headprune was
-// built with its headers (Debian's libdnnl-dev; the library is the libdnnl.so.2 LibTorch loads).
-// Other dtypes and devices keep torch::linear.
+// Inference (no gradient recorded): oneDNN's matmul primitive on weights reordered once into the
+// layout its kernel reads (AVX-512 brgemm's blocked layout; CPUs without it keep W as it is) and
+// kept while the weight tensor lives unchanged (keyed by the tensor, its data pointer and version
+// counter). It costs as much memory again as the fp32 linear weights and, measured on this
+// project's machine (docs/benchmarks.md, "Using the whole CPU"), runs a 32-row product at BERT-base
+// widths at 2-2.5x OpenBLAS's and oneDNN sgemm's rate, because neither re-packs W on every call.
+//
+// Training: neither engine wins everywhere (oneDNN's sgemm is 6-15 % faster at 2,048 rows and
+// 15-23 % faster at every row count when the inner dimension is small (256), and up to 2.5x slower
+// at few rows with a large inner dimension (32 x 3072 x 768)). So by default (`auto`) each product
+// goes to oneDNN's sgemm when it has at least kOneDnnMinRows rows or at most kOneDnnMaxInner inner
+// dimension, to OpenBLAS otherwise, and its backward runs on the same engine.
+// HP_FP32_GEMM=openblas runs everything on OpenBLAS (no packed copies); =onednn every product on
+// oneDNN. oneDNN is there when headprune was built with its headers (Debian's libdnnl-dev; the
+// library is the libdnnl.so.2 LibTorch loads). Other dtypes and devices keep torch::linear.
 #pragma once
 
 #include <string>
@@ -32,11 +38,25 @@ std::string describe();          // one line for logs and benchmark environments
 // x W^T + b (b undefined or empty) on oneDNN's sgemm whatever the choice, without autograd: x [..., K]
 // and W [N, K] fp32 CPU tensors. Throws if oneDNN is not built. For probes; layers call linear().
 torch::Tensor onednn_product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
-// Whether a product with `rows` rows and inner dimension `inner` runs on oneDNN under the current choice.
+// x W^T + b on oneDNN's matmul with W packed once and cached (see above), without autograd; x fp32
+// CPU [..., K], W a contiguous fp32 CPU [N, K] that is not an inference tensor. Throws otherwise or
+// if oneDNN is not built. linear() calls it for inference; exposed for benchmarks and tests.
+torch::Tensor packed_product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
+// Whether a training product with `rows` rows and inner dimension `inner` runs on oneDNN under the current choice.
 bool uses_onednn(int64_t rows, int64_t inner);
-// x W^T + b (b may be undefined), x [..., K], W [N, K]. oneDNN's sgemm when uses_onednn and x, W are
-// fp32 CPU tensors, with a backward through oneDNN too when a gradient is recorded (first order
-// only); torch::linear otherwise.
+// x W^T + b (b may be undefined), x [..., K], W [N, K]. For fp32 CPU tensors unless the choice is
+// openblas: packed_product when no gradient is recorded, else oneDNN's sgemm when uses_onednn, with
+// a backward through oneDNN too (first order only); torch::linear otherwise.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
+
+// Inference attention on oneDNN: softmax(scale q k^T + mask) v with q [B, H, T, D], k and v
+// [B, H, S, D] fp32 CPU tensors read in place (any strides with unit stride along D, e.g. views
+// into a fused Q/K/V product) and an additive fp32 mask broadcastable to [B, H, T, S] (undefined for
+// none). Returns the context as [B, T, H * D], heads side by side as the output projection reads
+// them, and the probabilities [B, H, T, S] in *probs when given. Without autograd. Returns an
+// undefined tensor when it cannot run it well (the choice is openblas, built without oneDNN, other
+// dtypes or layouts, or a shape only oneDNN's reference kernels take): the caller runs its own path.
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& mask, double scale, torch::Tensor* probs);
 
 }  // namespace hp::gemm
