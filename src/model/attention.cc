@@ -192,8 +192,9 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
   }
   k = expand_kv(k);  // [B, H, S, D]
   v = expand_kv(v);
-  if (fast && !head_probe.defined()) {
-    // Inference on oneDNN: q, k, v read in place, the context written as o_proj reads it (util/gemm.h).
+  if (!is_training() && !torch::GradMode::is_enabled() && !lrp::active() && !head_probe.defined()) {
+    // Inference (int8 projections too) on oneDNN: q, k, v read in place, the context written as
+    // o_proj reads it (util/gemm.h).
     auto ctx = gemm::attention(q, k, v, mask, 1.0 / std::sqrt(static_cast<double>(D)), probs_out);
     if (ctx.defined()) {
       if (!all_unmasked())
