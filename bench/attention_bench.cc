@@ -1,12 +1,14 @@
 // Forward time of one attention block (BERT-base width: d_model 768, head dim 64, sequence 128)
 // on the inference path: at several kept-head counts (0 = the layer is skipped), with the Q/K/V
 // projections fused or in three GEMMs, and with half of 12 heads masked (gates at 0, still
-// computed) instead of removed. Run: build/bench/headprune_bench_attention
+// computed) instead of removed; and the attention core alone three ways (ATen's batched matmul, one
+// GEMM per head, oneDNN). Run: build/bench/headprune_bench_attention [--benchmark_filter=Core]
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
 #include "headprune/model/attention.h"
 #include "headprune/model/precision.h"
+#include "headprune/util/gemm.h"
 #include "headprune/util/runtime.h"
 
 namespace {
@@ -61,6 +63,7 @@ BENCHMARK(BM_AttentionHalfMasked)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond
 
 int main(int argc, char** argv) {
   hp::configure_threads(0);
+  hp::tune_allocator();  // as the CLI: large blocks reused from the heap, not mapped afresh each time
   benchmark::Initialize(&argc, argv);
   benchmark::AddCustomContext("blas", hp::blas_info());
   benchmark::AddCustomContext("int8_engine", hp::quantized_engine_name());
@@ -102,4 +105,16 @@ void BM_AttentionCorePerHead(benchmark::State& state) {
   state.SetLabel("threads=" + std::to_string(at::get_num_threads()));
 }
 BENCHMARK(BM_AttentionCorePerHead)->Arg(1)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->MinTime(0.5);
+
+// The same core on oneDNN (gemm::attention, what the inference path runs): q, k, v read in place as
+// strided views of one fused projection [B, T, 3, H, D], the context written as [B, T, H * D].
+void BM_AttentionCoreOneDnn(benchmark::State& state) {
+  if (!hp::gemm::onednn_built()) return state.SkipWithError("built without oneDNN");
+  const int64_t B = state.range(0), H = 12;
+  const auto qkv = torch::randn({B, kT, 3, H, kD}).permute({2, 0, 3, 1, 4});
+  c10::InferenceMode guard;
+  for (auto _ : state) benchmark::DoNotOptimize(hp::gemm::attention(qkv[0], qkv[1], qkv[2], {}, 0.125, nullptr));
+  state.SetLabel("threads=" + std::to_string(at::get_num_threads()));
+}
+BENCHMARK(BM_AttentionCoreOneDnn)->Arg(1)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->MinTime(0.5);
 }  // namespace

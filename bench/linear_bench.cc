@@ -1,10 +1,17 @@
 // fp32 linear layers at BERT-base widths (d_model 768, d_ff 3072; the fused Q/K/V is 2304 wide) for
-// M = batch x length rows: ATen's torch::linear (one multi-threaded OpenBLAS GEMM) against the same
-// product with its output columns split between the threads, each running a single-threaded GEMM
-// (OpenBLAS runs single-threaded inside an OpenMP parallel region). Run:
-//   build/bench/headprune_bench_linear
+// M = batch x length rows, four ways: ATen's torch::linear (one multi-threaded OpenBLAS GEMM); the
+// same product with its output columns split between the threads, each running a single-threaded
+// GEMM (OpenBLAS runs single-threaded inside an OpenMP parallel region); oneDNN's sgemm
+// (gemm::onednn_product, which packs W on every call as OpenBLAS does); and oneDNN's matmul on W
+// packed once (gemm::packed_product, what inference runs). Run:
+//   build/bench/headprune_bench_linear [--benchmark_filter=Packed]   (HP_THREADS: threads, default all cores)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "headprune/util/gemm.h"
 
 namespace {
 
@@ -13,6 +20,14 @@ struct Shape {
 };
 
 Shape make(benchmark::State& state) {
+  // All cores (ATen's default is half of them), or HP_THREADS.
+  static const int threads = [] {
+    const char* v = std::getenv("HP_THREADS");
+    const int n = v ? std::atoi(v) : static_cast<int>(std::thread::hardware_concurrency());
+    at::set_num_threads(n > 0 ? n : 1);
+    return n;
+  }();
+  state.counters["threads"] = threads;
   torch::manual_seed(0);
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
   return {torch::randn({M, K}), torch::randn({N, K}) * 0.02, torch::randn({N})};
@@ -49,6 +64,22 @@ void BM_LinearSplitColumns(benchmark::State& state) {
   report(state);
 }
 
+void BM_OneDnnSgemm(benchmark::State& state) {
+  if (!hp::gemm::onednn_built()) return state.SkipWithError("built without oneDNN");
+  auto s = make(state);
+  torch::NoGradGuard guard;
+  for (auto _ : state) benchmark::DoNotOptimize(hp::gemm::onednn_product(s.x, s.w, s.b));
+  report(state);
+}
+
+void BM_PackedMatmul(benchmark::State& state) {
+  if (!hp::gemm::onednn_built()) return state.SkipWithError("built without oneDNN");
+  auto s = make(state);
+  torch::NoGradGuard guard;  // not InferenceMode: packed weights are cached for normal tensors only
+  for (auto _ : state) benchmark::DoNotOptimize(hp::gemm::packed_product(s.x, s.w, s.b));
+  report(state);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (int64_t m : {1, 8, 32, 128, 512, 2048})
     for (auto nk : {std::pair<int64_t, int64_t>{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}})
@@ -57,5 +88,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Linear)->Apply(shapes);
 BENCHMARK(BM_LinearSplitColumns)->Apply(shapes);
+BENCHMARK(BM_OneDnnSgemm)->Apply(shapes);
+BENCHMARK(BM_PackedMatmul)->Apply(shapes);
 
 }  // namespace
