@@ -19,13 +19,18 @@
 # Steps 2-4 run with OPENBLAS_CORETYPE unset, as a new user runs headprune.
 #
 #   bench/cpu_speed.sh [WORKDIR] [RESULTS]     (defaults: runs/bert_base, bench/results)
-# Environment: HP (default build/headprune), THREADS (default: all cores), REPS (default 10).
+# Environment: HP (default build/headprune), THREADS (default: all cores), REPS (default 10; step 4:
+# PRUNED_REPS, default 30, as the pruned/unpruned ratio is compared with the FLOP-ideal to a few %),
+# STEPS (default "1 2 3 4": the steps to run; the others' results files are left as they are).
 set -euo pipefail
 work=${1:-runs/bert_base}
 results=${2:-bench/results}
 hp=${HP:-build/headprune}
 threads=${THREADS:-$(nproc)}
 reps=${REPS:-10}
+pruned_reps=${PRUNED_REPS:-30}
+steps=" ${STEPS:-1 2 3 4} "
+step() { [[ $steps == *" $1 "* ]]; }
 py=/usr/bin/python3
 mkdir -p "$work" "$results"
 tmp=$(mktemp -d)
@@ -43,6 +48,7 @@ cat > "$tmp/sst2_model.json" <<'JSON'
 JSON
 [[ -f $work/sst2_shape/model.safetensors ]] || "$hp" --seed 1 init --config "$tmp/sst2_model.json" --out "$work/sst2_shape"
 
+if step 1; then
 echo "== 1. kernel sets" >&2
 kernel_run() {  # NAME then env arguments
   local name=$1; shift
@@ -59,22 +65,29 @@ done
 # The same with the linear layers on OpenBLAS too (HP_FP32_GEMM=openblas): what the kernel set alone does.
 kernel_run unset+openblas_linear -u OPENBLAS_CORETYPE HP_FP32_GEMM=openblas
 kernel_run Prescott+openblas_linear OPENBLAS_CORETYPE=Prescott HP_FP32_GEMM=openblas
+fi
 
+if step 2; then
 echo "== 2. inference against eager" >&2
 env -u OPENBLAS_CORETYPE $py bench/eager/compare.py --headprune "$hp" --checkpoint "$work/base" --threads "$threads" \
   --reps "$reps" --json "$results/eager_bert_base.json"
 env -u OPENBLAS_CORETYPE HP_FP32_GEMM=openblas $py bench/eager/compare.py --headprune "$hp" --checkpoint "$work/base" \
   --threads "$threads" --batch 1 16 --reps "$reps" --json "$results/eager_bert_base_openblas.json"
+fi
+if step 3; then
 echo "== 3. a training step against eager" >&2
 env -u OPENBLAS_CORETYPE $py bench/eager/compare.py --headprune "$hp" --checkpoint "$work/sst2_shape" --threads "$threads" \
   --train --batch 32 --seq 64 --reps "$reps" --json "$results/eager_train_sst2.json"
 env -u OPENBLAS_CORETYPE HP_FP32_GEMM=openblas $py bench/eager/compare.py --headprune "$hp" --checkpoint "$work/sst2_shape" \
   --threads "$threads" --train --batch 32 --seq 64 --reps "$reps" --json "$results/eager_train_sst2_openblas.json"
+fi
+if step 4; then
 echo "== 4. pruned and int8" >&2
 env -u OPENBLAS_CORETYPE "$hp" --threads "$threads" bench "$work/base" "$work/uniform50/model" --precision fp32 \
-  --precision int8 --batch 1 --batch 16 --seq 128 --reps "$reps" --warmup 2 --json "$tmp/pruned.json" > /dev/null
+  --precision int8 --batch 1 --batch 16 --seq 128 --reps "$pruned_reps" --warmup 2 --json "$tmp/pruned.json" > /dev/null
 env -u OPENBLAS_CORETYPE "$hp" --threads "$threads" bench "$work/sst2_shape" --precision fp32 --precision int8 \
   --batch 1 --batch 32 --seq 32 --reps "$reps" --warmup 2 --json "$tmp/sst2_int8.json" > /dev/null
+fi
 
 $py - "$tmp" "$results" <<'PY'
 import json, os, sys
@@ -86,19 +99,23 @@ def write(name, obj):
         f.write("\n")
     os.replace(path + ".tmp", path)
     print("wrote", path)
-rows = []
-for name in open(os.path.join(tmp, "kernels")).read().split():
-    j = json.load(open(os.path.join(tmp, f"k_{name}.json")))
-    r = j["records"][0]
-    rows.append({"setting": name, "blas": j["environment"]["blas"], "fp32_gemm": j["environment"].get("fp32_gemm"),
-                 "gemm_peak_gflop_per_s": j["environment"].get("gemm_peak_gflop_per_s"),
-                 "model_median_ms": r["median_ms"], "model_gflop_per_s": r["gflop_per_s"]})
-best = max(x["gemm_peak_gflop_per_s"] or 0 for x in rows)
-for x in rows:
-    x["model_share_of_best_peak"] = x["model_gflop_per_s"] / best
-env = json.load(open(os.path.join(tmp, "k_as_given.json")))["environment"]
-write("blas_kernels.json", {"command": "bench/cpu_speed.sh", "cpu": env.get("cpu"), "threads": env.get("threads"),
-                            "best_gemm_peak_gflop_per_s": best, "shape": "BERT-base forward, batch 16 x 128", "rows": rows})
-write("cpu_pruned_int8.json", {"command": "bench/cpu_speed.sh", "bert_base": json.load(open(os.path.join(tmp, "pruned.json"))),
-                               "sst2_shape": json.load(open(os.path.join(tmp, "sst2_int8.json")))})
+if os.path.exists(os.path.join(tmp, "kernels")):  # step 1 ran
+    rows = []
+    for name in open(os.path.join(tmp, "kernels")).read().split():
+        j = json.load(open(os.path.join(tmp, f"k_{name}.json")))
+        r = j["records"][0]
+        rows.append({"setting": name, "blas": j["environment"]["blas"], "fp32_gemm": j["environment"].get("fp32_gemm"),
+                     "gemm_peak_gflop_per_s": j["environment"].get("gemm_peak_gflop_per_s"),
+                     "model_median_ms": r["median_ms"], "model_gflop_per_s": r["gflop_per_s"]})
+    best = max(x["gemm_peak_gflop_per_s"] or 0 for x in rows)
+    for x in rows:
+        x["model_share_of_best_peak"] = x["model_gflop_per_s"] / best
+    env = json.load(open(os.path.join(tmp, "k_as_given.json")))["environment"]
+    write("blas_kernels.json", {"command": "bench/cpu_speed.sh", "cpu": env.get("cpu"), "threads": env.get("threads"),
+                                "best_gemm_peak_gflop_per_s": best, "shape": "BERT-base forward, batch 16 x 128",
+                                "rows": rows})
+if os.path.exists(os.path.join(tmp, "pruned.json")):  # step 4 ran
+    write("cpu_pruned_int8.json", {"command": "bench/cpu_speed.sh",
+                                   "bert_base": json.load(open(os.path.join(tmp, "pruned.json"))),
+                                   "sst2_shape": json.load(open(os.path.join(tmp, "sst2_int8.json")))})
 PY
