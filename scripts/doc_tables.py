@@ -10,6 +10,10 @@ A generated table sits between two marker lines in a Markdown file:
   python3 scripts/doc_tables.py          rewrite every marked table from its JSON
   python3 scripts/doc_tables.py --check  fail (exit 1, naming doc and table) when a table differs;
                                          CTest docs_tables (label lint) runs this in CI
+  python3 scripts/doc_tables.py --results DIR --print
+                                         print every table whose file DIR holds (bench/results/X read as
+                                         DIR/X) and touch no doc: studies/run_all.sh --quick checks
+                                         its scratch results this way
 
 Each NAME is a function below that reads its results file and returns the table's lines.
 """
@@ -22,8 +26,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SST2 = "bench/results/sst2_study.json"
 
 
+RESULTS_OVERRIDE = None  # --results DIR
+
+
+def resolve(path):
+    if RESULTS_OVERRIDE and path.startswith("bench/results/"):
+        return os.path.join(RESULTS_OVERRIDE, path[len("bench/results/"):])
+    return os.path.join(ROOT, path)
+
+
 def load(path):
-    with open(os.path.join(ROOT, path)) as f:
+    with open(resolve(path)) as f:
         return json.load(f)
 
 
@@ -73,7 +86,113 @@ def sst2_study_curve():
     return lines
 
 
-TABLES = {"sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve)}
+KERNELS = "bench/results/blas_kernels.json"
+EAGER = "bench/results/eager_bert_base.json"
+EAGER_OPENBLAS = "bench/results/eager_bert_base_openblas.json"
+TRAIN = "bench/results/eager_train_sst2.json"
+TRAIN_OPENBLAS = "bench/results/eager_train_sst2_openblas.json"
+PRUNED_INT8 = "bench/results/cpu_pruned_int8.json"
+LINEAR = "bench/results/linear_engines.json"
+ATTENTION_CORE = "bench/results/attention_core.json"
+
+
+def linear_engine(fp32_gemm):
+    return "OpenBLAS" if fp32_gemm.startswith("OpenBLAS") else "auto"
+
+
+def cpu_kernel_sets():
+    """The fp32 GEMM probe and a BERT-base forward under each OPENBLAS_CORETYPE (bench/cpu_speed.sh)."""
+    k = load(KERNELS)
+    lines = ["| `OPENBLAS_CORETYPE` | linear layers | kernels that ran | probe GFLOP/s | BERT-base 16 × 128 ms "
+             "| model GFLOP/s | share of best peak |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for r in k["rows"]:
+        setting = r["setting"].split("+")[0]
+        setting = {"as_given": "as given", "unset": "unset (new user)"}.get(setting, setting)
+        core = re.search(r"core=(\w+)", r["blas"])
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            setting, linear_engine(r["fp32_gemm"]), core.group(1) if core else "?", fmt(r["gemm_peak_gflop_per_s"], 1),
+            "{:,.1f}".format(r["model_median_ms"]), fmt(r["model_gflop_per_s"], 1),
+            fmt(r["model_share_of_best_peak"], 2)))
+    return lines
+
+
+def eager_inference():
+    """BERT-base inference, headprune / PyTorch eager (bench/eager/compare.py), and with OpenBLAS only."""
+    e, o = load(EAGER), load(EAGER_OPENBLAS)
+    peak = e["gemm_peak_gflop_per_s"]
+    openblas = {(r["batch"], r["seq_len"]): r["ratio"] for r in o["rows"]}
+    lines = ["| batch | length | headprune ms (`auto`) | eager ms | headprune / eager | GFLOP/s (share of probe) "
+             "| OpenBLAS only: headprune / eager |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in sorted(e["rows"], key=lambda r: (r["seq_len"], r["batch"])):
+        ob = openblas.get((r["batch"], r["seq_len"]))
+        lines.append("| %d | %d | %s | %s | %s | %s (%s) | %s |" % (
+            r["batch"], r["seq_len"], "{:,.2f}".format(r["headprune_ms"]), "{:,.2f}".format(r["eager_ms"]),
+            fmt(r["ratio"], 3), fmt(r["headprune_gflop_per_s"], 1), fmt(r["headprune_gflop_per_s"] / peak, 2),
+            fmt(ob, 3) if ob is not None else "—"))
+    return lines
+
+
+def eager_training():
+    """A training step on the SST-2 model's shape, headprune / eager, with the default engines and OpenBLAS."""
+    lines = ["| linear layers | headprune ms | eager ms | headprune / eager (rounds) |", "|---|---:|---:|---:|"]
+    for label, path in [("`auto`", TRAIN), ("OpenBLAS", TRAIN_OPENBLAS)]:
+        for r in load(path)["rows"]:
+            lines.append("| %s | %s | %s | %s (%s) |" % (label, fmt(r["headprune_ms"], 1), fmt(r["eager_ms"], 1),
+                                                       fmt(r["ratio"], 3),
+                                                       ", ".join(fmt(x, 2) for x in r["ratios"])))
+    return lines
+
+
+def linear_engines():
+    """fp32 GFLOP/s of one linear layer on three engines (bench/linear_bench.cc, Google Benchmark JSON)."""
+    rows = {}
+    for b in load(LINEAR)["benchmarks"]:
+        name, m, n, k = b["name"].split("/")[:4]
+        rows.setdefault((int(m), int(k), int(n)), {})[name] = b["GFLOP/s"]
+    lines = ["| rows × inputs × outputs | OpenBLAS (`torch::linear`) | oneDNN sgemm | oneDNN matmul, packed weights |",
+             "|---|---:|---:|---:|"]
+    for (m, k, n), r in sorted(rows.items()):
+        lines.append("| %d × %d × %d | %s | %s | %s |" % (m, k, n, fmt(r["BM_Linear"], 1), fmt(r["BM_OneDnnSgemm"], 1),
+                                                       fmt(r["BM_PackedMatmul"], 1)))
+    return lines
+
+
+def attention_core():
+    """The attention core (12 heads x 128 x 64 per sequence) three ways (bench/attention_bench.cc)."""
+    ms = {}
+    for b in load(ATTENTION_CORE)["benchmarks"]:
+        name, batch = b["name"].split("/")[:2]
+        assert b["time_unit"] == "ms", b["name"]
+        ms.setdefault(int(batch), {})[name] = b["real_time"]
+    lines = ["| batch | ATen batched matmul ms | one GEMM per head ms | oneDNN ms | ATen / oneDNN |", "|---:|---:|---:|---:|---:|"]
+    for batch, r in sorted(ms.items()):
+        a, h, o = r["BM_AttentionCoreBatched"], r["BM_AttentionCorePerHead"], r["BM_AttentionCoreOneDnn"]
+        lines.append("| %d | %s | %s | %s | ×%s |" % (batch, fmt(a, 2), fmt(h, 2), fmt(o, 2), fmt(a / o, 1)))
+    return lines
+
+
+def pruned_int8():
+    """Unpruned and 50 %-removed BERT-base, and the SST-2 shape, in fp32 and int8 (bench/cpu_speed.sh)."""
+    j = load(PRUNED_INT8)
+    lines = ["| model | precision | batch × length | ms | speedup | FLOP-ideal |", "|---|---|---|---:|---:|---:|"]
+    for key, names in [("bert_base", {"base": "BERT-base", "uniform50": "BERT-base, 50 % removed"}),
+                       ("sst2_shape", {"sst2_shape": "SST-2 shape"})]:
+        recs = j[key]["records"]
+        for r in sorted(recs, key=lambda r: r["batch"]):
+            ref = [x for x in recs if x["batch"] == r["batch"] and x["precision"] == "fp32"][0]
+            name = next(v for k, v in names.items() if "/%s" % k in r["model"])
+            lines.append("| %s | %s | %d × %d | %s | ×%s | ×%s |" % (
+                name, r["precision"], r["batch"], r["seq_len"], "{:,.2f}".format(r["median_ms"]),
+                fmt(ref["median_ms"] / r["median_ms"], 3), fmt(r["ideal_speedup"], 3)))
+    return lines
+
+
+TABLES = {"sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
+          "cpu_kernel_sets": (KERNELS, cpu_kernel_sets), "eager_inference": (EAGER, eager_inference),
+          "eager_training": (TRAIN, eager_training), "pruned_int8": (PRUNED_INT8, pruned_int8),
+          "linear_engines": (LINEAR, linear_engines), "attention_core": (ATTENTION_CORE, attention_core)}
 OPEN = re.compile(r"^<!-- table (\S+) \(scripts/doc_tables\.py; from (\S+)\) -->$")
 CLOSE = "<!-- end table -->"
 
@@ -112,7 +231,19 @@ def process(doc, check):
 
 
 def main():
-    check = "--check" in sys.argv[1:]
+    global RESULTS_OVERRIDE
+    args = sys.argv[1:]
+    check = "--check" in args
+    if "--results" in args:
+        RESULTS_OVERRIDE = os.path.abspath(args[args.index("--results") + 1])
+    if "--print" in args:
+        shown = 0
+        for name, (source, make) in sorted(TABLES.items()):
+            if os.path.exists(resolve(source)):
+                print("%s (from %s):\n%s\n" % (name, resolve(source), "\n".join(make())))
+                shown += 1
+        print("tables OK: %d of %d tables made from %s" % (shown, len(TABLES), RESULTS_OVERRIDE or "bench/results"))
+        return
     docs_dir = os.path.join(ROOT, "docs")
     total, bad = 0, []
     for name in sorted(os.listdir(docs_dir)):
