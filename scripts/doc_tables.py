@@ -52,7 +52,7 @@ def bench_row(study, model, batch):
 
 
 def sst2_study_models():
-    """The SST-2 study's models: heads, dev accuracy, latency (bench/sst2_study.sh)."""
+    """The SST-2 study's models: heads, dev accuracy, latency (studies/sst2.sh)."""
     s = load(SST2)
     base = s["prune_50"]["checkpoint"]
     runs = [("unpruned", base, s["prune_50"]["stages"][0], [])]

@@ -4,7 +4,8 @@
 #   scripts/figures.sh --check        draw them into a temporary directory and fail when any differs
 #                                     from docs/figures (CTest docs_figures, label lint, runs this)
 # Run it after a study rewrites its results JSON, and commit the SVGs with it.
-# Environment: HP (default build/headprune).
+# Environment: HP (default build/headprune), RESULTS (default bench/results: where the JSON is read;
+# studies/run_all.sh --quick points it at its scratch results).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hp=${HP:-build/headprune}
@@ -21,9 +22,10 @@ if [ "${1:-}" = "--check" ]; then
   exit 0
 fi
 out=${1:-docs/figures}
-S=bench/results/sst2_study.json   # bench/sst2_study.sh
-L=bench/results/llama_gqa.json    # bench/llama_gqa_study.sh
-B=bench/results/bert_base_table4.json  # docs/benchmarks.md, Michel's Table 4
+results=${RESULTS:-bench/results}
+S=$results/sst2_study.json   # studies/sst2.sh
+L=$results/llama_gqa.json    # studies/llama_gqa.sh
+B=$results/bert_base_table4.json  # docs/benchmarks.md, Michel's Table 4
 p() {  # p DIR RESULTS... [options]
   local dir=$1; shift
   "$hp" plot "$@" --format svg --no-scripts --overwrite --out "$out/$dir" > /dev/null

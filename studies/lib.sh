@@ -1,4 +1,4 @@
-# Sourced by the study scripts (bench/*_study.sh): `h` runs a headprune subcommand with the study's
+# Sourced by the study scripts (studies/*.sh): `h` runs a headprune subcommand with the study's
 # threads, echoing it; `train_once` trains the study's model unless it is there; `collect` gathers
 # the study's outputs into one results JSON. Environment: HP (default build/headprune), THREADS
 # (default 2), REPS (bench repetitions, default 10).

@@ -8,10 +8,11 @@
 # collected in one results JSON (every part as headprune wrote it; `headprune plot` reads them with
 # FILE#/pointer, see scripts/figures.sh).
 #
-#   bench/sst2_study.sh [RUN_DIR] [OUT.json]
+#   studies/sst2.sh [RUN_DIR] [OUT.json]
 #     defaults: runs/sst2_study_s<STEPS> bench/results/sst2_study.json
 # Needs ../shared/data (GLUE SST-2). Environment: HP (default build/headprune), THREADS (default 2),
-# STEPS (training steps, default 1200 as in the config), GATE_STEPS (default 300), REPS (default 10).
+# STEPS (training steps, default 1200 as in the config), GATE_STEPS (default 300), GATE_PERIOD (steps per
+# gate period, default 50), GATE_ARGS (more `gates` options), REPS (default 10).
 # Each stage is skipped when its output exists (rerun after an interruption); delete RUN_DIR to
 # start over. About 25 minutes on 2 cores.
 # Note: selection of the best checkpoint and every score here use the dev set (a held-out
@@ -21,8 +22,9 @@ steps=${STEPS:-1200}
 run=${1:-runs/sst2_study_s$steps}
 out=${2:-bench/results/sst2_study.json}
 gate_steps=${GATE_STEPS:-300}
+gate_period=${GATE_PERIOD:-50}
 cfg=configs/sst2.json
-source "$(dirname "$0")/study_lib.sh"
+source "$(dirname "$0")/lib.sh"
 train_once "$cfg" "$steps" "$run"
 model=$run/train/best
 
@@ -36,8 +38,8 @@ model=$run/train/best
 
 for m in pass passconc; do
   [ -f "$run/$m/gates.json" ] ||
-    h gates "$model" --config "$cfg" --method "$m" --target 0.5 --steps "$gate_steps" --period 50 \
-      --extra-steps "$gate_steps" --out "$run/$m" > "$run/$m.txt"
+    h gates "$model" --config "$cfg" --method "$m" --target 0.5 --steps "$gate_steps" --period "$gate_period" \
+      --extra-steps "$gate_steps" ${GATE_ARGS:-} --out "$run/$m" > "$run/$m.txt"
 done
 
 [ -f "$run/p50/summary.json" ] ||
@@ -46,5 +48,5 @@ done
   h bench "$model" "$run/p50/model" "$run/pass/model" "$run/passconc/model" --batch 1 --batch 16 --seq 64 \
     --reps "$reps" --warmup 2 --json "$run/bench.json" > "$run/bench.txt"
 
-collect "$run" "$out" "{\"command\": \"bench/sst2_study.sh $run $out\", \"config\": \"$cfg\", \"train_steps\": $steps, \"gate_steps\": $gate_steps}" \
+collect "$run" "$out" "{\"command\": \"studies/sst2.sh $run $out\", \"config\": \"$cfg\", \"train_steps\": $steps, \"gate_steps\": $gate_steps}" \
   train=train.json importance=importance/importance.json curve=curve/curve.json pass=pass/gates.json passconc=passconc/gates.json prune_50=p50/summary.json bench=bench.json

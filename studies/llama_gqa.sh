@@ -10,12 +10,12 @@
 #   4. PASSCONC gates to exactly half the query heads,
 #   5. the speed of the 50 % models (query-head plan and group plan) beside the full one.
 #
-#   bench/llama_gqa_study.sh [RUN_DIR] [OUT.json]
+#   studies/llama_gqa.sh [RUN_DIR] [OUT.json]
 #     defaults: runs/llama_gqa bench/results/llama_gqa.json
 # Needs ../shared/data (Tiny Shakespeare). Environment: HP (default build/headprune), THREADS
 # (default 2), STEPS (training steps, default 1500), FT_STEPS (default 100), GATE_STEPS (default 300;
-# as many again if the head count is not exact by then),
-# REPS (bench repetitions, default 10). Each stage is skipped when its output exists (rerun after an
+# as many again if the head count is not exact by then), GATE_PERIOD (steps per gate period;
+# default the command's), GATE_ARGS (more `gates` options), REPS (bench repetitions, default 10). Each stage is skipped when its output exists (rerun after an
 # interruption); delete RUN_DIR to start over.
 set -euo pipefail
 run=${1:-runs/llama_gqa}
@@ -24,7 +24,7 @@ steps=${STEPS:-1500}
 ft=${FT_STEPS:-100}
 gate_steps=${GATE_STEPS:-300}
 cfg=configs/shakespeare_llama.json
-source "$(dirname "$0")/study_lib.sh"
+source "$(dirname "$0")/lib.sh"
 train_once "$cfg" "$steps" "$run"
 model=$run/train/best
 
@@ -43,7 +43,7 @@ fractions=(0 0.25 0.5 0.75)
 
 [ -f "$run/passconc/gates.json" ] ||
   h gates "$model" --config "$cfg" --method passconc --target 0.5 --steps "$gate_steps" --extra-steps "$gate_steps" \
-    --out "$run/passconc" > "$run/passconc.txt"
+    ${GATE_PERIOD:+--period "$GATE_PERIOD"} ${GATE_ARGS:-} --out "$run/passconc" > "$run/passconc.txt"
 
 [ -f "$run/p50_head/summary.json" ] ||
   h prune "$model" --config "$cfg" --strategy score --method gradient --unit head --target 0.5 \
@@ -55,5 +55,5 @@ fractions=(0 0.25 0.5 0.75)
   h bench "$model" "$run/p50_head/model" "$run/p50_group/model" --batch 1 --batch 16 --seq 128 \
     --reps "$reps" --warmup 2 --json "$run/bench.json" > "$run/bench.txt"
 
-collect "$run" "$out" "{\"command\": \"bench/llama_gqa_study.sh $run $out\", \"config\": \"$cfg\", \"train_steps\": $steps, \"finetune_steps\": $ft, \"gate_steps\": $gate_steps}" \
+collect "$run" "$out" "{\"command\": \"studies/llama_gqa.sh $run $out\", \"config\": \"$cfg\", \"train_steps\": $steps, \"finetune_steps\": $ft, \"gate_steps\": $gate_steps}" \
   train=train.json importance=importance/importance.json curve=curve/curve.json curve_finetuned=curve_ft/curve.json passconc=passconc/gates.json prune_50_query_heads=p50_head/summary.json prune_50_kv_groups=p50_group/summary.json bench=bench.json
