@@ -192,24 +192,23 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
   }
   k = expand_kv(k);  // [B, H, S, D]
   v = expand_kv(v);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  torch::Tensor ctx;  // [B, H, T, D]
   if (!is_training() && !torch::GradMode::is_enabled() && !lrp::active() && !head_probe.defined()) {
-    // Inference (int8 projections too) on oneDNN: q, k, v read in place, the context written as
-    // o_proj reads it (util/gemm.h).
-    auto ctx = gemm::attention(q, k, v, mask, 1.0 / std::sqrt(static_cast<double>(D)), probs_out);
-    if (ctx.defined()) {
-      if (!all_unmasked())
-        ctx = (ctx.view({B, T, H, D}) * head_mask.to(ctx.scalar_type()).view({1, 1, H, 1})).view({B, T, H * D});
-      if (on_context) on_context(ctx.view({B, T, H, D}).transpose(1, 2));
-      return o_proj(ctx);
-    }
+    // Inference (int8 projections too) on oneDNN: q, k, v read in place, the context stored as
+    // [B, T, H*D], what o_proj reads (util/gemm.h); undefined when oneDNN does not take the shapes.
+    const auto fused = gemm::attention(q, k, v, mask, scale, probs_out);
+    if (fused.defined()) ctx = fused.view({B, T, H, D}).transpose(1, 2);
   }
-  // Scaling the queries costs T*D per head instead of T*S for the scores.
-  auto scores = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), k.transpose(-2, -1));
-  if (mask.defined()) scores.add_(mask);  // [B, H, T, S]
-  auto probs = torch::softmax(scores, -1);
-  if (probs_out) *probs_out = probs;
-  auto p = torch::dropout(probs, attention_dropout_, is_training());
-  auto ctx = lrp::mix(p, v);  // [B, H, T, D]
+  if (!ctx.defined()) {
+    // Scaling the queries costs T*D per head instead of T*S for the scores.
+    auto scores = torch::matmul(q * scale, k.transpose(-2, -1));
+    if (mask.defined()) scores.add_(mask);  // [B, H, T, S]
+    auto probs = torch::softmax(scores, -1);
+    if (probs_out) *probs_out = probs;
+    auto p = torch::dropout(probs, attention_dropout_, is_training());
+    ctx = lrp::mix(p, v);
+  }
   // Multiplying by a mask of ones changes nothing, forward or backward, unless its gradient is wanted
   // (gradient importance): skip it, in training too.
   if (head_mask.requires_grad() || !all_unmasked()) ctx = ctx * head_mask.to(ctx.scalar_type()).view({1, H, 1, 1});
