@@ -118,7 +118,7 @@ namespace {
 // (brgemm's blocked layout on AVX-512 CPUs), kept while the weight tensor lives and is unchanged. A
 // weight is identified by its TensorImpl (held weakly, so the entry cannot outlive it or be mistaken
 // for a later tensor at the same address), its data pointer and its version counter (every in-place
-// write bumps it: optimizer steps, loading, copy_). Primitives are cached per shape.
+// write bumps it: optimizer steps, loading, copy_).
 struct PackedWeight {
   PackedWeight(const at::Tensor& w, int64_t version, const dnnl::memory::desc& desc)
       : owner(w.getIntrusivePtr()), data(w.data_ptr()), version(version), desc(desc) {}
@@ -129,58 +129,68 @@ struct PackedWeight {
   at::Tensor buffer;  // the reordered weights (bytes); undefined when the kernel reads W as it is
 };
 
-struct Shape {
-  int64_t M, K, N;
-  bool bias;
-  bool operator==(const Shape& o) const { return M == o.M && K == o.K && N == o.N && bias == o.bias; }
-};
-struct ShapeHash {
-  size_t operator()(const Shape& s) const {
-    return std::hash<int64_t>()(s.M) ^ (std::hash<int64_t>()(s.K) * 31) ^ (std::hash<int64_t>()(s.N) * 1009) ^
-           static_cast<size_t>(s.bias);
+// Primitives are cached by a key of sizes, strides and flags, and the cache starts over when it
+// holds kMaxPrimitives (many distinct row counts), for linear layers and attention alike.
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& k) const {
+    size_t h = 0;
+    for (auto v : k) h = h * 1000003u ^ std::hash<int64_t>()(v);
+    return h;
   }
 };
 
-struct Primitive {
+template <class P>
+class PrimitiveCache {
+ public:
+  template <class Make>
+  std::shared_ptr<const P> get(const std::vector<int64_t>& key, const Make& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) return it->second;
+    if (map_.size() >= kMaxPrimitives) map_.clear();
+    return map_.emplace(key, make()).first->second;
+  }
+
+ private:
+  static constexpr size_t kMaxPrimitives = 512;
+  std::mutex mu_;
+  std::unordered_map<std::vector<int64_t>, std::shared_ptr<const P>, KeyHash> map_;
+};
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+struct LinearPrimitive {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul prim;
   dnnl::memory::desc src, user_weights, bias, dst;
 };
 
-class PackedCache {
- public:
-  static PackedCache& get() {
-    static PackedCache c;
-    return c;
-  }
-  const dnnl::engine& engine() const { return engine_; }
-
-  std::shared_ptr<const Primitive> primitive(const Shape& s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = prims_.find(s);
-    if (it != prims_.end()) return it->second;
-    if (prims_.size() >= kMaxPrimitives) prims_.clear();  // many distinct row counts: start over
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    auto p = std::make_shared<Primitive>();
-    p->src = dnnl::memory::desc({s.M, s.K}, dt::f32, tag::ab);
-    p->user_weights = dnnl::memory::desc({s.K, s.N}, dt::f32, tag::ba);  // W [N, K] row-major = W^T [K, N]
-    p->bias = s.bias ? dnnl::memory::desc({1, s.N}, dt::f32, tag::ab) : dnnl::memory::desc();
-    p->dst = dnnl::memory::desc({s.M, s.N}, dt::f32, tag::ab);
-    const dnnl::memory::desc any({s.K, s.N}, dt::f32, tag::any);
+std::shared_ptr<const LinearPrimitive> make_linear(int64_t M, int64_t K, int64_t N, bool bias) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  auto p = std::make_shared<LinearPrimitive>();
+  p->src = dnnl::memory::desc({M, K}, dt::f32, tag::ab);
+  p->user_weights = dnnl::memory::desc({K, N}, dt::f32, tag::ba);  // W [N, K] row-major = W^T [K, N]
+  p->bias = bias ? dnnl::memory::desc({1, N}, dt::f32, tag::ab) : dnnl::memory::desc();
+  p->dst = dnnl::memory::desc({M, N}, dt::f32, tag::ab);
+  const dnnl::memory::desc any({K, N}, dt::f32, tag::any);
 #if DNNL_VERSION_MAJOR >= 3
-    p->pd = dnnl::matmul::primitive_desc(engine_, p->src, any, p->bias, p->dst);
+  p->pd = dnnl::matmul::primitive_desc(cpu_engine(), p->src, any, p->bias, p->dst);
 #else
-    p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->src, any, p->bias, p->dst), engine_);
+  p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->src, any, p->bias, p->dst), cpu_engine());
 #endif
-    p->prim = dnnl::matmul(p->pd);
-    prims_.emplace(s, p);
-    return p;
-  }
+  p->prim = dnnl::matmul(p->pd);
+  return p;
+}
 
+class WeightCache {
+ public:
   // The weights in the layout `desc`, reordered now if this tensor has not been seen with them.
-  std::shared_ptr<const PackedWeight> weights(const at::Tensor& w, const dnnl::memory::desc& user,
-                                              const dnnl::memory::desc& desc) {
+  std::shared_ptr<const PackedWeight> get(const at::Tensor& w, const dnnl::memory::desc& user,
+                                          const dnnl::memory::desc& desc) {
     auto* impl = w.unsafeGetTensorImpl();
     const int64_t version = static_cast<int64_t>(w._version());
     {
@@ -194,8 +204,8 @@ class PackedCache {
     auto e = std::make_shared<PackedWeight>(w, version, desc);
     if (!(desc == user)) {
       e->buffer = at::empty({static_cast<int64_t>(desc.get_size())}, w.options().dtype(at::kByte));
-      dnnl::memory from(user, engine_, w.data_ptr()), to(desc, engine_, e->buffer.data_ptr());
-      dnnl::stream st(engine_);
+      dnnl::memory from(user, cpu_engine(), w.data_ptr()), to(desc, cpu_engine(), e->buffer.data_ptr());
+      dnnl::stream st(cpu_engine());
       dnnl::reorder(from, to).execute(st, from, to);
       st.wait();
     }
@@ -207,19 +217,22 @@ class PackedCache {
   }
 
  private:
-  static constexpr size_t kMaxPrimitives = 512;
-  dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   std::mutex mu_;
-  std::unordered_map<Shape, std::shared_ptr<const Primitive>, ShapeHash> prims_;
   std::unordered_map<const c10::TensorImpl*, std::shared_ptr<const PackedWeight>> weights_;
 };
 
-bool packable(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+// fp32 CPU operands of x W^T + b with matching widths: what linear() may send to oneDNN at all.
+bool fp32_cpu_operands(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   return x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat &&
-         w.scalar_type() == at::kFloat && w.dim() == 2 && w.is_contiguous() && !w.is_inference() && x.dim() >= 1 &&
-         x.size(-1) == w.size(1) && w.size(0) > 0 && w.size(1) > 0 && x.numel() > 0 &&
+         w.scalar_type() == at::kFloat && w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1) &&
          (!b.defined() || (b.device().is_cpu() && b.scalar_type() == at::kFloat && b.dim() == 1 &&
                            b.numel() == w.size(0)));
+}
+
+// ... and what packed_product takes: a contiguous, non-inference W (the cache keys on it) and no
+// empty dimension.
+bool packable(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return fp32_cpu_operands(x, w, b) && w.is_contiguous() && !w.is_inference() && w.numel() > 0 && x.numel() > 0;
 }
 
 }  // namespace
@@ -230,13 +243,14 @@ at::Tensor packed_product(const at::Tensor& x, const at::Tensor& w, const at::Te
   const auto xc = x.contiguous();
   const int64_t K = w.size(1), N = w.size(0), M = xc.numel() / K;
   const bool bias = b.defined() && b.numel() > 0;
-  auto& cache = PackedCache::get();
-  const auto p = cache.primitive({M, K, N, bias});
-  const auto packed = cache.weights(w, p->user_weights, p->pd.weights_desc());
+  static PrimitiveCache<LinearPrimitive> primitives;
+  static WeightCache weights;
+  const auto p = primitives.get({M, K, N, bias}, [&] { return make_linear(M, K, N, bias); });
+  const auto packed = weights.get(w, p->user_weights, p->pd.weights_desc());
   auto sizes = x.sizes().vec();
   sizes.back() = N;
   auto out = at::empty(sizes, x.options());
-  const auto& eng = cache.engine();
+  const auto& eng = cpu_engine();
   void* wdata = packed->buffer.defined() ? packed->buffer.data_ptr() : w.data_ptr();
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(p->src, eng, xc.data_ptr())},
                                              {DNNL_ARG_WEIGHTS, dnnl::memory(packed->desc, eng, wdata)},
@@ -263,14 +277,6 @@ struct AttentionPrimitives {
   dnnl::softmax_forward softmax;
 };
 
-struct KeyHash {
-  size_t operator()(const std::vector<int64_t>& k) const {
-    size_t h = 0;
-    for (auto v : k) h = h * 1000003u ^ std::hash<int64_t>()(v);
-    return h;
-  }
-};
-
 bool reference_kernel(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
 
 std::shared_ptr<const AttentionPrimitives> make_attention(const at::Tensor& q, const at::Tensor& k,
@@ -278,7 +284,7 @@ std::shared_ptr<const AttentionPrimitives> make_attention(const at::Tensor& q, c
                                                           float scale) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
-  const auto& eng = PackedCache::get().engine();
+  const auto& eng = cpu_engine();
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), S = k.size(2);
   auto p = std::make_shared<AttentionPrimitives>();
   p->q = dnnl::memory::desc({B, H, T, D}, dt::f32, dnnl::memory::dims(q.strides().begin(), q.strides().end()));
@@ -358,21 +364,10 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   std::memcpy(&scale_bits, &fscale, sizeof scale_bits);
   key.push_back(scale_bits);
 
-  static std::mutex mu;
-  static std::unordered_map<std::vector<int64_t>, std::shared_ptr<const AttentionPrimitives>, KeyHash> cache;
-  std::shared_ptr<const AttentionPrimitives> p;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) {
-      p = it->second;
-    } else {
-      if (cache.size() >= 512) cache.clear();
-      p = cache.emplace(key, make_attention(q, k, v, mask_dims, fscale)).first->second;
-    }
-  }
+  static PrimitiveCache<AttentionPrimitives> cache;
+  const auto p = cache.get(key, [&] { return make_attention(q, k, v, mask_dims, fscale); });
   if (!p->usable) return {};
-  const auto& eng = PackedCache::get().engine();
+  const auto& eng = cpu_engine();
   auto scores = at::empty({B, H, T, S}, q.options());
   auto ctx = at::empty({B, T, H * D}, q.options());
   dnnl::memory qm(p->q, eng, q.data_ptr()), km(p->kt, eng, k.data_ptr()), vm(p->v, eng, v.data_ptr()),
@@ -449,11 +444,7 @@ at::Tensor attention(const at::Tensor&, const at::Tensor&, const at::Tensor&, co
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
 #ifdef HP_HAVE_DNNL
-  const bool fits = x.device().is_cpu() && w.device().is_cpu() && x.scalar_type() == at::kFloat &&
-                    w.scalar_type() == at::kFloat && w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1) &&
-                    (!b.defined() || (b.device().is_cpu() && b.scalar_type() == at::kFloat && b.dim() == 1 &&
-                                      b.numel() == w.size(0)));
-  if (fits && w.size(1) > 0 && fp32_gemm() != Fp32Gemm::OpenBlas) {
+  if (fp32_cpu_operands(x, w, b) && w.size(1) > 0 && fp32_gemm() != Fp32Gemm::OpenBlas) {
     const bool records_grad = c10::GradMode::is_enabled() &&
                               (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
     if (!records_grad && packable(x, w, b)) return packed_product(x, w, b);
