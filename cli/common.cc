@@ -23,6 +23,13 @@ void add_data_options(CLI::App* sub, DataSource& d) {
       ->capture_default_str();
 }
 
+void add_score_split_option(CLI::App* sub, DataSource& d) {
+  sub->add_option("--score-split", d.score_split,
+                  "the split head importance is computed on (default: --split); e.g. select heads on valid, "
+                  "report on test")
+      ->check(CLI::IsMember({"train", "valid", "test"}));
+}
+
 void add_finetune_options(CLI::App* sub, FinetuneOptions& f, DataSource& d) {
   sub->add_option("--finetune-steps", f.steps, "recovery fine-tuning steps after pruning (0 = none)")
       ->check(CLI::NonNegativeNumber)

@@ -14,6 +14,8 @@ namespace hp::cli {
 // --config/--data, --split, --data-root, --max-examples and --synthetic.
 void add_data_options(CLI::App* sub, DataSource& d);
 // --finetune-steps, --finetune-lr, --finetune-batch-tokens and --synthetic-train.
+// --score-split, for jobs that compute head importance (prune, curve).
+void add_score_split_option(CLI::App* sub, DataSource& d);
 void add_finetune_options(CLI::App* sub, FinetuneOptions& f, DataSource& d);
 
 // --out DIR and --overwrite (replace a non-empty DIR as a whole; without it such a DIR is refused).

@@ -42,6 +42,7 @@ void register_prune(CLI::App& app, Context& ctx) {
   sub->add_option("--beam", r->beam, "beam size for BLEU")->capture_default_str();
   add_out_option(sub, r->out_dir, r->overwrite, "output directory: model/, plan.json, summary.json")->required();
   add_data_options(sub, r->data);
+  add_score_split_option(sub, r->data);
   add_finetune_options(sub, r->finetune, r->data);
   sub->callback([&ctx, r] { run_prune(*r, start(ctx), stderr_events(ctx)).print(ctx.out); });
 
@@ -62,6 +63,7 @@ void register_prune(CLI::App& app, Context& ctx) {
   cs->add_option("--beam", c->beam, "beam size for BLEU")->capture_default_str();
   add_out_option(cs, c->out_dir, c->overwrite, "write curve.json and curve.csv here");
   add_data_options(cs, c->data);
+  add_score_split_option(cs, c->data);
   add_finetune_options(cs, c->finetune, c->data);
   cs->callback([&ctx, c] { run_curve(*c, start(ctx), stderr_events(ctx)).print(ctx.out); });
 }

@@ -2,6 +2,8 @@
 #include "headprune/data/tasks.h"
 
 #include <algorithm>
+#include <cmath>
+#include <random>
 #include <set>
 #include <stdexcept>
 
@@ -43,6 +45,24 @@ Tokenizer train_tokenizer(const std::vector<std::string>& sentences, const nlohm
   log_info("data", "training a " + o.model_type + " vocabulary of " + std::to_string(o.vocab_size) + " on " +
                        std::to_string(sentences.size()) + " sentences");
   return Tokenizer::train(sentences, o);
+}
+
+// Rows of a training file held out for checkpoint selection: a fixed pseudo-random sample of
+// round(fraction * n) rows, the same on every machine and for every run seed (a job with another
+// --seed must not mix the selection split into training). Returns (kept, held out), each in file order.
+template <typename T>
+std::pair<std::vector<T>, std::vector<T>> hold_out(std::vector<T> rows, double fraction) {
+  const size_t n = rows.size();
+  const auto n_held = static_cast<size_t>(std::llround(fraction * static_cast<double>(n)));
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(0x5e1ec7);  // fixed: the split belongs to the data spec, not to the run
+  for (size_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng() % i]);  // Fisher-Yates, portable
+  std::vector<char> held(n, 0);
+  for (size_t i = 0; i < n_held; ++i) held[order[i]] = 1;
+  std::pair<std::vector<T>, std::vector<T>> out;
+  for (size_t i = 0; i < n; ++i) (held[i] ? out.second : out.first).push_back(std::move(rows[i]));
+  return out;
 }
 
 }  // namespace
@@ -166,6 +186,13 @@ TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const s
         throw std::invalid_argument("data spec: 'labels' names " + std::to_string(cols.label_names.size()) +
                                     " classes, the model has n_classes " + std::to_string(model.n_classes));
     }
+    // valid_fraction: the valid split is a held-out part of the train file (for checkpoint
+    // selection), so that the file's own dev set can be the reported test split.
+    const bool held_out = spec.contains("valid_fraction");
+    if (held_out && spec.contains("valid"))
+      throw std::invalid_argument("data spec: give 'valid' (a file) or 'valid_fraction' (held out of train), not both");
+    const double frac = opt<double>(spec, "valid_fraction", 0.0);
+    if (held_out && (frac <= 0 || frac >= 1)) throw std::invalid_argument("data spec: valid_fraction must be in (0, 1)");
     std::map<std::string, std::vector<TextExample>> raw;
     std::map<std::string, std::string> files;
     for (const char* s : {"train", "valid", "test"})
@@ -173,6 +200,18 @@ TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const s
         files[s] = path(spec.at(s).get<std::string>());
         raw[s] = read_tsv_classification(files[s], cols);
       }
+    if (held_out && (wants(splits, "valid") || wants(splits, "train"))) {
+      if (!spec.contains("train")) throw std::invalid_argument("data spec: valid_fraction needs 'train'");
+      files["train"] = files["valid"] = path(spec.at("train").get<std::string>());
+      auto parts = hold_out(raw.count("train") ? std::move(raw["train"]) : read_tsv_classification(files["train"], cols),
+                            frac);
+      if (parts.first.empty() || parts.second.empty())
+        throw std::invalid_argument("data spec: valid_fraction " + std::to_string(frac) + " of " + files["train"] +
+                                    "'s rows leaves an empty split");
+      raw.erase("train");
+      if (wants(splits, "train") || !tokenizer) raw["train"] = std::move(parts.first);  // the vocabulary's too
+      if (wants(splits, "valid")) raw["valid"] = std::move(parts.second);
+    }
     if (tokenizer) {
       d.tokenizer = tokenizer;
     } else {

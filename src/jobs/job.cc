@@ -41,6 +41,12 @@ const EvalSet& JobInputs::eval() {
   return *eval_;
 }
 
+const EvalSet& JobInputs::score_set() {
+  if (data_.score_split.empty() || data_.score_split == data_.split) return eval();
+  if (!score_) score_ = load_split(data_.score_split, data_.max_examples);
+  return *score_;
+}
+
 const TrainData& JobInputs::train_data() {
   if (!train_) train_ = TrainData{load_split("train", 0).examples, load_split("valid", data_.max_examples).examples};
   return *train_;

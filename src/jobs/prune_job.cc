@@ -40,7 +40,8 @@ double max_abs_diff(TransformerImpl& a, TransformerImpl& b, const Batch& batch) 
 
 nlohmann::json PruneResult::to_json() const {
   nlohmann::json j = {{"checkpoint", checkpoint},      {"metric", to_string(stages.metric)},
-                      {"data", data},                  {"plan", plan.to_json()},
+                      {"data", data},                  {"score_data", score_data},
+                      {"plan", plan.to_json()},
                       {"stages", stages.to_json()},    {"bytes_before", bytes_before},
                       {"bytes_after", bytes_after},    {"mask_only", mask_only}};
   if (!out_dir.empty()) j["model"] = join_path(out_dir, "model");  // what `bench` lists it as
@@ -93,7 +94,9 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
 
   PlanSpec spec = req.plan;
   spec.seed = rt.seed;
-  res.plan = make_plan(spec, *in.model(), set, so, mo, res.stages.metric, [&](const PrunePoint& p) {
+  const EvalSet& score_set = in.score_set();
+  res.score_data = score_set.name;
+  res.plan = make_plan(spec, *in.model(), score_set, so, mo, res.stages.metric, [&](const PrunePoint& p) {
     std::ostringstream line;
     line << "iterative: " << p.n_pruned << " heads pruned, metric " << p.metric;
     events.say("prune", line.str());
@@ -118,11 +121,11 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
     ScoreOptions raw = so;
     raw.normalize = Normalization::None;
     raw.progress = nullptr;
-    const HeadScores before = score_heads(*result, set, ScoreMethod::Gradient, raw);
+    const HeadScores before = score_heads(*result, score_set, ScoreMethod::Gradient, raw);
     train_model(result, in.train_data(), in.finetune_options(req.finetune), join_path(dir, "finetune"), extras);
     result->eval();
     res.stages.record("fine-tuned", *result, set, mo);
-    res.compensation = compensation(before, score_heads(*result, set, ScoreMethod::Gradient, raw));
+    res.compensation = compensation(before, score_heads(*result, score_set, ScoreMethod::Gradient, raw));
   }
   save_checkpoint(join_path(dir, "model"), *result, extras);
   save_plan(join_path(dir, "plan.json"), res.plan);
@@ -151,7 +154,8 @@ nlohmann::json CurveResult::to_json() const {
     jp.push_back(j);
   }
   nlohmann::json j = {{"checkpoint", checkpoint},         {"metric", to_string(metric)},
-                      {"data", data},                     {"n_heads", n_heads},
+                      {"data", data},                     {"score_data", score_data},
+                      {"n_heads", n_heads},
                       {"finetune_steps", finetune_steps}, {"min_per_layer", min_per_layer},
                       {"points", jp}};
   stamp_format(j, ResultKind::Curve);
@@ -212,7 +216,9 @@ CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvent
   };
   co.on_skip = [&](const std::string& why) { events.say("curve", "skipped: " + why); };
   in.model()->eval();
-  res.points = pruning_curve(*in.model(), set, set, co);
+  const EvalSet& score_set = in.score_set();
+  res.score_data = score_set.name;
+  res.points = pruning_curve(*in.model(), score_set, set, co);
   for (AttnType t : in.config().attn_types()) res.n_heads += in.config().n_heads_kept(t);
   if (out) {
     write_json_file(join_path(out->path(), "curve.json"), res.to_json());

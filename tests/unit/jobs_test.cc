@@ -98,6 +98,20 @@ TEST_F(Jobs, ImportanceAndCurveWriteWhatTheyReturn) {
   ASSERT_EQ(curve.points.size(), 4u);
   EXPECT_EQ(curve.points[1].n_pruned, 4);
   EXPECT_EQ(read_json_file(cr.out_dir + "/curve.json"), curve.to_json());
+  EXPECT_EQ(curve.score_data, curve.data);
+
+  // Heads chosen on one split, the metric reported on another: the plan is the one the test split
+  // gives, the metric the valid split's.
+  cr.out_dir.clear();
+  cr.strategies = {parse_curve_strategy("gradient")};
+  cr.data.score_split = "test";
+  const auto split = run_curve(cr, runtime());
+  cr.data.split = "test";
+  const auto on_test = run_curve(cr, runtime());
+  EXPECT_NE(split.score_data, split.data);
+  EXPECT_EQ(split.score_data, on_test.data);
+  EXPECT_EQ(split.points[1].pruned, on_test.points[1].pruned);
+  EXPECT_EQ(split.points[0].metric, curve.points[0].metric);
 }
 
 TEST_F(Jobs, GatesWriteTheirLogAndPlan) {

@@ -1,5 +1,6 @@
 // Data specs -> examples: synthetic, TSV, parallel and plain-text tasks, on small temporary
 // files; the TasksData suite reads slices of the real data in ../shared/data.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,54 @@ TEST(Tasks, TsvClassesNamedInTheSpec) {
   EXPECT_NE(error({"a", "b", "c"}).find("'labels' names 3 classes, the model has n_classes 2"), std::string::npos);
   EXPECT_NE(error({"a", "a"}).find("names 'a' twice"), std::string::npos);
   EXPECT_NE(error(nlohmann::json::array()).find("non-empty array"), std::string::npos);
+}
+
+TEST(Tasks, TsvSelectionSplitIsHeldOutOfTrain) {
+  test::TempDir dir;
+  std::string tsv = "sentence\tlabel\n";  // 200 different rows: a number word makes each unique
+  for (int i = 0; i < 200; ++i) tsv += "good film n" + std::to_string(i) + " \t" + std::to_string(i % 2) + "\n";
+  write(dir / "train.tsv", tsv);
+  write(dir / "dev.tsv", "sentence\tlabel\ngood film \t1\nbad film \t0\n");
+  auto cfg = model_for(Arch::EncoderClassifier);
+  const nlohmann::json whole = {{"kind", "tsv"}, {"train", "train.tsv"}, {"vocab_size", 60}};
+  nlohmann::json spec = whole;
+  spec["valid_fraction"] = 0.1;
+  spec["test"] = "dev.tsv";
+  auto d = load_task(spec, cfg, dir.path, std::nullopt, {"train", "valid", "test"}, 1);
+  ASSERT_EQ(d.valid.size(), 20u);  // round(0.1 * 200)
+  ASSERT_EQ(d.train.size(), 180u);
+  EXPECT_EQ(d.test.size(), 2u);
+  // Together the two parts are the file's rows, each once.
+  auto all = load_task(whole, cfg, dir.path, d.tokenizer, {"train"}, 1).train;
+  auto srcs = [](const std::vector<Example>& v) {
+    std::vector<std::vector<int64_t>> s;
+    for (const auto& e : v) s.push_back(e.src);
+    return s;
+  };
+  auto parts = srcs(d.train), held = srcs(d.valid), every = srcs(all);
+  parts.insert(parts.end(), held.begin(), held.end());
+  std::sort(parts.begin(), parts.end());
+  std::sort(every.begin(), every.end());
+  EXPECT_EQ(parts, every);
+  // A sample, not the file's head, and the same one for every run seed and split request.
+  EXPECT_NE(held, std::vector<std::vector<int64_t>>(every.begin(), every.begin() + 20));
+  EXPECT_EQ(srcs(load_task(spec, cfg, dir.path, d.tokenizer, {"valid"}, 99).valid), held);
+  EXPECT_EQ(srcs(load_task(spec, cfg, dir.path, d.tokenizer, {"train"}, 7).train), srcs(d.train));
+  // Errors name what is wrong.
+  auto error = [&](nlohmann::json s) {
+    return test::error_of([&] { load_task(s, cfg, dir.path, d.tokenizer, {"valid"}, 1); });
+  };
+  nlohmann::json both = spec;
+  both["valid"] = "dev.tsv";
+  EXPECT_NE(error(both).find("not both"), std::string::npos);
+  for (double bad : {0.0, 1.0, -0.5}) {
+    nlohmann::json s = spec;
+    s["valid_fraction"] = bad;
+    EXPECT_NE(error(s).find("valid_fraction must be in (0, 1)"), std::string::npos) << bad;
+  }
+  nlohmann::json tiny = spec;
+  tiny["valid_fraction"] = 0.001;
+  EXPECT_NE(error(tiny).find("leaves an empty split"), std::string::npos);
 }
 
 TEST(Tasks, ParallelAndTextTasks) {

@@ -6,7 +6,10 @@
 //   synthetic:  n_train, n_valid, n_test, min_len, max_len (synthetic_data_spec() below)
 //   tsv:        train, valid, test (files); text_a, text_b, label (column names); labels (optional:
 //               the class names when the label column holds strings, class i = labels[i], e.g.
-//               ["entailment", "not_entailment"]; as many as the model's n_classes)
+//               ["entailment", "not_entailment"]; as many as the model's n_classes);
+//               valid_fraction instead of valid: that share of the train file's rows (a fixed
+//               sample, the same for every run seed) is held out as the valid split, for checkpoint
+//               selection, and the vocabulary is trained on the rest; the dev file can then be test
 //   parallel:   train, valid, test: [source file, target file]
 //   text:       train (file), valid_fraction (tail of the file held out), test (file, optional)
 //   all text kinds: vocab_size, tokenizer ("bpe" | "unigram"), max_len (subword tokens per side;

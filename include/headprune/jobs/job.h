@@ -27,7 +27,8 @@ namespace hp {
 struct DataSource {
   std::string config;  // run config whose "data" (and "train") sections to use; "" = the built-in synthetic task
   std::string data_root = "../shared/data";  // where relative data paths start
-  std::string split = "valid";               // the split evaluated and scored on
+  std::string split = "valid";               // the split evaluated (and scored on, unless score_split)
+  std::string score_split;                   // the split head importance is computed on ("" = split)
   int64_t max_examples = 0;                  // only the first N examples of that split (0 = all)
   int64_t synthetic_examples = 500;          // synthetic task: examples of an evaluation split
   int64_t synthetic_train = 4000;            // synthetic task: training examples (fine-tuning, gates)
@@ -77,6 +78,7 @@ class JobInputs {
   const RunConfig& run_config() const { return run_; }  // the synthetic task's when no config was given
 
   const EvalSet& eval();          // the split of `data.split` (loaded on first use)
+  const EvalSet& score_set();     // the split of `data.score_split`, or eval() when that is "" or the same
   EvalSet load_split(const std::string& split, int64_t max_examples) const;
   const TrainData& train_data();  // the train split and the valid split (loaded on first use)
   // The run config's training options with the runtime's seed.
@@ -91,7 +93,7 @@ class JobInputs {
   RunConfig run_;
   nlohmann::json spec_;  // the data section
   std::string spec_source_;
-  std::optional<EvalSet> eval_;
+  std::optional<EvalSet> eval_, score_;
   std::optional<TrainData> train_;
 };
 

@@ -36,7 +36,8 @@ struct PruneResult {
   std::string checkpoint, out_dir;
   PruningPlan plan;
   StageTable stages;
-  std::string data;  // the evaluation set's name
+  std::string data;        // the evaluation set's name
+  std::string score_data;  // the set the plan's importance was computed on (the same as data by default)
   nlohmann::json compensation;  // null without fine-tuning
   uint64_t bytes_before = 0, bytes_after = 0;
   bool mask_only = false;
@@ -66,6 +67,7 @@ struct CurveRequest {
 
 struct CurveResult {
   std::string checkpoint, data;
+  std::string score_data;  // the set importance was computed on (the same as data by default)
   Metric metric = Metric::Loss;
   int64_t finetune_steps = 0, min_per_layer = 0;
   int64_t n_heads = 0;                 // attention heads of the model before pruning
