@@ -1,12 +1,12 @@
 # Sourced by the study scripts (studies/*.sh): `h` runs a headprune subcommand with the study's
-# threads, echoing it; `train_once` trains the study's model unless it is there; `collect` gathers
-# the study's outputs into one results JSON. Environment: HP (default build/headprune), THREADS
-# (default 2), REPS (bench repetitions, default 10).
+# threads (and seed), echoing it; `train_once` trains the study's model unless it is there; `collect`
+# gathers the study's outputs into one results JSON. Environment: HP (default build/headprune),
+# THREADS (default 2), REPS (bench repetitions, default 10), SEED (headprune's --seed; default its own).
 hp=${HP:-build/headprune}
 threads=${THREADS:-2}
 reps=${REPS:-10}
 
-h() { echo "+ headprune $*" >&2; "$hp" --threads "$threads" "$@"; }
+h() { echo "+ headprune ${SEED:+--seed $SEED }$*" >&2; "$hp" --threads "$threads" ${SEED:+--seed "$SEED"} "$@"; }
 
 # train_once CONFIG STEPS RUN_DIR: RUN_DIR/train (best/, last/, history.json), its report in
 # RUN_DIR/train.json; skipped when RUN_DIR/train/best exists (rerun after an interruption).
@@ -17,16 +17,26 @@ train_once() {
 }
 
 # collect RUN_DIR OUT.json HEADER_JSON KEY=PATH...: OUT = HEADER plus, for each KEY, the JSON file
-# RUN_DIR/PATH as headprune wrote it; written atomically (OUT.tmp, then renamed).
+# RUN_DIR/PATH as headprune wrote it (a KEY a/b nests: OUT["a"]["b"]; DROP="k1 k2" leaves those
+# top-level fields out of every file, e.g. the gates' per-period log); written atomically (OUT.tmp,
+# then renamed).
 collect() {
-  python3 - "$@" <<'PY'
+  DROP=${DROP:-} python3 - "$@" <<'PY'
 import json, os, sys
 run, out, header = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+drop = os.environ["DROP"].split()
 res = dict(header)
 for kv in sys.argv[4:]:
     key, path = kv.split("=", 1)
     with open(os.path.join(run, path)) as f:
-        res[key] = json.load(f)
+        data = json.load(f)
+    for k in drop:
+        data.pop(k, None)
+    *parents, leaf = key.split("/")
+    node = res
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[leaf] = data
 tmp = out + ".tmp"
 with open(tmp, "w") as f:
     json.dump(res, f, indent=1)
