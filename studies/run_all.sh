@@ -11,7 +11,7 @@
 #                   others are named as skipped (the exit status stays 0: a budget is a choice)
 #   --quick         the same pipeline at toy sizes (a few steps and repetitions) into runs/quick/:
 #                   results in runs/quick/results, tables printed from them, figures drawn into
-#                   runs/quick/figures; nothing committed is touched. About 20 minutes on 2 cores.
+#                   runs/quick/figures; nothing committed is touched. About 25 minutes on 2 cores.
 #
 # Times are those of this project's machine (2 cores). Studies marked "data" need ../shared/data and
 # are skipped, named, without it. Environment: HP (default build/headprune), THREADS (default 2).
@@ -23,7 +23,7 @@ STUDIES="cpu|16|2|no|blas_kernels, eager_bert_base(_openblas), eager_train_sst2(
 ops|2|1|no|linear_engines, attention_core
 bert_base|15|3|no|bert_base_table4, bert_base_textbook
 sst2|25|5|data|sst2_study
-sst2_seeds|95|4|data|sst2_seeds
+sst2_seeds|95|6|data|sst2_seeds
 llama_gqa|35|5|data|llama_gqa
 distributed|5|1|no|distributed"
 

@@ -6,7 +6,7 @@
 #   1. test accuracy vs heads pruned, heads chosen on the selection split (--score-split valid):
 #      gradient importance (one shot), iterative gradient, and random heads under Budhraja et al.'s
 #      layer strategies (uniform, avoid_consecutive, top, bottom), no fine-tuning,
-#   2. learned gates to exactly half the heads: PASS and PASSCONC,
+#   2. learned gates to exactly half the heads: PASS and PASSCONC (GATES; hard_concrete too if named),
 #   3. Budhraja et al.: half the heads removed by gradient and by each random strategy, then FT_STEPS
 #      steps of fine-tuning.
 # Stages run seed after seed, stage by stage, so an interrupted run has whole stages for the first
@@ -18,7 +18,8 @@
 #     defaults: runs/sst2_heldout_s<STEPS>  bench/results/sst2_seeds.json; seed N in RUN_ROOT/seedN
 # Needs ../shared/data (GLUE SST-2). Environment: SEEDS (default "1 2 3"), STEPS (training steps,
 # default 1200 as in the config), GATE_STEPS (default 300; as many again if the count is not exact),
-# GATE_PERIOD (default 50), GATE_ARGS (more `gates` options), FT_STEPS (default 100), HP, THREADS.
+# GATE_PERIOD (default 50), GATE_ARGS (more `gates` options), GATES (default "pass passconc"),
+# FT_STEPS (default 100), HP, THREADS.
 # About 30 minutes per seed on 2 cores.
 set -euo pipefail
 seeds=${SEEDS:-1 2 3}
@@ -28,6 +29,7 @@ out=${2:-bench/results/sst2_seeds.json}
 gate_steps=${GATE_STEPS:-300}
 gate_period=${GATE_PERIOD:-50}
 ft=${FT_STEPS:-100}
+gates=${GATES:-pass passconc}
 cfg=configs/sst2_heldout.json
 source "$(dirname "$0")/lib.sh"
 report=(--config "$cfg" --split test --score-split valid)  # choose on the held-out rows, report on dev
@@ -47,7 +49,7 @@ done
 for SEED in $seeds; do
   export SEED
   run=$root/seed$SEED
-  for m in pass passconc; do
+  for m in $gates; do
     [ -f "$run/${m}_g$gate_steps/gates.json" ] || { stage "$m";
       h gates "$run/train/best" --config "$cfg" --split test --method "$m" --target 0.5 --steps "$gate_steps" \
         --period "$gate_period" --extra-steps "$gate_steps" ${GATE_ARGS:-} --out "$run/${m}_g$gate_steps" \
@@ -65,8 +67,8 @@ done
 parts=()
 for s in $seeds; do
   parts+=("seeds/$s/train=seed$s/train.json" "seeds/$s/curve=seed$s/curve/curve.json"
-          "seeds/$s/pass=seed$s/pass_g$gate_steps/gates.json" "seeds/$s/passconc=seed$s/passconc_g$gate_steps/gates.json"
           "seeds/$s/curve_finetuned=seed$s/curve_ft$ft/curve.json")
+  for m in $gates; do parts+=("seeds/$s/$m=seed$s/${m}_g$gate_steps/gates.json"); done
 done
 DROP=log collect "$root" "$out" "{\"command\": \"studies/sst2_seeds.sh $root $out\", \"config\": \"$cfg\", \"train_steps\": $steps, \"gate_steps\": $gate_steps, \"finetune_steps\": $ft}" \
   "${parts[@]}"
