@@ -6,7 +6,8 @@
 #   1. test accuracy vs heads pruned, heads chosen on the selection split (--score-split valid):
 #      gradient importance (one shot), iterative gradient, and random heads under Budhraja et al.'s
 #      layer strategies (uniform, avoid_consecutive, top, bottom), no fine-tuning,
-#   2. learned gates to exactly half the heads: PASS and PASSCONC (GATES; hard_concrete too if named),
+#   2. learned gates to exactly half the heads: PASS and PASSCONC (GATES: hard_concrete can join; a
+#      gate run that misses the count exits non-zero and stops the study, its outputs kept),
 #   3. Budhraja et al.: half the heads removed by gradient and by each random strategy, then FT_STEPS
 #      steps of fine-tuning.
 # Stages run seed after seed, stage by stage, so an interrupted run has whole stages for the first
@@ -70,5 +71,5 @@ for s in $seeds; do
           "seeds/$s/curve_finetuned=seed$s/curve_ft$ft/curve.json")
   for m in $gates; do parts+=("seeds/$s/$m=seed$s/${m}_g$gate_steps/gates.json"); done
 done
-DROP=log collect "$root" "$out" "{\"command\": \"studies/sst2_seeds.sh $root $out\", \"config\": \"$cfg\", \"train_steps\": $steps, \"gate_steps\": $gate_steps, \"finetune_steps\": $ft}" \
+DROP=log collect "$root" "$out" "{\"command\": \"studies/sst2_seeds.sh $root $out\", \"config\": \"$cfg\", \"train_steps\": $steps, \"gate_steps\": $gate_steps, \"finetune_steps\": $ft, \"gates\": \"$gates\"}" \
   "${parts[@]}"
