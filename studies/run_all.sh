@@ -23,7 +23,7 @@ STUDIES="cpu|16|2|no|blas_kernels, eager_bert_base(_openblas), eager_train_sst2(
 ops|2|1|no|linear_engines, attention_core
 bert_base|15|3|no|bert_base_table4, bert_base_textbook
 sst2|25|5|data|sst2_study
-sst2_seeds|95|6|data|sst2_seeds
+sst2_seeds|65|6|data|sst2_seeds
 llama_gqa|35|5|data|llama_gqa
 distributed|5|1|no|distributed"
 
