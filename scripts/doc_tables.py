@@ -230,8 +230,10 @@ def scorecard_sst2():
             100 * f, mean_sd(across(grids, a, f)), mean_sd(across(grids, b, f)),
             mean_sd([x - y for x, y in zip(across(grids, a, f), across(grids, b, f))])) for f in fractions)
 
-    def gate(m):
-        return mean_sd([r[m]["stages"][-1]["metric"] for r in runs if m in r])
+    gates = s["gates"].split()  # the gate methods the study ran, in its order
+
+    def per_gate(value):  # "PASS x, PASSCONC y" with value(runs of one method)
+        return ", ".join("%s %s" % (GATE_NAMES[m], value([r[m] for r in runs])) for m in gates)
 
     ft = seed_grids(s, "curve_finetuned", "metric_finetuned")
     layer = ["random:uniform", "random:avoid_consecutive", "random:top", "random:bottom"]
@@ -249,11 +251,11 @@ def scorecard_sst2():
          "iterative vs one-shot: " + versus("iterative:gradient", "gradient", (0.5, 0.875))),
         ("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers at "
          "about PASS's accuracy" + (" (Voita et al.'s Hard Concrete gates beside them)"
-                                    if "hard_concrete" in runs[0] else ""),
-         "16 of 32 heads: %s; heads kept per seed: %s; layers emptied per seed: %s" % tuple(
-             ", ".join("%s %s" % (GATE_NAMES[m], f(m)) for m in GATE_NAMES if m in runs[0]) for f in (
-                 gate, lambda m: "/".join(str(r[m]["stages"][-1]["heads"]) for r in runs),
-                 lambda m: "/".join(str(len(r[m]["emptied_layers"])) for r in runs)))),
+                                    if "hard_concrete" in gates else ""),
+         "16 of 32 heads: %s; heads kept per seed: %s; layers emptied per seed: %s" % (
+             per_gate(lambda g: mean_sd([x["stages"][-1]["metric"] for x in g])),
+             per_gate(lambda g: "/".join(str(x["stages"][-1]["heads"]) for x in g)),
+             per_gate(lambda g: "/".join(str(len(x["emptied_layers"])) for x in g)))),
         ("Budhraja et al. 2020: random pruning with layer strategies, then fine-tuning, comes close to "
          "importance-based pruning",
          "half the heads removed, no fine-tuning: %s; after %d fine-tuning steps: %s, gradient %s" % (
