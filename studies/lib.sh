@@ -16,6 +16,17 @@ train_once() {
     h train --config "$1" --max-steps "$2" --out "$3/train" > "$3/train.json"
 }
 
+# gates_to_half MODEL METHOD OUT_DIR [OPTION...]: `gates` to exactly half the heads in GATE_STEPS
+# steps (as many again if the count is not exact by then), a period of $gate_period steps when the
+# study set one, GATE_ARGS added; its table in OUT_DIR.txt; skipped when OUT_DIR/gates.json exists.
+gates_to_half() {
+  local model=$1 method=$2 dir=$3
+  shift 3
+  [ -f "$dir/gates.json" ] ||
+    h gates "$model" --method "$method" --target 0.5 --steps "$gate_steps" --extra-steps "$gate_steps" \
+      ${gate_period:+--period "$gate_period"} ${GATE_ARGS:-} "$@" --out "$dir" > "$dir.txt"
+}
+
 # collect RUN_DIR OUT.json HEADER_JSON KEY=PATH...: OUT = HEADER plus, for each KEY, the JSON file
 # RUN_DIR/PATH as headprune wrote it (a KEY a/b nests: OUT["a"]["b"]; DROP="k1 k2" leaves those
 # top-level fields out of every file, e.g. the gates' per-period log); written atomically (OUT.tmp,

@@ -23,6 +23,7 @@ out=${2:-bench/results/llama_gqa.json}
 steps=${STEPS:-1500}
 ft=${FT_STEPS:-100}
 gate_steps=${GATE_STEPS:-300}
+gate_period=${GATE_PERIOD:-}  # default: the command's
 cfg=configs/shakespeare_llama.json
 source "$(dirname "$0")/lib.sh"
 train_once "$cfg" "$steps" "$run"
@@ -41,9 +42,7 @@ fractions=(0 0.25 0.5 0.75)
   h curve "$model" --config "$cfg" --strategy gradient --strategy gradient:group --fractions 0 0.25 0.5 \
     --finetune-steps "$ft" --out "$run/curve_ft" > "$run/curve_ft.txt"
 
-[ -f "$run/passconc/gates.json" ] ||
-  h gates "$model" --config "$cfg" --method passconc --target 0.5 --steps "$gate_steps" --extra-steps "$gate_steps" \
-    ${GATE_PERIOD:+--period "$GATE_PERIOD"} ${GATE_ARGS:-} --out "$run/passconc" > "$run/passconc.txt"
+gates_to_half "$model" passconc "$run/passconc" --config "$cfg"
 
 [ -f "$run/p50_head/summary.json" ] ||
   h prune "$model" --config "$cfg" --strategy score --method gradient --unit head --target 0.5 \

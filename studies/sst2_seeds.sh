@@ -52,9 +52,7 @@ for SEED in $seeds; do
   run=$root/seed$SEED
   for m in $gates; do
     [ -f "$run/${m}_g$gate_steps/gates.json" ] || { stage "$m";
-      h gates "$run/train/best" --config "$cfg" --split test --method "$m" --target 0.5 --steps "$gate_steps" \
-        --period "$gate_period" --extra-steps "$gate_steps" ${GATE_ARGS:-} --out "$run/${m}_g$gate_steps" \
-        > "$run/${m}_g$gate_steps.txt"; }
+      gates_to_half "$run/train/best" "$m" "$run/${m}_g$gate_steps" --config "$cfg" --split test; }
   done
 done
 for SEED in $seeds; do
