@@ -8,23 +8,32 @@ reps=${REPS:-10}
 
 h() { echo "+ headprune ${SEED:+--seed $SEED }$*" >&2; "$hp" --threads "$threads" ${SEED:+--seed "$SEED"} "$@"; }
 
-# train_once CONFIG STEPS RUN_DIR: RUN_DIR/train (best/, last/, history.json), its report in
-# RUN_DIR/train.json; skipped when RUN_DIR/train/best exists (rerun after an interruption).
+# train_once CONFIG STEPS RUN_DIR [OPTION...]: RUN_DIR/train (best/, last/, history.json), its report
+# in RUN_DIR/train.json (written when the run ends); skipped when that report exists; a run stopped
+# before it (interrupted, or a study continued in a later session) is resumed from RUN_DIR/train/last.
 train_once() {
-  mkdir -p "$3"
-  [ -f "$3/train/best/model.safetensors" ] ||
-    h train --config "$1" --max-steps "$2" --out "$3/train" > "$3/train.json"
+  local cfg=$1 steps=$2 dir=$3 resume=()
+  shift 3
+  mkdir -p "$dir"
+  [ -s "$dir/train.json" ] && return 0
+  [ -f "$dir/train/last/trainer_state.json" ] && resume=(--resume)
+  h train --config "$cfg" --max-steps "$steps" "$@" "${resume[@]}" --out "$dir/train" > "$dir/train.json.tmp"
+  mv "$dir/train.json.tmp" "$dir/train.json"
 }
 
-# gates_to_half MODEL METHOD OUT_DIR [OPTION...]: `gates` to exactly half the heads in GATE_STEPS
-# steps (as many again if the count is not exact by then), a period of $gate_period steps when the
-# study set one, GATE_ARGS added; its table in OUT_DIR.txt; skipped when OUT_DIR/gates.json exists.
-gates_to_half() {
-  local model=$1 method=$2 dir=$3
-  shift 3
+# gates_to TARGET MODEL METHOD OUT_DIR [OPTION...]: `gates` to exactly TARGET heads pruned (a
+# fraction or a count) in $gate_steps steps, then up to $gate_extra more (default as many again)
+# while the count is not exact, a period of $gate_period steps when the study set one, GATE_ARGS
+# added; its table in OUT_DIR.txt; skipped when OUT_DIR/gates.json exists. A run that ends off the
+# count exits non-zero but saves its results, whose "reached_target" says so: that does not stop the
+# study (any other failure does).
+gates_to() {
+  local target=$1 model=$2 method=$3 dir=$4
+  shift 4
   [ -f "$dir/gates.json" ] ||
-    h gates "$model" --method "$method" --target 0.5 --steps "$gate_steps" --extra-steps "$gate_steps" \
-      ${gate_period:+--period "$gate_period"} ${GATE_ARGS:-} "$@" --out "$dir" > "$dir.txt"
+    h gates "$model" --method "$method" --target "$target" --steps "$gate_steps" --extra-steps "${gate_extra:-$gate_steps}" \
+      ${gate_period:+--period "$gate_period"} ${GATE_ARGS:-} "$@" --out "$dir" > "$dir.txt" ||
+    [ -f "$dir/gates.json" ]
 }
 
 # collect RUN_DIR OUT.json HEADER_JSON KEY=PATH...: OUT = HEADER plus, for each KEY, the JSON file
@@ -41,7 +50,7 @@ for kv in sys.argv[4:]:
     key, path = kv.split("=", 1)
     with open(os.path.join(run, path)) as f:
         data = json.load(f)
-    for k in drop:
+    for k in drop if isinstance(data, dict) else ():  # a list (agreement's rows) has no fields
         data.pop(k, None)
     *parents, leaf = key.split("/")
     node = res

@@ -42,7 +42,7 @@ fractions=(0 0.25 0.5 0.75)
   h curve "$model" --config "$cfg" --strategy gradient --strategy gradient:group --fractions 0 0.25 0.5 \
     --finetune-steps "$ft" --out "$run/curve_ft" > "$run/curve_ft.txt"
 
-gates_to_half "$model" passconc "$run/passconc" --config "$cfg"
+gates_to 0.5 "$model" passconc "$run/passconc" --config "$cfg"
 
 [ -f "$run/p50_head/summary.json" ] ||
   h prune "$model" --config "$cfg" --strategy score --method gradient --unit head --target 0.5 \

@@ -36,7 +36,7 @@ model=$run/train/best
   h curve "$model" --config "$cfg" --strategy gradient --strategy iterative:gradient --strategy random:uniform \
     --fractions 0 0.125 0.25 0.375 0.5 0.625 0.75 0.875 --out "$run/curve" > "$run/curve.txt"
 
-for m in pass passconc; do gates_to_half "$model" "$m" "$run/$m" --config "$cfg"; done
+for m in pass passconc; do gates_to 0.5 "$model" "$m" "$run/$m" --config "$cfg"; done
 
 [ -f "$run/p50/summary.json" ] ||
   h prune "$model" --config "$cfg" --strategy score --method gradient --target 0.5 --out "$run/p50" > "$run/p50.txt"

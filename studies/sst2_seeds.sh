@@ -7,7 +7,7 @@
 #      gradient importance (one shot), iterative gradient, and random heads under Budhraja et al.'s
 #      layer strategies (uniform, avoid_consecutive, top, bottom), no fine-tuning,
 #   2. learned gates to exactly half the heads: PASS and PASSCONC (GATES: hard_concrete can join; a
-#      gate run that misses the count exits non-zero and stops the study, its outputs kept),
+#      gate run that misses the count is kept and goes on, its "reached_target" false),
 #   3. Budhraja et al.: half the heads removed by gradient and by each random strategy, then FT_STEPS
 #      steps of fine-tuning.
 # Stages run seed after seed, stage by stage, so an interrupted run has whole stages for the first
@@ -52,7 +52,7 @@ for SEED in $seeds; do
   run=$root/seed$SEED
   for m in $gates; do
     [ -f "$run/${m}_g$gate_steps/gates.json" ] || { stage "$m";
-      gates_to_half "$run/train/best" "$m" "$run/${m}_g$gate_steps" --config "$cfg" --split test; }
+      gates_to 0.5 "$run/train/best" "$m" "$run/${m}_g$gate_steps" --config "$cfg" --split test; }
   done
 done
 for SEED in $seeds; do
