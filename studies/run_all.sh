@@ -25,6 +25,7 @@ bert_base|15|3|no|bert_base_table4, bert_base_textbook
 sst2|25|5|data|sst2_study
 sst2_seeds|65|6|data|sst2_seeds
 llama_gqa|35|5|data|llama_gqa
+multi30k|180|8|data|multi30k
 distributed|5|1|no|distributed"
 
 quick=0 budget=0 list=0
@@ -91,6 +92,11 @@ run_study() {  # NAME: the study's command at full or quick size
       if [ $q = 1 ]; then
         env STEPS=40 FT_STEPS=5 "${toy_gates[@]}" REPS=2 bash studies/llama_gqa.sh "$work/llama_gqa" "$results/llama_gqa.json"
       else bash studies/llama_gqa.sh; fi ;;
+    multi30k)
+      if [ $q = 1 ]; then
+        env STEPS=40 KEEP_EVERY=20 OVER_TRAINING="20 40" MAX_SENTENCES=30 GATE_EXTRA_STEPS=40 "${toy_gates[@]}" \
+          bash studies/multi30k.sh "$work/multi30k" "$results/multi30k.json"
+      else bash studies/multi30k.sh; fi ;;
     distributed)
       if [ $q = 1 ]; then STEPS=5 bash bench/distributed.sh "$results"
       else bash bench/distributed.sh "$results"; fi ;;
