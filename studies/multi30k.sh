@@ -5,6 +5,7 @@
 #   1. BLEU on the in-domain test_2016_flickr and the out-of-domain test_2017_mscoco (greedy, beam 4),
 #   2. head importance on the validation set: gradient (Michel), single-head ablation and all-but-one
 #      ablation per attention layer (BLEU, paired bootstrap significance), confidence and LRP (Voita),
+#      all-but-one on test too (Michel: each layer's best head chosen on validation, BLEU on test),
 #      and gradient and ablation on MSCOCO -- their agreement, in domain vs out of domain,
 #   3. test BLEU vs heads pruned, heads chosen on the validation set: gradient (one shot), iterative
 #      gradient and random heads; gradient within one attention type at a time; MSCOCO BLEU with
@@ -73,6 +74,9 @@ stage importance
 [ -f "$run/importance_mscoco/importance.json" ] ||
   h importance "$model" --config "$coco" --split test --method gradient --method ablation "${bleu[@]}" \
     --out "$run/importance_mscoco" > "$run/importance_mscoco.txt"
+[ -f "$run/importance_test/importance.json" ] ||  # Michel 3.3: each layer's best head chosen on valid, BLEU on test
+  h importance "$model" --config "$cfg" --split test --method all_but_one "${bleu[@]}" \
+    --out "$run/importance_test" > "$run/importance_test.txt"
 once "$run/agreement_valid_mscoco.json" \
   h agreement "$run/importance_valid/importance.json" "$run/importance_mscoco/importance.json" --by-type
 
@@ -129,6 +133,7 @@ for k in 29 13; do gate "$k" hard_concrete; done
 
 parts=(train=train.json eval_flickr=eval_flickr.json eval_mscoco=eval_mscoco.json
        importance_valid=importance_valid/importance.json importance_mscoco=importance_mscoco/importance.json
+       importance_test=importance_test/importance.json
        agreement_valid_mscoco=agreement_valid_mscoco.json curve=curve/curve.json curve_finetuned=curve_ft/curve.json
        curve_mscoco_by_valid=curve_mscoco_by_valid/curve.json curve_mscoco_by_mscoco=curve_mscoco_by_test/curve.json
        curve_by_type=curve_by_type/curve.json curve_finetuned_$ft=curve_ft$ft/curve.json roles=roles/roles.json)
