@@ -555,6 +555,30 @@ def multi30k_over_training():
     return lines
 
 
+def multi30k_roles():
+    """Voita's roles of the 24 encoder heads on UD English-EWT, with importance and the PASSCONC plan (studies/multi30k.sh)."""
+    roles = load(M30K)["roles"]
+    lines = ["| head | positional share @ offset | rare-word share | best relation: accuracy / baseline | role | "
+             "gradient | single-head ablation (BLEU change) | kept by PASSCONC (36 of 72) |",
+             "|---|---:|---:|---|---|---:|---:|:---:|"]
+    for h in roles["heads"]:
+        best = max(h["relations"], key=lambda r: r["accuracy"] - r["baseline"])
+        role = ", ".join(n for n in ("positional", "syntactic", "rare") if h[n]) or "–"
+        lines.append("| %s | %s %% @ %+d | %s %% | %s %s: %s %% / %s %% | %s | %s | %s | %s |" % (
+            h["head"].split(":", 1)[1], fmt(100 * h["positional_share"], 1), h["positional_offset"],
+            fmt(100 * h["rare_share"], 1), best["relation"], best["direction"].replace("->", "→"),
+            fmt(100 * best["accuracy"], 1), fmt(100 * best["baseline"], 1), role, fmt(h["importance"]["gradient"], 3),
+            fmt(-h["importance"]["ablation"], 2) if "ablation" in h["importance"] else "–",
+            "–" if h["pruned"] else "kept"))
+    kept = [h for h in roles["heads"] if not h["pruned"]]
+    gone = [h for h in roles["heads"] if h["pruned"]]
+    mean = lambda hs, k: fmt(100 * sum(h[k] for h in hs) / len(hs), 1) if hs else "–"
+    lines.append("| mean, kept (%d) / removed (%d) | %s %% / %s %% | %s %% / %s %% | | | | | |" % (
+        len(kept), len(gone), mean(kept, "positional_share"), mean(gone, "positional_share"),
+        mean(kept, "rare_share"), mean(gone, "rare_share")))
+    return lines
+
+
 def multi30k_importance_top():
     """The heads whose single removal costs most, and their rank under the other methods (studies/multi30k.sh)."""
     m = load(M30K)
@@ -583,7 +607,7 @@ TABLES = {"sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (S
           "scorecard_llama": (LLAMA, scorecard_llama), "scorecard_multi30k": (M30K, scorecard_multi30k),
           "multi30k_curve": (M30K, multi30k_curve), "multi30k_all_but_one": (M30K, multi30k_all_but_one),
           "multi30k_gates": (M30K, multi30k_gates), "multi30k_over_training": (M30K, multi30k_over_training),
-          "multi30k_importance_top": (M30K, multi30k_importance_top)}
+          "multi30k_importance_top": (M30K, multi30k_importance_top), "multi30k_roles": (M30K, multi30k_roles)}
 OPEN = re.compile(r"^<!-- table (\S+) \(scripts/doc_tables\.py; from (\S+)\) -->$")
 CLOSE = "<!-- end table -->"
 
