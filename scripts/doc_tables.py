@@ -579,6 +579,19 @@ def multi30k_roles():
     return lines
 
 
+def multi30k_training():
+    """The Multi30k model over training: validation loss (the selection rule) and each snapshot's test BLEU (studies/multi30k.sh)."""
+    m = load(M30K)
+    t = m["train"]
+    bleu = {int(k): curve_grid(v)["gradient"][0.0] for k, v in m["over_training"].items()}
+    lines = ["| step | validation loss | test_2016_flickr BLEU, greedy | note |", "|---:|---:|---:|---|"]
+    for h in t["history"]:
+        note = "chosen (lowest validation loss)" if h["loss"] == t["best_metric"] else ""
+        lines.append("| %s | %s | %s | %s |" % ("{:,}".format(h["step"]), fmt(h["loss"], 3),
+                                                fmt(bleu[h["step"]], 2) if h["step"] in bleu else "–", note))
+    return lines
+
+
 def multi30k_importance_top():
     """The heads whose single removal costs most, and their rank under the other methods (studies/multi30k.sh)."""
     m = load(M30K)
@@ -607,7 +620,8 @@ TABLES = {"sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (S
           "scorecard_llama": (LLAMA, scorecard_llama), "scorecard_multi30k": (M30K, scorecard_multi30k),
           "multi30k_curve": (M30K, multi30k_curve), "multi30k_all_but_one": (M30K, multi30k_all_but_one),
           "multi30k_gates": (M30K, multi30k_gates), "multi30k_over_training": (M30K, multi30k_over_training),
-          "multi30k_importance_top": (M30K, multi30k_importance_top), "multi30k_roles": (M30K, multi30k_roles)}
+          "multi30k_importance_top": (M30K, multi30k_importance_top), "multi30k_roles": (M30K, multi30k_roles),
+          "multi30k_training": (M30K, multi30k_training)}
 OPEN = re.compile(r"^<!-- table (\S+) \(scripts/doc_tables\.py; from (\S+)\) -->$")
 CLOSE = "<!-- end table -->"
 
