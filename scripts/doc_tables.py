@@ -519,8 +519,9 @@ def multi30k_gates():
     """Learned gates and Michel's plans at the same head counts, test BLEU (studies/multi30k.sh)."""
     m = load(M30K)
     g = curve_grid(m["curve"])
-    ft = curve_grid(m["curve_finetuned"], "metric_finetuned")
-    plans = {p["fraction"]: p["pruned"] for p in m["curve"]["points"] if p["strategy"] == "iterative:gradient"}
+    # Michel's iterative plans at the gate counts come from the fine-tuned curve's own points (its
+    # rescoring path runs through those fractions only, so they are not the main curve's heads).
+    plans = {p["fraction"]: p for p in m["curve_finetuned"]["points"] if p["strategy"] == "iterative:gradient"}
     lines = ["| heads kept of 72 | method | encoder self / decoder self / cross (per layer) | emptied layers | steps | test BLEU |",
              "|---:|---|---|---|---:|---:|",
              "| 72 | unpruned | %s | – | – | %s |" % (per_type(all_heads()), fmt(g["gradient"][0.0], 2))]
@@ -535,10 +536,11 @@ def multi30k_gates():
             ", ".join(r["emptied_layers"]) or "–", res["steps"], fmt(r["stages"][-1]["metric"], 2)))
         if method == "hard_concrete" and 1 - kept / 72.0 in plans:
             f = 1 - kept / 72.0
-            heads = [h for h in all_heads() if h not in plans[f]]
-            lines.append("| %d | iterative gradient (Michel) | %s | – | – | %s |" % (kept, per_type(heads), fmt(g["iterative:gradient"][f], 2)))
+            heads = [h for h in all_heads() if h not in plans[f]["pruned"]]
+            lines.append("| %d | iterative gradient (Michel) | %s | – | – | %s |" % (kept, per_type(heads), fmt(plans[f]["metric"], 2)))
             lines.append("| %d | iterative gradient + %d fine-tuning steps | the same | – | %d | %s |" % (
-                kept, m["curve_finetuned"]["finetune_steps"], m["curve_finetuned"]["finetune_steps"], fmt(ft["iterative:gradient"][f], 2)))
+                kept, m["curve_finetuned"]["finetune_steps"], m["curve_finetuned"]["finetune_steps"],
+                fmt(plans[f]["metric_finetuned"], 2)))
     return lines
 
 
