@@ -603,9 +603,11 @@ def multi30k_importance_top():
         mp = m30k_map(m, "importance_valid", method)
         order = sorted(mp["heads"], key=lambda h: h["score"], reverse=mp["higher_is_important"])
         ranks[method] = {head_name(h): i + 1 for i, h in enumerate(order)}
-    abl = {head_name(h): h for h in m30k_map(m, "importance_valid", "ablation")["heads"]}
+    ablation = m30k_map(m, "importance_valid", "ablation")
+    abl = {head_name(h): h for h in ablation["heads"]}
     top = sorted(abl, key=lambda n: ranks["ablation"][n])[:8]
-    lines = ["| head | BLEU change when masked alone | significant (p < 0.01) | rank: ablation | gradient | LRP | confidence |",
+    lines = ["| head | BLEU change when masked alone | significant (p < %g) | rank: ablation | gradient | LRP | confidence |"
+             % ablation["info"]["significance_level"],
              "|---|---:|---|---:|---:|---:|---:|"]
     for n in top:
         lines.append("| %s | %s | %s | %s |" % (n, fmt(abl[n]["delta_metric"], 2), "yes" if abl[n]["significant"] else "no",
