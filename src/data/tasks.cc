@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "headprune/data/readers.h"
@@ -15,8 +16,14 @@ namespace hp {
 namespace {
 
 const std::set<std::string> kSpecKeys = {"kind", "n_train", "n_valid", "n_test", "min_len", "max_len", "train", "valid",
-                                         "test", "text_a", "text_b", "label", "valid_fraction", "vocab_size",
+                                         "test", "text_a", "text_b", "label", "valid_fraction", "test_fraction", "vocab_size",
                                          "tokenizer", "max_train", "labels"};
+
+std::string shortest(double v) {  // 0.05, not std::to_string's 0.050000
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
 
 template <typename T>
 T opt(const nlohmann::json& j, const char* key, T fallback) {
@@ -285,15 +292,33 @@ TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const s
   if (kind == "text") {
     if (model.arch != Arch::DecoderLM) throw std::invalid_argument("data spec: kind text needs decoder_lm");
     if (!spec.contains("train")) throw std::invalid_argument("data spec: kind text needs 'train'");
-    auto lines = read_lines(path(spec.at("train").get<std::string>()));
+    const std::string file = spec.at("train").get<std::string>();
+    auto lines = read_lines(path(file));
+    // The file is cut in order: train, then valid_fraction of its lines (checkpoint selection), then
+    // test_fraction (the split reported), so the held-out text is contiguous and never trained on.
     const double frac = opt<double>(spec, "valid_fraction", 0.1);
     if (frac <= 0 || frac >= 1) throw std::invalid_argument("data spec: valid_fraction must be in (0, 1)");
-    const auto cut = static_cast<size_t>(static_cast<double>(lines.size()) * (1.0 - frac));
+    const bool test_held_out = spec.contains("test_fraction");
+    if (test_held_out && spec.contains("test"))
+      throw std::invalid_argument("data spec: give 'test' (a file) or 'test_fraction' (held out of train), not both");
+    const double test_frac = opt<double>(spec, "test_fraction", 0.0);
+    if (test_held_out && (test_frac <= 0 || frac + test_frac >= 1))
+      throw std::invalid_argument("data spec: test_fraction must be > 0 and valid_fraction + test_fraction < 1");
+    const auto n = static_cast<double>(lines.size());
+    const auto cut = static_cast<size_t>(n * (1.0 - frac - test_frac));
+    const auto test_cut = static_cast<size_t>(n * (1.0 - test_frac));
+    if (cut == 0 || test_cut <= cut || (test_held_out && test_cut >= lines.size()))
+      throw std::invalid_argument("data spec: valid_fraction " + shortest(frac) +
+                                  (test_held_out ? " and test_fraction " + shortest(test_frac) : "") + " of " + file +
+                                  "'s " + std::to_string(lines.size()) + " lines leave an empty split");
     std::vector<std::string> train(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(cut));
-    std::vector<std::string> valid(lines.begin() + static_cast<std::ptrdiff_t>(cut), lines.end());
+    std::vector<std::string> valid(lines.begin() + static_cast<std::ptrdiff_t>(cut),
+                                   lines.begin() + static_cast<std::ptrdiff_t>(test_cut));
+    std::vector<std::string> test(lines.begin() + static_cast<std::ptrdiff_t>(test_cut), lines.end());
     d.tokenizer = tokenizer ? *tokenizer : train_tokenizer(train, spec, seed);
     if (wants(splits, "train")) d.train = lm_blocks(*d.tokenizer, train, max_len);
     if (wants(splits, "valid")) d.valid = lm_blocks(*d.tokenizer, valid, max_len);
+    if (wants(splits, "test") && test_held_out) d.test = lm_blocks(*d.tokenizer, test, max_len);
     if (wants(splits, "test") && spec.contains("test"))
       d.test = lm_blocks(*d.tokenizer, read_lines(path(spec.at("test").get<std::string>())), max_len);
     cap(d.train);

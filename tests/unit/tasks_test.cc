@@ -179,6 +179,49 @@ TEST(Tasks, ParallelAndTextTasks) {
   const double uni = unigram_perplexity(t.train, t.valid, t.tokenizer->vocab_size());
   EXPECT_GT(uni, 1.0);
   EXPECT_LT(uni, 40.0);
+
+  // test_fraction: the file's last lines become the test split, after the valid part; the training
+  // part shrinks by as much and the valid split is the same share of the file as before.
+  std::string lines;  // 100 lines, each naming its number, so the parts can be told apart
+  for (int i = 0; i < 100; ++i) lines += "line " + std::to_string(i) + " of the text\n";
+  write(dir / "lines.txt", lines);
+  const nlohmann::json held = {{"kind", "text"}, {"train", "lines.txt"}, {"vocab_size", 60}, {"max_len", 8},
+                               {"valid_fraction", 0.1}, {"test_fraction", 0.2}};
+  auto h = load_task(held, lm, dir.path, std::nullopt, {"train", "valid", "test"}, 1);
+  auto text_of = [&](const std::vector<Example>& blocks) {
+    std::vector<int64_t> ids;
+    for (const auto& b : blocks)  // consecutive blocks share a token: take it once
+      ids.insert(ids.end(), b.src.begin() + (ids.empty() ? 0 : 1), b.src.end());
+    return h.tokenizer->decode(ids);
+  };
+  const std::string train_text = text_of(h.train), valid_text = text_of(h.valid), test_text = text_of(h.test);
+  EXPECT_NE(train_text.find("line 69 "), std::string::npos);
+  EXPECT_EQ(train_text.find("line 70 "), std::string::npos);
+  EXPECT_NE(valid_text.find("line 70 "), std::string::npos);
+  EXPECT_NE(valid_text.find("line 79 "), std::string::npos);
+  EXPECT_EQ(valid_text.find("line 80 "), std::string::npos);
+  EXPECT_NE(test_text.find("line 80 "), std::string::npos);
+  EXPECT_NE(test_text.find("line 99 "), std::string::npos);
+  EXPECT_EQ(test_text.find("line 79 "), std::string::npos);
+  auto lm_error = [&](nlohmann::json s) {
+    return test::error_of([&] { load_task(s, lm, dir.path, h.tokenizer, {"test"}, 1); });
+  };
+  nlohmann::json both = held;
+  both["test"] = "lines.txt";
+  EXPECT_NE(lm_error(both).find("not both"), std::string::npos);
+  for (double bad : {0.0, 0.9, -0.1}) {
+    nlohmann::json s = held;
+    s["test_fraction"] = bad;
+    EXPECT_NE(lm_error(s).find("test_fraction must be > 0 and valid_fraction + test_fraction < 1"), std::string::npos)
+        << bad;
+  }
+  write(dir / "three.txt", "one line\nanother line\na third line\n");  // 10 % of 3 lines is no line
+  nlohmann::json tiny = held;
+  tiny["train"] = "three.txt";
+  tiny["test_fraction"] = 0.1;
+  EXPECT_NE(lm_error(tiny).find("valid_fraction 0.1 and test_fraction 0.1 of three.txt's 3 lines leave an empty split"),
+            std::string::npos)
+      << lm_error(tiny);
 }
 
 // ---- real data (label: data) ----

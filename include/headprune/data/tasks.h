@@ -11,7 +11,9 @@
 //               sample, the same for every run seed) is held out as the valid split, for checkpoint
 //               selection, and the vocabulary is trained on the rest; the dev file can then be test
 //   parallel:   train, valid, test: [source file, target file]
-//   text:       train (file), valid_fraction (tail of the file held out), test (file, optional)
+//   text:       train (file), valid_fraction (that share of the file's lines held out after the
+//               training part; default 0.1), test (file, optional) or test_fraction (the file's last
+//               lines, after the valid part: a test split of the same text no job trains or selects on)
 //   all text kinds: vocab_size, tokenizer ("bpe" | "unigram"), max_len (subword tokens per side;
 //               longer examples are truncated (tsv, text blocks) or dropped (parallel, train only)),
 //               max_train (0 = all examples)
