@@ -594,6 +594,27 @@ def multi30k_training():
     return lines
 
 
+def multi30k_speed():
+    """Latency of the PASS and PASSCONC models beside the unpruned one (studies/multi30k.sh)."""
+    m = load(M30K)
+    b = m["bench"]
+    runs = {"unpruned": None}
+    for k, method, g in m30k_gate_runs(m):
+        if method in ("pass", "passconc"):
+            runs["gates_keep%d/%s/model" % (k, method)] = (k, method, g)
+    lines = ["| model | heads | emptied attention layers | batch 1, ms | batch 16, ms | FLOP-ideal | measured, batch 1 / 16 |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for key, run in runs.items():
+        recs = {r["batch"]: r for r in b["records"]
+                if (r["model"].endswith(key) if run else r["model"].endswith("/train/best"))}
+        name = "unpruned" if run is None else "%s, %d heads" % (GATE_NAMES[run[1]], run[0])
+        lines.append("| %s | %d | %d | %s | %s | ×%s | ×%s / ×%s |" % (
+            name, recs[1]["heads"], 0 if run is None else len(run[2]["emptied_layers"]),
+            fmt(recs[1]["median_ms"], 2), fmt(recs[16]["median_ms"], 2), fmt(recs[1]["ideal_speedup"], 2),
+            fmt(recs[1]["measured_speedup"], 2), fmt(recs[16]["measured_speedup"], 2)))
+    return lines
+
+
 def multi30k_importance_top():
     """The heads whose single removal costs most, and their rank under the other methods (studies/multi30k.sh)."""
     m = load(M30K)
@@ -615,6 +636,7 @@ def multi30k_importance_top():
     return lines
 
 
+
 TABLES = {"sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
           "cpu_kernel_sets": (KERNELS, cpu_kernel_sets), "eager_inference": (EAGER, eager_inference),
           "eager_training": (TRAIN, eager_training), "pruned_int8": (PRUNED_INT8, pruned_int8),
@@ -625,7 +647,7 @@ TABLES = {"sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (S
           "multi30k_curve": (M30K, multi30k_curve), "multi30k_all_but_one": (M30K, multi30k_all_but_one),
           "multi30k_gates": (M30K, multi30k_gates), "multi30k_over_training": (M30K, multi30k_over_training),
           "multi30k_importance_top": (M30K, multi30k_importance_top), "multi30k_roles": (M30K, multi30k_roles),
-          "multi30k_training": (M30K, multi30k_training)}
+          "multi30k_training": (M30K, multi30k_training), "multi30k_speed": (M30K, multi30k_speed)}
 OPEN = re.compile(r"^<!-- table (\S+) \(scripts/doc_tables\.py; from (\S+)\) -->$")
 CLOSE = "<!-- end table -->"
 

@@ -18,7 +18,9 @@
 #      FT_STEPS fine-tuning steps (Budhraja et al.),
 #   7. the gradient curve of 3 on the snapshots every 500 steps (importance over training, Michel 6),
 #   8. Hard Concrete at 29 and 13 heads kept too: with 36 and 18, Voita's four sparsity points
-#      (75, 58, 36 and 26 of 144 heads kept, scaled to 72).
+#      (75, 58, 36 and 26 of 144 heads kept, scaled to 72),
+#   9. the latency of the PASS and PASSCONC models beside the unpruned one (same head count, PASSCONC
+#      with more attention layers emptied), batch 1 and 16, source and target 32 tokens, REPS each.
 # Gates and fine-tuning use batches of FT_BATCH_TOKENS tokens. Every step is skipped when its output
 # exists, so an interrupted run -- the training too -- goes on where it stopped when run again.
 #
@@ -29,9 +31,11 @@
 # stage 7, default every 500), GATE_STEPS (default 200), GATE_EXTRA_STEPS (up to this many more
 # while the count is not exact; default 600), GATE_PERIOD (default 50), GATE_ARGS, FT_STEPS
 # (default 100), FT_BATCH_TOKENS (default 2000), MAX_SENTENCES (only the first N sentences of every
-# split scored or reported, for quick runs; default all), HP, THREADS.
+# split scored or reported, for quick runs; default all), REPS (latency repetitions, default 200),
+# HP, THREADS.
 set -euo pipefail
 export SEED=${SEED:-1}
+REPS=${REPS:-200}
 steps=${STEPS:-4000}
 keep=${KEEP_EVERY:-250}
 root=${1:-runs/multi30k_s$steps}
@@ -131,12 +135,18 @@ done
 stage "Hard Concrete at Voita's other two sparsity points"
 for k in 29 13; do gate "$k" hard_concrete; done
 
+stage "latency of the gate-pruned models"
+[ -f "$run/bench.json" ] ||
+  h bench "$model" "$run"/gates_keep{36,18}/{pass,passconc}/model --batch 1 --batch 16 --seq 32 --reps "$reps" \
+    --warmup 10 --json "$run/bench.json" > "$run/bench.txt"
+
 parts=(train=train.json eval_flickr=eval_flickr.json eval_mscoco=eval_mscoco.json
        importance_valid=importance_valid/importance.json importance_mscoco=importance_mscoco/importance.json
        importance_test=importance_test/importance.json
        agreement_valid_mscoco=agreement_valid_mscoco.json curve=curve/curve.json curve_finetuned=curve_ft/curve.json
        curve_mscoco_by_valid=curve_mscoco_by_valid/curve.json curve_mscoco_by_mscoco=curve_mscoco_by_test/curve.json
-       curve_by_type=curve_by_type/curve.json curve_finetuned_$ft=curve_ft$ft/curve.json roles=roles/roles.json)
+       curve_by_type=curve_by_type/curve.json curve_finetuned_$ft=curve_ft$ft/curve.json roles=roles/roles.json
+       bench=bench.json)
 for s in $over; do parts+=("over_training/$s=over_training/$s/curve.json"); done
 for k in 36 18; do for m in pass passconc; do parts+=("gates_keep$k/$m=gates_keep$k/$m/gates.json"); done; done
 for k in 36 29 18 13; do parts+=("gates_keep$k/hard_concrete=gates_keep$k/hard_concrete/gates.json"); done
