@@ -18,6 +18,7 @@ A generated table sits between two marker lines in a Markdown file:
 Each NAME is a function below that reads its results file and returns the table's lines.
 """
 import json
+import math
 import os
 import re
 import sys
@@ -637,6 +638,86 @@ def multi30k_importance_top():
 
 
 
+LM_SEEDS = "bench/results/lm_seeds.json"
+LM_NAMES = {"gpt": "GPT-2-style decoder", "llama": "LLaMA-style decoder (grouped-query attention)"}
+LAYER_STRATEGIES = ["random:uniform", "random:avoid_consecutive", "random:top", "random:bottom"]
+
+
+def lm_models(s):
+    """(name, its header, its seeds' outputs in seed order) for each model the LM study ran."""
+    return [(m, s["models"][m], [s["models"][m]["seeds"][k] for k in sorted(s["models"][m]["seeds"], key=int)])
+            for m in s["models"]]
+
+
+def scorecard_lm():
+    """Papers' claims against the language models over seeds (studies/lm_seeds.sh); perplexity, lower is better."""
+    s = load(LM_SEEDS)
+    gates = s["gates"].split()
+    lines = ["| model | claim (paper) | ours: test perplexity, the held-out half that chose nothing (lower is better) "
+             "| spread | command |", "|---|---|---|---|---|"]
+    for m, info, runs in lm_models(s):
+        grids = [curve_grid(r["curve"]) for r in runs]
+        ft = [curve_grid(r["curve_finetuned"], "metric_finetuned") for r in runs]
+        base = across(grids, "gradient", 0.0)
+
+        def versus(a, b, fractions, g=grids):
+            return "; ".join("at %g %%: %s vs %s (difference %s)" % (
+                100 * f, mean_sd(across(g, a, f), 1), mean_sd(across(g, b, f), 1),
+                mean_sd([x - y for x, y in zip(across(g, a, f), across(g, b, f))], 1)) for f in fractions)
+
+        def removable(g):  # the largest share removed by gradient importance within 5 % of unpruned perplexity
+            return max(f for f, v in g["gradient"].items() if v <= 1.05 * g["gradient"][0.0])
+
+        def per_gate(value):
+            return ", ".join("%s %s" % (GATE_NAMES[k], value([r[k] for r in runs])) for k in gates)
+
+        layer = LAYER_STRATEGIES + (["gradient:group"] if "gradient:group" in grids[0] else [])
+        rows = [
+            ("unpruned model (for the rows below)", "test %s; validation (chose the checkpoint) %s" % (
+                mean_sd(base, 1), mean_sd([math.exp(r["train"]["best_metric"]) for r in runs], 1))),
+            ("Michel et al. 2019: 20-40 % of heads removed by importance without a noticeable loss",
+             "share of the heads removed by gradient importance with test perplexity within 5 %% of the "
+             "seed's unpruned: %s" % ", ".join("%g %%" % (100 * removable(g)) for g in grids)),
+            ("Michel et al. 2019: importance order beats removing heads at random",
+             "gradient vs random: " + versus("gradient", "random:uniform", (0.25, 0.5, 0.75))),
+            ("Michel et al. 2019: iterative pruning against one-shot",
+             "iterative vs one-shot: " + versus("iterative:gradient", "gradient", (0.5, 0.875))),
+            ("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers",
+             "half the heads: %s; heads kept per seed: %s; layers emptied per seed: %s; one-shot gradient "
+             "at 50 %%: %s" % (
+                 per_gate(lambda g: mean_sd([x["stages"][-1]["metric"] for x in g], 1)),
+                 per_gate(lambda g: "/".join(str(x["stages"][-1]["heads"]) for x in g)),
+                 per_gate(lambda g: "/".join(str(len(x["emptied_layers"])) for x in g)),
+                 mean_sd(across(grids, "gradient", 0.5), 1))),
+            ("Budhraja et al. 2020: random heads with layer strategies, fine-tuned, come close to importance",
+             "half the heads removed, no fine-tuning: %s; after %d fine-tuning steps: %s, gradient %s" % (
+                 ", ".join("%s %s" % (st.split(":")[1], mean_sd(across(grids, st, 0.5), 1)) for st in layer),
+                 s["finetune_steps"],
+                 ", ".join("%s %s" % (st.split(":")[1], mean_sd(across(ft, st, 0.5), 1)) for st in layer),
+                 mean_sd(across(ft, "gradient", 0.5), 1))),
+        ]
+        spread = "mean ± s.d. over %d seeds (%s)" % (len(runs), ", ".join(sorted(info["seeds"], key=int)))
+        name = "%s, `%s`, %d steps" % (LM_NAMES.get(m, m), info["config"], info["train_steps"])
+        lines += ["| %s | %s | %s | %s | `bash studies/lm_seeds.sh` |" % (name, c, o, spread) for c, o in rows]
+    return lines
+
+
+def lm_seeds_curve():
+    """Test perplexity against the share of heads pruned, mean ± s.d. over seeds, per model (studies/lm_seeds.sh)."""
+    s = load(LM_SEEDS)
+    lines = []
+    for m, _, runs in lm_models(s):
+        grids = [curve_grid(r["curve"]) for r in runs]
+        fractions = sorted(grids[0]["gradient"])
+        if not lines:
+            lines = ["| model | strategy | " + " | ".join("%g %%" % (100 * f) for f in fractions) + " |",
+                     "|---|---|" + "---:|" * len(fractions)]
+        for st in grids[0]:
+            lines.append("| %s | %s | %s |" % (m, st, " | ".join(
+                mean_sd(across(grids, st, f), 1) if all(f in g[st] for g in grids) else "–" for f in fractions)))
+    return lines
+
+
 TABLES = {"sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
           "cpu_kernel_sets": (KERNELS, cpu_kernel_sets), "eager_inference": (EAGER, eager_inference),
           "eager_training": (TRAIN, eager_training), "pruned_int8": (PRUNED_INT8, pruned_int8),
@@ -647,7 +728,8 @@ TABLES = {"sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (S
           "multi30k_curve": (M30K, multi30k_curve), "multi30k_all_but_one": (M30K, multi30k_all_but_one),
           "multi30k_gates": (M30K, multi30k_gates), "multi30k_over_training": (M30K, multi30k_over_training),
           "multi30k_importance_top": (M30K, multi30k_importance_top), "multi30k_roles": (M30K, multi30k_roles),
-          "multi30k_training": (M30K, multi30k_training), "multi30k_speed": (M30K, multi30k_speed)}
+          "multi30k_training": (M30K, multi30k_training), "multi30k_speed": (M30K, multi30k_speed),
+          "scorecard_lm": (LM_SEEDS, scorecard_lm), "lm_seeds_curve": (LM_SEEDS, lm_seeds_curve)}
 OPEN = re.compile(r"^<!-- table (\S+) \(scripts/doc_tables\.py; from (\S+)\) -->$")
 CLOSE = "<!-- end table -->"
 

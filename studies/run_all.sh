@@ -11,7 +11,7 @@
 #                   others are named as skipped (the exit status stays 0: a budget is a choice)
 #   --quick         the same pipeline at toy sizes (a few steps and repetitions) into runs/quick/:
 #                   results in runs/quick/results, tables printed from them, figures drawn into
-#                   runs/quick/figures; nothing committed is touched. About 25 minutes on 2 cores.
+#                   runs/quick/figures; nothing committed is touched. About 45 minutes on 2 cores.
 #
 # Times are those of this project's machine (2 cores). Studies marked "data" need ../shared/data and
 # are skipped, named, without it. Environment: HP (default build/headprune), THREADS (default 2).
@@ -25,7 +25,8 @@ bert_base|15|3|no|bert_base_table4, bert_base_textbook
 sst2|25|5|data|sst2_study
 sst2_seeds|65|6|data|sst2_seeds
 llama_gqa|35|5|data|llama_gqa
-multi30k|180|8|data|multi30k
+multi30k|185|8|data|multi30k
+lm_seeds|140|12|data|lm_seeds
 distributed|5|1|no|distributed"
 
 quick=0 budget=0 list=0
@@ -94,9 +95,13 @@ run_study() {  # NAME: the study's command at full or quick size
       else bash studies/llama_gqa.sh; fi ;;
     multi30k)
       if [ $q = 1 ]; then
-        env STEPS=40 KEEP_EVERY=20 OVER_TRAINING="20 40" MAX_SENTENCES=30 GATE_EXTRA_STEPS=40 "${toy_gates[@]}" \
+        env STEPS=40 KEEP_EVERY=20 OVER_TRAINING="20 40" MAX_SENTENCES=30 GATE_EXTRA_STEPS=40 REPS=2 "${toy_gates[@]}" \
           bash studies/multi30k.sh "$work/multi30k" "$results/multi30k.json"
       else bash studies/multi30k.sh; fi ;;
+    lm_seeds)
+      if [ $q = 1 ]; then
+        env STEPS=30 SEEDS="1 2" FT_STEPS=5 "${toy_gates[@]}" bash studies/lm_seeds.sh "$work/lm_seeds" "$results/lm_seeds.json"
+      else bash studies/lm_seeds.sh; fi ;;
     distributed)
       if [ $q = 1 ]; then STEPS=5 bash bench/distributed.sh "$results"
       else bash bench/distributed.sh "$results"; fi ;;

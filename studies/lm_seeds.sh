@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The language-model comparisons over seeds (docs/results.md): the GPT-2-style decoder of
+# configs/shakespeare_heldout.json and the LLaMA-style decoder with grouped-query attention of
+# configs/shakespeare_llama_heldout.json, each trained once per seed on Tiny Shakespeare (checkpoint
+# chosen on the valid half of the held-out text, perplexity reported on the other half), then
+#   1. test perplexity vs heads pruned, heads chosen on the valid split: gradient importance (one
+#      shot), iterative gradient, and random heads under Budhraja et al.'s layer strategies
+#      (uniform, avoid_consecutive, top, bottom); the LLaMA model also by whole key/value groups
+#      (gradient:group), no fine-tuning,
+#   2. learned gates to exactly half the heads: PASS and PASSCONC (GATES; hard_concrete can join),
+#   3. half the heads removed by gradient importance and by random heads under each layer strategy
+#      (and whole groups for LLaMA), each then fine-tuned FT_STEPS steps (Budhraja et al.).
+# Stages run model by model, seed after seed; each step is skipped when its output exists (rerun to
+# go on). The results JSON holds every run's outputs as headprune wrote them (gates without their
+# per-period log); scripts/doc_tables.py computes the means and spreads.
+#
+#   studies/lm_seeds.sh [RUN_ROOT] [OUT.json]
+#     defaults: runs/lm_seeds  bench/results/lm_seeds.json; model M, seed N in RUN_ROOT/M/seedN
+# Needs ../shared/data (Tiny Shakespeare). Environment: SEEDS (default "1 2 3"), MODELS (default
+# "gpt llama"), STEPS (training steps; default each config's own), GATE_STEPS (default 300; as many
+# again if the count is not exact), GATE_PERIOD (default 50), GATE_ARGS, GATES (default "pass
+# passconc"), FT_STEPS (default 100), HP, THREADS.
+set -euo pipefail
+seeds=${SEEDS:-1 2 3}
+models=${MODELS:-gpt llama}
+root=${1:-runs/lm_seeds}
+out=${2:-bench/results/lm_seeds.json}
+gate_steps=${GATE_STEPS:-300}
+gate_period=${GATE_PERIOD:-50}
+ft=${FT_STEPS:-100}
+gates=${GATES:-pass passconc}
+source "$(dirname "$0")/lib.sh"
+random=(--strategy random:uniform --strategy random:avoid_consecutive --strategy random:top --strategy random:bottom)
+
+config_of() { case $1 in gpt) echo configs/shakespeare_heldout.json ;; llama) echo configs/shakespeare_llama_heldout.json ;;
+              *) echo "lm_seeds.sh: unknown model '$1' (gpt or llama)" >&2; exit 2 ;; esac; }
+steps_of() {  # STEPS, or the config's own max_steps
+  [ -n "${STEPS:-}" ] && { echo "$STEPS"; return; }
+  sed 's|//.*||' "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)["train"]["max_steps"])'
+}
+stage() { echo "== $(date +%H:%M:%S) $m seed $SEED: $1" >&2; }
+
+header="{\"command\": \"studies/lm_seeds.sh $root $out\", \"gate_steps\": $gate_steps, \"finetune_steps\": $ft, \"gates\": \"$gates\", \"models\": {"
+parts=()
+for m in $models; do
+  cfg=$(config_of "$m")
+  steps=$(steps_of "$cfg")
+  report=(--config "$cfg" --split test --score-split valid)
+  extra=()
+  [ "$m" = llama ] && extra=(--strategy gradient:group)
+  for SEED in $seeds; do
+    export SEED
+    run=$root/$m/seed$SEED
+    stage train
+    train_once "$cfg" "$steps" "$run"
+    [ -f "$run/curve/curve.json" ] || { stage curve;
+      h curve "$run/train/best" "${report[@]}" --strategy gradient --strategy iterative:gradient "${extra[@]}" \
+        "${random[@]}" --fractions 0 0.125 0.25 0.375 0.5 0.625 0.75 0.875 --out "$run/curve" > "$run/curve.txt"; }
+    for g in $gates; do
+      [ -f "$run/${g}_g$gate_steps/gates.json" ] || { stage "$g";
+        gates_to 0.5 "$run/train/best" "$g" "$run/${g}_g$gate_steps" --config "$cfg" --split test; }
+    done
+    [ -f "$run/curve_ft$ft/curve.json" ] || { stage "fine-tuned curve";
+      h curve "$run/train/best" "${report[@]}" --strategy gradient "${extra[@]}" "${random[@]}" --fractions 0.5 \
+        --finetune-steps "$ft" --out "$run/curve_ft$ft" > "$run/curve_ft$ft.txt"; }
+    parts+=("models/$m/seeds/$SEED/train=$m/seed$SEED/train.json" "models/$m/seeds/$SEED/curve=$m/seed$SEED/curve/curve.json"
+            "models/$m/seeds/$SEED/curve_finetuned=$m/seed$SEED/curve_ft$ft/curve.json")
+    for g in $gates; do parts+=("models/$m/seeds/$SEED/$g=$m/seed$SEED/${g}_g$gate_steps/gates.json"); done
+  done
+  header+="\"$m\": {\"config\": \"$cfg\", \"train_steps\": $steps}, "
+done
+header="${header%, }}}"
+DROP=log collect "$root" "$out" "$header" "${parts[@]}"
