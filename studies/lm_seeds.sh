@@ -40,7 +40,7 @@ steps_of() {  # STEPS, or the config's own max_steps
 }
 stage() { echo "== $(date +%H:%M:%S) $m seed $SEED: $1" >&2; }
 
-header="{\"command\": \"studies/lm_seeds.sh $root $out\", \"gate_steps\": $gate_steps, \"finetune_steps\": $ft, \"gates\": \"$gates\", \"models\": {"
+header="{\"command\": \"MODELS='$models' SEEDS='$seeds' studies/lm_seeds.sh $root $out\", \"gate_steps\": $gate_steps, \"finetune_steps\": $ft, \"gates\": \"$gates\", \"models\": {"
 parts=()
 for m in $models; do
   cfg=$(config_of "$m")
