@@ -13,7 +13,8 @@ A generated table sits between two marker lines in a Markdown file:
   python3 scripts/doc_tables.py --results DIR --print
                                          print every table whose file DIR holds (bench/results/X read as
                                          DIR/X) and touch no doc: studies/run_all.sh --quick checks
-                                         its scratch results this way
+                                         its scratch results this way (a file from an older version of
+                                         its study that lacks a table's part is named, not printed)
 
 Each NAME is a function below that reads its results file and returns the table's lines.
 """
@@ -774,11 +775,20 @@ def main():
     if "--results" in args:
         RESULTS_OVERRIDE = os.path.abspath(args[args.index("--results") + 1])
     if "--print" in args:
-        shown = 0
+        shown, stale = 0, []
         for name, (source, make) in sorted(TABLES.items()):
-            if os.path.exists(resolve(source)):
-                print("%s (from %s):\n%s\n" % (name, resolve(source), "\n".join(make())))
-                shown += 1
+            if not os.path.exists(resolve(source)):
+                continue
+            try:
+                lines = make()
+            except KeyError as e:  # a results file from an older version of its study
+                stale.append("%s: %s has no %s (written by an older version of its study? rerun it)"
+                             % (name, resolve(source), e))
+                continue
+            print("%s (from %s):\n%s\n" % (name, resolve(source), "\n".join(lines)))
+            shown += 1
+        for line in stale:
+            print("not made: " + line)
         print("tables OK: %d of %d tables made from %s" % (shown, len(TABLES), RESULTS_OVERRIDE or "bench/results"))
         return
     docs_dir = os.path.join(ROOT, "docs")
