@@ -654,6 +654,8 @@ def scorecard_lm():
     """Papers' claims against the language models over seeds (studies/lm_seeds.sh); perplexity, lower is better."""
     s = load(LM_SEEDS)
     gates = s["gates"].split()
+    # the environment the results were made with ("MODELS='llama' SEEDS='1 2 3'"), then the script
+    command = s["command"].split("studies/lm_seeds.sh")[0] + "bash studies/lm_seeds.sh"
     lines = ["| model | claim (paper) | ours: test perplexity, the held-out half that chose nothing (lower is better) "
              "| spread | command |", "|---|---|---|---|---|"]
     for m, info, runs in lm_models(s):
@@ -699,7 +701,7 @@ def scorecard_lm():
         ]
         spread = "mean ± s.d. over %d seeds (%s)" % (len(runs), ", ".join(sorted(info["seeds"], key=int)))
         name = "%s, `%s`, %d steps" % (LM_NAMES.get(m, m), info["config"], info["train_steps"])
-        lines += ["| %s | %s | %s | %s | `bash studies/lm_seeds.sh` |" % (name, c, o, spread) for c, o in rows]
+        lines += ["| %s | %s | %s | %s | `%s` |" % (name, c, o, spread, command) for c, o in rows]
     return lines
 
 
