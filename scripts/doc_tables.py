@@ -218,6 +218,26 @@ def seeds_spread(s):
 GATE_NAMES = {"pass": "PASS", "passconc": "PASSCONC", "hard_concrete": "Hard Concrete"}
 
 
+def versus(grids, a, b, fractions, digits=4):
+    """'at F %: mean ± s.d. of a vs of b (difference: the per-seed paired differences)' per fraction."""
+    return "; ".join("at %g %%: %s vs %s (difference %s)" % (
+        100 * f, mean_sd(across(grids, a, f), digits), mean_sd(across(grids, b, f), digits),
+        mean_sd([x - y for x, y in zip(across(grids, a, f), across(grids, b, f))], digits)) for f in fractions)
+
+
+def per_gate(gates, runs, value):
+    """'PASS x, PASSCONC y': value(the seeds' runs of one gate method) for each method the study ran."""
+    return ", ".join("%s %s" % (GATE_NAMES[m], value([r[m] for r in runs])) for m in gates)
+
+
+def gate_cells(gates, runs, digits=4):
+    """Per gate method over the seeds: the pruned model's metric (mean ± s.d.), heads kept per seed,
+    attention layers emptied per seed."""
+    return (per_gate(gates, runs, lambda g: mean_sd([x["stages"][-1]["metric"] for x in g], digits)),
+            per_gate(gates, runs, lambda g: "/".join(str(x["stages"][-1]["heads"]) for x in g)),
+            per_gate(gates, runs, lambda g: "/".join(str(len(x["emptied_layers"])) for x in g)))
+
+
 def scorecard_sst2():
     """Papers' claims against the SST-2 study with a selection split, over seeds (studies/sst2_seeds.sh)."""
     s = load(SEEDS)
@@ -227,16 +247,7 @@ def scorecard_sst2():
     def removable(g):  # the largest share removed by gradient importance within 1 point of unpruned
         return max(f for f, m in g["gradient"].items() if m >= g["gradient"][0.0] - 0.01)
 
-    def versus(a, b, fractions):
-        return "; ".join("at %g %%: %s vs %s (difference %s)" % (
-            100 * f, mean_sd(across(grids, a, f)), mean_sd(across(grids, b, f)),
-            mean_sd([x - y for x, y in zip(across(grids, a, f), across(grids, b, f))])) for f in fractions)
-
     gates = s["gates"].split()  # the gate methods the study ran, in its order
-
-    def per_gate(value):  # "PASS x, PASSCONC y" with value(runs of one method)
-        return ", ".join("%s %s" % (GATE_NAMES[m], value([r[m] for r in runs])) for m in gates)
-
     ft = seed_grids(s, "curve_finetuned", "metric_finetuned")
     layer = ["random:uniform", "random:avoid_consecutive", "random:top", "random:bottom"]
     rows = [
@@ -248,16 +259,13 @@ def scorecard_sst2():
          "share of 32 heads removed by gradient importance within 1 point of the seed's unpruned accuracy: %s"
          % ", ".join("%g %%" % (100 * removable(g)) for g in grids)),
         ("Michel et al. 2019: importance order beats removing heads at random",
-         "gradient vs random: " + versus("gradient", "random:uniform", (0.5, 0.75, 0.875))),
+         "gradient vs random: " + versus(grids, "gradient", "random:uniform", (0.5, 0.75, 0.875))),
         ("Michel et al. 2019: iterative pruning (rescoring after each step) against one-shot",
-         "iterative vs one-shot: " + versus("iterative:gradient", "gradient", (0.5, 0.875))),
+         "iterative vs one-shot: " + versus(grids, "iterative:gradient", "gradient", (0.5, 0.875))),
         ("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers at "
          "about PASS's accuracy" + (" (Voita et al.'s Hard Concrete gates beside them)"
                                     if "hard_concrete" in gates else ""),
-         "16 of 32 heads: %s; heads kept per seed: %s; layers emptied per seed: %s" % (
-             per_gate(lambda g: mean_sd([x["stages"][-1]["metric"] for x in g])),
-             per_gate(lambda g: "/".join(str(x["stages"][-1]["heads"]) for x in g)),
-             per_gate(lambda g: "/".join(str(len(x["emptied_layers"])) for x in g)))),
+         "16 of 32 heads: %s; heads kept per seed: %s; layers emptied per seed: %s" % gate_cells(gates, runs)),
         ("Budhraja et al. 2020: random pruning with layer strategies, then fine-tuning, comes close to "
          "importance-based pruning",
          "half the heads removed, no fine-tuning: %s; after %d fine-tuning steps: %s, gradient %s" % (
@@ -663,16 +671,8 @@ def scorecard_lm():
         ft = [curve_grid(r["curve_finetuned"], "metric_finetuned") for r in runs]
         base = across(grids, "gradient", 0.0)
 
-        def versus(a, b, fractions, g=grids):
-            return "; ".join("at %g %%: %s vs %s (difference %s)" % (
-                100 * f, mean_sd(across(g, a, f), 1), mean_sd(across(g, b, f), 1),
-                mean_sd([x - y for x, y in zip(across(g, a, f), across(g, b, f))], 1)) for f in fractions)
-
         def removable(g):  # the largest share removed by gradient importance within 5 % of unpruned perplexity
             return max(f for f, v in g["gradient"].items() if v <= 1.05 * g["gradient"][0.0])
-
-        def per_gate(value):
-            return ", ".join("%s %s" % (GATE_NAMES[k], value([r[k] for r in runs])) for k in gates)
 
         layer = LAYER_STRATEGIES + (["gradient:group"] if "gradient:group" in grids[0] else [])
         rows = [
@@ -682,15 +682,13 @@ def scorecard_lm():
              "share of the heads removed by gradient importance with test perplexity within 5 %% of the "
              "seed's unpruned: %s" % ", ".join("%g %%" % (100 * removable(g)) for g in grids)),
             ("Michel et al. 2019: importance order beats removing heads at random",
-             "gradient vs random: " + versus("gradient", "random:uniform", (0.25, 0.5, 0.75))),
+             "gradient vs random: " + versus(grids, "gradient", "random:uniform", (0.25, 0.5, 0.75), 1)),
             ("Michel et al. 2019: iterative pruning against one-shot",
-             "iterative vs one-shot: " + versus("iterative:gradient", "gradient", (0.5, 0.875))),
+             "iterative vs one-shot: " + versus(grids, "iterative:gradient", "gradient", (0.5, 0.875), 1)),
             ("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers",
              "half the heads: %s; heads kept per seed: %s; layers emptied per seed: %s; one-shot gradient "
              "at 50 %%: %s" % (
-                 per_gate(lambda g: mean_sd([x["stages"][-1]["metric"] for x in g], 1)),
-                 per_gate(lambda g: "/".join(str(x["stages"][-1]["heads"]) for x in g)),
-                 per_gate(lambda g: "/".join(str(len(x["emptied_layers"])) for x in g)),
+                 *gate_cells(gates, runs, 1),
                  mean_sd(across(grids, "gradient", 0.5), 1))),
             ("Budhraja et al. 2020: random heads with layer strategies, fine-tuned, come close to importance",
              "half the heads removed, no fine-tuning: %s; after %d fine-tuning steps: %s, gradient %s" % (
