@@ -3,6 +3,7 @@
 
 #include "headprune/model/precision.h"
 #include "headprune/util/gemm.h"
+#include "headprune/util/torch_compat.h"
 
 #include <algorithm>
 #include <cmath>
@@ -199,6 +200,10 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
     // [B, T, H*D], what o_proj reads (util/gemm.h); undefined when oneDNN does not take the shapes.
     const auto fused = gemm::attention(q, k, v, mask, scale, probs_out);
     if (fused.defined()) ctx = fused.view({B, T, H, D}).transpose(1, 2);
+    // Elsewhere (CUDA, or a CPU build without oneDNN) LibTorch's fused attention where the build has
+    // it (2.1 and later: flash or memory-efficient kernels on a GPU). Exact with head gates: they scale
+    // each head's context below, after attention.
+    if (!ctx.defined() && !probs_out && compat::has_fused_attention()) ctx = compat::fused_attention(q, k, v, mask, scale);
   }
   if (!ctx.defined()) {
     // Scaling the queries costs T*D per head instead of T*S for the scores.

@@ -17,6 +17,7 @@
 #include <torch/cuda.h>
 
 #include "headprune/util/names.h"
+#include "headprune/util/torch_compat.h"
 
 namespace hp {
 
@@ -103,30 +104,20 @@ void set_rng_state(const std::map<std::string, torch::Tensor>& state, const torc
 
 Autocast::Autocast(const torch::Device& device, bool bf16) : on_(bf16), cuda_(device.is_cuda()) {
   if (!on_) return;
-  if (cuda_) {
-    was_enabled_ = at::autocast::is_enabled();
-    was_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-  } else {
-    was_enabled_ = at::autocast::is_cpu_enabled();
-    was_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  }
+  const auto type = cuda_ ? torch::kCUDA : torch::kCPU;
+  was_enabled_ = compat::autocast_enabled(type);
+  was_dtype_ = compat::autocast_dtype(type);
+  compat::set_autocast_enabled(type, true);
+  compat::set_autocast_dtype(type, at::kBFloat16);
   at::autocast::increment_nesting();
 }
 
 Autocast::~Autocast() {
   if (!on_) return;
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  if (cuda_) {
-    at::autocast::set_enabled(was_enabled_);
-    at::autocast::set_autocast_gpu_dtype(was_dtype_);
-  } else {
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(was_dtype_);
-  }
+  const auto type = cuda_ ? torch::kCUDA : torch::kCPU;
+  compat::set_autocast_enabled(type, was_enabled_);
+  compat::set_autocast_dtype(type, was_dtype_);
 }
 
 namespace {

@@ -1,0 +1,44 @@
+// The LibTorch API differences between the versions headprune builds against: Debian's 1.13 (CPU
+// only) and PyTorch's 2.x (CPU and CUDA). Every version- or CUDA-dependent call lives behind this
+// header (src/util/torch_compat.cc); the rest of the code calls these and compiles against both.
+//
+// HP_TORCH_AT_LEAST(2, 1): the LibTorch in use is 2.1 or later. HP_HAVE_CUDA (set by CMake when the
+// LibTorch it found was built with CUDA) turns on the CUDA-only parts (memory statistics).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#define HP_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace hp::compat {
+
+// "1.13.0", "2.11.0" ...: the LibTorch headers compiled against; "+cuda" when built with CUDA.
+std::string torch_build();
+
+// Autocast state of one device type (CPU or CUDA). 1.13 names these per device (is_cpu_enabled,
+// set_autocast_gpu_dtype ...); 2.4 and later take the device type and deprecate the old names.
+bool autocast_enabled(torch::DeviceType type);
+void set_autocast_enabled(torch::DeviceType type, bool on);
+at::ScalarType autocast_dtype(torch::DeviceType type);
+void set_autocast_dtype(torch::DeviceType type, at::ScalarType dtype);
+
+// softmax(q k^T * scale + mask) v by LibTorch's fused scaled-dot-product attention (flash or
+// memory-efficient kernels on CUDA, a fused kernel on CPU) where the build has it (2.1 and later);
+// an undefined tensor where it has not, and the caller computes it step by step. q [B, H, T, D],
+// k and v [B, H, S, D]; mask additive, broadcastable to [B, H, T, S], or undefined. Inference only:
+// no dropout, no attention maps.
+bool has_fused_attention();
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& mask, double scale);
+
+// GPU memory, for benchmarks: the peak of memory allocated by tensors on a CUDA device since the
+// last reset, in bytes. 0 on the CPU and in builds without CUDA.
+void reset_peak_memory(const torch::Device& device);
+int64_t peak_memory_bytes(const torch::Device& device);
+
+}  // namespace hp::compat

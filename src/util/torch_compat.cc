@@ -1,0 +1,108 @@
+// LibTorch version and CUDA differences (see header).
+#include "headprune/util/torch_compat.h"
+
+#include <optional>
+#include <stdexcept>
+
+#include <ATen/autocast_mode.h>
+
+#ifdef HP_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace hp::compat {
+
+std::string torch_build() {
+  std::string s = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+                  std::to_string(TORCH_VERSION_PATCH);
+#ifdef HP_HAVE_CUDA
+  s += "+cuda";
+#endif
+  return s;
+}
+
+namespace {
+void check_type(torch::DeviceType type) {
+  if (type != torch::kCPU && type != torch::kCUDA)
+    throw std::invalid_argument("autocast: only CPU and CUDA devices are supported");
+}
+}  // namespace
+
+#if HP_TORCH_AT_LEAST(2, 4)
+bool autocast_enabled(torch::DeviceType type) {
+  check_type(type);
+  return at::autocast::is_autocast_enabled(type);
+}
+void set_autocast_enabled(torch::DeviceType type, bool on) {
+  check_type(type);
+  at::autocast::set_autocast_enabled(type, on);
+}
+at::ScalarType autocast_dtype(torch::DeviceType type) {
+  check_type(type);
+  return at::autocast::get_autocast_dtype(type);
+}
+void set_autocast_dtype(torch::DeviceType type, at::ScalarType dtype) {
+  check_type(type);
+  at::autocast::set_autocast_dtype(type, dtype);
+}
+#else
+bool autocast_enabled(torch::DeviceType type) {
+  check_type(type);
+  return type == torch::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+}
+void set_autocast_enabled(torch::DeviceType type, bool on) {
+  check_type(type);
+  if (type == torch::kCUDA)
+    at::autocast::set_enabled(on);
+  else
+    at::autocast::set_cpu_enabled(on);
+}
+at::ScalarType autocast_dtype(torch::DeviceType type) {
+  check_type(type);
+  return type == torch::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+}
+void set_autocast_dtype(torch::DeviceType type, at::ScalarType dtype) {
+  check_type(type);
+  if (type == torch::kCUDA)
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  else
+    at::autocast::set_autocast_cpu_dtype(dtype);
+}
+#endif
+
+bool has_fused_attention() { return HP_TORCH_AT_LEAST(2, 1); }
+
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& mask, double scale) {
+#if HP_TORCH_AT_LEAST(2, 1)
+  // The kernels take a boolean mask or an additive one of the queries' type.
+  std::optional<torch::Tensor> m;
+  if (mask.defined()) m = mask.scalar_type() == q.scalar_type() ? mask : mask.to(q.scalar_type());
+  return at::scaled_dot_product_attention(q, k, v, m, 0.0, false, scale);
+#else
+  (void)q, (void)k, (void)v, (void)mask, (void)scale;
+  return {};
+#endif
+}
+
+void reset_peak_memory(const torch::Device& device) {
+#ifdef HP_HAVE_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+#else
+  (void)device;
+#endif
+}
+
+int64_t peak_memory_bytes(const torch::Device& device) {
+#ifdef HP_HAVE_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    return stats.allocated_bytes[0].peak;  // 0: the aggregate over pool types
+  }
+#else
+  (void)device;
+#endif
+  return 0;
+}
+
+}  // namespace hp::compat
