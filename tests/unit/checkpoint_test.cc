@@ -28,10 +28,12 @@ class CheckpointRoundTrip : public ::testing::TestWithParam<test::Fam> {};
 TEST_P(CheckpointRoundTrip, SaveLoadGivesIdenticalOutputs) {
   test::TempDir dir;
   auto model = test::make_model(GetParam());
+  model->to(test::device());  // HP_TEST_DEVICE=cuda: saved from and loaded onto the GPU
   model->set_head_mask({model->config().attn_types().back(), 1, 3}, 0.0);  // masks survive too
-  Batch b = test::make_batch(model->config());
+  Batch b = test::make_batch(model->config()).to(test::device());
   save_checkpoint(dir.path, *model);
   auto loaded = load_checkpoint(dir.path);
+  loaded->to(test::device());
   torch::NoGradGuard g;
   EXPECT_EQ(test::max_abs_diff(model->forward(b).logits, loaded->forward(b).logits), 0.0);
   EXPECT_EQ(loaded->masked_heads(), model->masked_heads());

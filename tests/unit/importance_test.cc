@@ -142,12 +142,13 @@ class GradientImportance : public ::testing::TestWithParam<test::Fam> {};
 TEST_P(GradientImportance, EqualsFiniteDifferencesOfTheGates) {
   ModelConfig cfg = test::config_of(GetParam());
   auto model = test::make_model(cfg, 7, torch::kDouble);
+  model->to(test::device());  // HP_TEST_DEVICE=cuda: gradients and differences on the GPU
   const EvalSet set = synthetic_set(cfg, 6, 4);
   ScoreOptions opts;
   opts.normalize = Normalization::None;
   const HeadScores s = score_heads(*model, set, ScoreMethod::Gradient, opts);
 
-  const Batch b = collate(set.examples, cfg.arch, cfg.pad_id);
+  const Batch b = collate(set.examples, cfg.arch, cfg.pad_id).to(test::device());
   const auto per_example = [&]() {
     torch::NoGradGuard no_grad;
     return per_example_nll(*model, model->forward(b), b).first.clone();

@@ -26,8 +26,10 @@ class InferencePathFamilies : public ::testing::TestWithParam<test::Fam> {};
 
 TEST_P(InferencePathFamilies, MatchesTheTrainingPathWithPaddingMaskedHeadsAndRemovedLayers) {
   auto m = test::make_model(GetParam());
+  m->to(test::device());  // HP_TEST_DEVICE=cuda: the GPU's fused attention against the step-by-step path
   auto b = test::make_batch(m->config(), 3, 4);
   b.attention_mask.index_put_({0, torch::indexing::Slice(-2, torch::indexing::None)}, 0);  // padding
+  b = b.to(test::device());
   EXPECT_LT(max_abs_diff(inference_path(m, b), training_path(m, b)), 1e-5);
   // A masked head: the gate multiply is back on the inference path.
   const auto t = m->config().attn_types().back();
@@ -42,6 +44,7 @@ TEST_P(InferencePathFamilies, MatchesTheTrainingPathWithPaddingMaskedHeadsAndRem
   heads.push_back({m->config().attn_types().front(), 1, 2});
   auto pruned = remove_heads(*m, heads);
   pruned->eval();
+  ASSERT_EQ(pruned->parameters().front().device(), test::device());
   EXPECT_LT(max_abs_diff(inference_path(pruned, b), training_path(pruned, b)), 1e-5);
 }
 

@@ -24,7 +24,8 @@ class PruneEquivalence : public ::testing::TestWithParam<test::Fam> {};
 
 TEST_P(PruneEquivalence, PrunedEqualsMaskedIncludingEmptyLayers) {
   auto model = test::make_model(GetParam());
-  Batch b = test::make_batch(model->config());
+  model->to(test::device());  // HP_TEST_DEVICE=cuda: masked = pruned on the GPU
+  Batch b = test::make_batch(model->config()).to(test::device());
   const auto drop = heads_to_drop(model->config());
   auto pruned = remove_heads(*model, drop);
   torch::NoGradGuard g;
@@ -47,10 +48,31 @@ TEST_P(PruneEquivalence, PrunedEqualsMaskedIncludingEmptyLayers) {
     }
     EXPECT_EQ(pruned->attention(t, 1).n_heads_kept(), 0);
     // Kept heads' attention maps are the masked model's maps of the same original heads.
-    auto idx = torch::tensor({0, 2});
+    auto idx = torch::tensor({0, 2}).to(test::device());
     EXPECT_LE(test::max_abs_diff(masked.attention[t][0].index_select(1, idx), phys.attention[t][0]), 1e-5);
   }
   EXPECT_LT(pruned->n_parameters(), model->n_parameters());
+}
+
+// The inverse shape: back at every head count, removed heads zero, masks folded into o_proj; an
+// unpruned model of the restored config computes what the pruned, masked one computes.
+TEST_P(PruneEquivalence, RestoredShapesComputeThePrunedMaskedModel) {
+  auto model = test::make_model(GetParam());
+  Batch b = test::make_batch(model->config());
+  auto pruned = remove_heads(*model, heads_to_drop(model->config()));
+  const auto t = pruned->config().attn_types().front();
+  pruned->set_head_mask({t, 0, 2}, 0.5);
+  torch::NoGradGuard g;
+  const auto want = pruned->forward(b).logits;
+  auto [cfg, state] = restore_head_shapes(pruned->config(), state_dict(*pruned));
+  for (AttnType a : cfg.attn_types())
+    for (const auto& layer : cfg.heads(a)) EXPECT_EQ(static_cast<int64_t>(layer.size()), cfg.n_heads) << to_string(a);
+  Transformer full(cfg);
+  load_state_strict(*full, state, "restored");
+  full->eval();
+  EXPECT_TRUE(full->masked_heads().empty());
+  EXPECT_LE(test::max_abs_diff(full->forward(b).logits, want), 1e-5);
+  EXPECT_EQ(full->n_parameters(), model->n_parameters());
 }
 
 TEST_P(PruneEquivalence, RemovingTwiceEqualsRemovingOnce) {

@@ -1,13 +1,13 @@
 // The runtime: devices (a clear error for CUDA where there is none), random state for resume,
-// autocast scopes, threads. CUDA cases skip themselves without a GPU.
+// autocast scopes, threads. Cases marked so run on HP_TEST_DEVICE (tests/unit/test_util.h).
 #include <gtest/gtest.h>
 
-#include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 
 #include "headprune/util/blas.h"
 #include "headprune/util/gemm.h"
 #include "headprune/util/runtime.h"
+#include "headprune/util/torch_compat.h"
 #include "test_util.h"
 
 namespace hp {
@@ -48,22 +48,24 @@ TEST(Runtime, RandomStateRestoresTheSameDraws) {
 }
 
 TEST(Runtime, AutocastScopesNestAndRestore) {
-  const auto x = torch::randn({4, 8}), w = torch::randn({3, 8});
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  const auto device = test::device();  // HP_TEST_DEVICE=cuda runs it on the GPU
+  const auto type = device.type();
+  const auto x = torch::randn({4, 8}).to(device), w = torch::randn({3, 8}).to(device);
+  EXPECT_FALSE(compat::autocast_enabled(type));
   {
-    Autocast outer(torch::kCPU, true);
+    Autocast outer(device, true);
     EXPECT_EQ(torch::linear(x, w).scalar_type(), torch::kBFloat16);
     {
-      Autocast off(torch::kCPU, false);  // a scope without bf16 changes nothing
+      Autocast off(device, false);  // a scope without bf16 changes nothing
       EXPECT_EQ(torch::linear(x, w).scalar_type(), torch::kBFloat16);
     }
     {
-      Autocast inner(torch::kCPU, true);
-      EXPECT_TRUE(at::autocast::is_cpu_enabled());
+      Autocast inner(device, true);
+      EXPECT_TRUE(compat::autocast_enabled(type));
     }
-    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    EXPECT_TRUE(compat::autocast_enabled(type));
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(compat::autocast_enabled(type));
   EXPECT_EQ(torch::linear(x, w).scalar_type(), torch::kFloat);
 }
 

@@ -1,12 +1,15 @@
 #include "test_util.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+
+#include "headprune/util/runtime.h"
 
 namespace hp::test {
 
@@ -56,8 +59,16 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
+torch::Device device() {
+  static const torch::Device d = [] {
+    const char* env = std::getenv("HP_TEST_DEVICE");
+    return env && *env ? parse_device(env) : torch::Device(torch::kCPU);
+  }();
+  return d;
+}
+
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+  return (a.to(torch::kCPU, torch::kDouble) - b.to(torch::kCPU, torch::kDouble)).abs().max().item<double>();
 }
 
 }  // namespace hp::test

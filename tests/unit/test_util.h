@@ -36,6 +36,13 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
 
+// Where the device-aware tests run: the CPU, or the device HP_TEST_DEVICE names ("cuda", "cuda:1").
+// A device that is not there is an error (the test fails), never a silent fall-back to the CPU.
+// The suites that follow it: PruneEquivalence, CheckpointRoundTrip, GradientImportance,
+// TrainerResume, InferencePathFamilies, Runtime.AutocastScopesNestAndRestore (docs/gpu.md).
+torch::Device device();
+
+// Compares on the host, whatever devices a and b are on.
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);
 
 // The message of what `f` throws (a test failure when it does not throw).

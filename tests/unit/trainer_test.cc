@@ -65,17 +65,21 @@ TEST_P(TrainerResume, InterruptedRunResumesToTheSameResult) {
   TrainOptions o = small_opts();
   o.label_smoothing = 0.1;
   test::TempDir a, b;
+  const auto device = test::device();  // HP_TEST_DEVICE=cuda: trained and resumed on the GPU
   torch::manual_seed(5);
   Transformer m1(cfg);
+  m1->to(device);
   auto full = train_model(m1, data, o, a.path);
 
   torch::manual_seed(5);
   Transformer m2(cfg);
+  m2->to(device);
   TrainOptions cut = o;
   cut.stop_after = 14;  // killed between the resume points at 12 and 16
   auto part = train_model(m2, data, cut, b.path);
   EXPECT_TRUE(part.interrupted);
   Transformer m3(test::config_of(GetParam()));  // fresh weights: resume must replace them
+  m3->to(device);
   TrainOptions again = o;
   again.resume = true;
   auto resumed = train_model(m3, data, again, b.path);
