@@ -22,7 +22,12 @@ void register_info(CLI::App& app, Context& ctx) {
   auto e = std::make_shared<ExportRequest>();
   auto* ex = app.add_subcommand("export", "Write a model in HuggingFace's BERT / GPT-2 layout (and/or natively)");
   ex->add_option("checkpoint", e->checkpoint, "headprune checkpoint or HF directory")->required();
-  ex->add_option("--hf", e->hf_dir, "HF output directory (config.json with pruned_heads, model.safetensors)");
+  ex->add_option("--hf", e->hf_dir, "HF output directory (config.json, model.safetensors)");
+  add_parsed(ex, "--hf-layout", e->hf_layout, parse_hf_layout,
+             "auto, pruned_heads (HF v4's pruned_heads, sliced weights: transformers v4) or dense (every head count as "
+             "configured, removed heads zero: every transformers version); auto is pruned_heads for BERT and GPT-2, "
+             "dense for the LLaMA family",
+             "auto");
   ex->add_option("--native", e->native_dir, "headprune checkpoint output directory");
   ex->add_flag("--overwrite", e->overwrite, "replace non-empty output directories as a whole (refused without it)");
   ex->callback([&ctx, e] {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
@@ -280,15 +281,34 @@ TensorMap read_sharded_safetensors(const std::string& index_path) {
   return all;
 }
 
-HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {
-  if (model_in.config().positional == Positional::Rotary) return to_hf_llama(model_in, base_config);
-  Transformer pruned{nullptr};
-  TransformerImpl* m = &model_in;
-  if (const auto masked = model_in.masked_heads(); !masked.empty()) {
-    pruned = remove_heads(model_in, masked);  // HF files have no masks: masked heads leave physically
-    m = pruned.get();
+HfLayout parse_hf_layout(const std::string& s) {
+  if (s == "auto") return HfLayout::Auto;
+  if (s == "pruned_heads") return HfLayout::PrunedHeads;
+  if (s == "dense") return HfLayout::Dense;
+  throw std::invalid_argument("unknown HF layout '" + s + "' (expected auto, pruned_heads or dense)");
+}
+
+HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config, HfLayout layout) {
+  if (model_in.config().positional == Positional::Rotary) {
+    if (layout == HfLayout::PrunedHeads)
+      throw std::invalid_argument("HF export: the LLaMA family has no pruned_heads in HF (one head count for every "
+                                  "layer); use the dense layout");
+    return to_hf_llama(model_in, base_config);
   }
-  const ModelConfig& cfg = m->config();
+  // HF files have no masks. pruned_heads: masked heads leave physically. dense: every layer back at
+  // the config's head counts, removed heads zero, masked heads' outputs scaled by their masks.
+  ModelConfig cfg;
+  TensorMap s;
+  if (layout == HfLayout::Dense) {
+    std::tie(cfg, s) = restore_head_shapes(model_in.config(), state_dict(model_in));
+  } else if (const auto masked = model_in.masked_heads(); !masked.empty()) {
+    auto pruned = remove_heads(model_in, masked);
+    cfg = pruned->config();
+    s = state_dict(*pruned);
+  } else {
+    cfg = model_in.config();
+    s = state_dict(model_in);
+  }
   auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
   if (cfg.positional != Positional::Learned) bad("HF's BERT and GPT-2 have learned positions, not sinusoidal");
   if (cfg.head_dim * cfg.n_heads != cfg.d_model) bad("head_dim * n_heads must equal d_model");
@@ -297,7 +317,6 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {
   if (cfg.effective_kv_heads() != cfg.n_heads || !cfg.qkv_bias || !cfg.o_bias)
     bad("HF's BERT and GPT-2 have one key/value head per query head and biases on every projection (n_kv_heads " +
         std::to_string(cfg.effective_kv_heads()) + ", n_heads " + std::to_string(cfg.n_heads) + ")");
-  TensorMap s = state_dict(*m);
   HfExport out;
   nlohmann::json c = base_config.is_object() ? base_config : nlohmann::json::object();
   nlohmann::json pruned_heads = nlohmann::json::object();
@@ -400,8 +419,8 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config) {
   return out;
 }
 
-void export_hf(const std::string& dir, TransformerImpl& model, const nlohmann::json& base_config) {
-  const auto e = to_hf(model, base_config);
+void export_hf(const std::string& dir, TransformerImpl& model, const nlohmann::json& base_config, HfLayout layout) {
+  const auto e = to_hf(model, base_config, layout);
   make_directories(dir);
   write_safetensors(join_path(dir, kWeightsFile), e.tensors, {{"format", "pt"}});
   write_json_file(join_path(dir, kConfigFile), e.config);

@@ -20,6 +20,7 @@
 
 #include "headprune/io/checkpoint.h"
 #include "headprune/model/geometry.h"
+#include "headprune/model/remove_heads.h"
 #include "hf_detail.h"
 
 namespace hp::hf_detail {
@@ -193,7 +194,8 @@ HfExport to_hf_llama(TransformerImpl& model, const nlohmann::json& base_config) 
       !cfg.gated_ffn || cfg.embed_layer_norm)
     bad("needs a decoder LM with rotary positions, pre-RMSNorm and a gated feed-forward");
   std::string type = base_config.is_object() ? base_config.value("model_type", std::string()) : std::string();
-  if (!is_llama_family(type)) type = cfg.qkv_bias && !cfg.o_bias ? "qwen2" : "llama";
+  if (!is_llama_family(type))  // no HF config to go by (a model pruned or trained here): what its shape says
+    type = cfg.sliding_window > 0 ? "mistral" : cfg.qkv_bias && !cfg.o_bias ? "qwen2" : "llama";
   if (type == "qwen2" && !(cfg.qkv_bias && !cfg.o_bias && !cfg.mlp_bias))
     bad("Qwen2 has biases on q, k and v only");
   if (type != "qwen2" && cfg.qkv_bias != cfg.o_bias)
@@ -233,49 +235,21 @@ HfExport to_hf_llama(TransformerImpl& model, const nlohmann::json& base_config) 
   }
   if (!c.contains("pad_token_id")) c["pad_token_id"] = cfg.pad_id;
 
-  // Every layer back at the config's head counts: a kept head's rows (q, and k/v of its group) and
-  // o columns where they were, scaled by its mask (0 for a masked head); removed heads are zeros.
+  // Every layer back at the config's head counts (restore_head_shapes): a kept head's rows (q, and
+  // k/v of its group) and o columns where they were, scaled by its mask; removed heads are zeros.
   HfExport out;
   auto& t = out.tensors;
-  const TensorMap s = state_dict(model);
+  const TensorMap s = restore_head_shapes(cfg, state_dict(model)).second;
   auto get = [&](const std::string& n) { return s.at(n).detach().to(torch::kCPU, torch::kFloat).contiguous(); };
   t["model.embed_tokens.weight"] = get("decoder.embed_tokens.weight");
   if (!cfg.tie_embeddings) t["lm_head.weight"] = get("lm_head.weight");
   t["model.norm.weight"] = get("decoder.final_norm.weight");
-  const int64_t D = cfg.head_dim, C = cfg.d_model, H = cfg.n_heads, G = cfg.effective_kv_heads();
   for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
     const std::string hf = "model." + hf_layer(l), ours = our_layer(l);
-    const HeadGeometry g = head_geometry(cfg, AttnType::DecoderSelf, l);
-    const auto mask = get(ours + "self_attn.head_mask");
-    const auto kv = g.kv_heads();
-    auto q = torch::zeros({H * D, C}), k = torch::zeros({G * D, C}), v = torch::zeros({G * D, C});
-    auto o = torch::zeros({C, H * D});
-    torch::Tensor qb, kb, vb;
-    if (cfg.qkv_bias) qb = torch::zeros({H * D}), kb = torch::zeros({G * D}), vb = torch::zeros({G * D});
-    const auto q_w = get(ours + "self_attn.q_proj.weight"), o_w = get(ours + "self_attn.o_proj.weight");
-    for (int64_t p = 0; p < g.n_heads_kept(); ++p) {
-      const int64_t h = g.heads[static_cast<size_t>(p)];
-      q.narrow(0, h * D, D).copy_(q_w.narrow(0, p * D, D));
-      o.narrow(1, h * D, D).copy_(o_w.narrow(1, p * D, D) * mask[p].item<double>());
-      if (cfg.qkv_bias) qb.narrow(0, h * D, D).copy_(get(ours + "self_attn.q_proj.bias").narrow(0, p * D, D));
-    }
-    for (size_t p = 0; p < kv.size(); ++p) {
-      const int64_t kh = kv[p], pos = static_cast<int64_t>(p);
-      k.narrow(0, kh * D, D).copy_(get(ours + "self_attn.k_proj.weight").narrow(0, pos * D, D));
-      v.narrow(0, kh * D, D).copy_(get(ours + "self_attn.v_proj.weight").narrow(0, pos * D, D));
-      if (cfg.qkv_bias) {
-        kb.narrow(0, kh * D, D).copy_(get(ours + "self_attn.k_proj.bias").narrow(0, pos * D, D));
-        vb.narrow(0, kh * D, D).copy_(get(ours + "self_attn.v_proj.bias").narrow(0, pos * D, D));
-      }
-    }
-    t[hf + "self_attn.q_proj.weight"] = q;
-    t[hf + "self_attn.k_proj.weight"] = k;
-    t[hf + "self_attn.v_proj.weight"] = v;
-    t[hf + "self_attn.o_proj.weight"] = o;
-    if (cfg.qkv_bias) {
-      t[hf + "self_attn.q_proj.bias"] = qb;
-      t[hf + "self_attn.k_proj.bias"] = kb;
-      t[hf + "self_attn.v_proj.bias"] = vb;
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      const std::string name = std::string("self_attn.") + proj;
+      t[hf + name + ".weight"] = get(ours + name + ".weight");
+      if (cfg.qkv_bias && std::string(proj) != "o_proj") t[hf + name + ".bias"] = get(ours + name + ".bias");
     }
     if (cfg.o_bias) t[hf + "self_attn.o_proj.bias"] = get(ours + "self_attn.o_proj.bias");
     for (const auto& r : kMlp) {

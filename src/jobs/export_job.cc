@@ -28,13 +28,15 @@ std::string run_export(const ExportRequest& req) {
   if (!req.native_dir.empty()) native_out.emplace(req.native_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
   std::string out;
   if (hf_out) {
-    export_hf(hf_out->path(), *model, base);
+    export_hf(hf_out->path(), *model, base, req.hf_layout);
     for (const auto& [name, bytes] : files)  // an HF tokenizer goes along
       if (name != kTokenizerFile) write_file_atomic(join_path(hf_out->path(), name), bytes);
     const auto cfg = read_json_file(join_path(hf_out->path(), kConfigFile));
     hf_out->commit();
-    out += "wrote " + req.hf_dir + " (" + cfg.at("model_type").get<std::string>() + ", pruned_heads " +
-           cfg.at("pruned_heads").dump() + ")\n";
+    const auto pruned = cfg.find("pruned_heads");
+    const bool sliced = pruned != cfg.end() && !pruned->empty();
+    out += "wrote " + req.hf_dir + " (" + cfg.at("model_type").get<std::string>() +
+           (sliced ? ", pruned_heads " + pruned->dump() : ", dense") + ")\n";
   }
   if (native_out) {
     save_checkpoint(native_out->path(), *model, files);

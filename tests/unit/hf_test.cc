@@ -116,6 +116,37 @@ TEST(HfRoundTrip, PruneExportReimportMatchesTheMaskedModel) {
   }
 }
 
+// The dense layout (what transformers v5 loads): the config's head counts in every layer, no
+// pruned_heads, removed heads zero, a masked head's output scaled by its mask; re-imported it
+// computes what the pruned and masked model computes.
+TEST(HfRoundTrip, DenseExportKeepsEveryHeadCountAndTheMaskedModelsOutputs) {
+  for (const char* name : {"bert_pruned", "gpt2_pruned"}) {
+    SCOPED_TRACE(name);
+    auto hf = import_hf(fixture(name));
+    const auto b = golden_batch(golden(name));
+    const AttnType t = hf.model_type == "bert" ? AttnType::EncoderSelf : AttnType::DecoderSelf;
+    hf.model->mask_heads({{t, 0, 2}});
+    hf.model->set_head_mask({t, 1, 1}, 0.5);  // a gate between 0 and 1 is kept as a scale
+    const auto masked = logits(*hf.model, b);
+    test::TempDir dir;
+    export_hf(dir / "out", *hf.model, hf.config, HfLayout::Dense);
+    const auto cfg = nlohmann::json::parse(read_file(dir / "out/config.json"));
+    EXPECT_TRUE(cfg.at("pruned_heads").empty()) << cfg.at("pruned_heads").dump();
+    auto again = import_hf(dir / "out");
+    for (int64_t l = 0; l < 2; ++l)
+      EXPECT_EQ(again.model->config().heads(t)[static_cast<size_t>(l)], (std::vector<int64_t>{0, 1, 2, 3}));
+    EXPECT_TRUE(again.model->masked_heads().empty());
+    EXPECT_LT(test::max_abs_diff(logits(*again.model, b), masked), 1e-5);
+    EXPECT_GT(test::max_abs_diff(logits(*import_hf(fixture(name)).model, b), masked), 1e-4) << "masking changed nothing";
+  }
+  EXPECT_EQ(parse_hf_layout("dense"), HfLayout::Dense);
+  EXPECT_EQ(parse_hf_layout("pruned_heads"), HfLayout::PrunedHeads);
+  EXPECT_NE(test::error_of([] { parse_hf_layout("sliced"); }).find("auto, pruned_heads or dense"), std::string::npos);
+  auto llama = import_hf(fixture("llama_gqa"));
+  EXPECT_NE(test::error_of([&] { to_hf(*llama.model, llama.config, HfLayout::PrunedHeads); }).find("dense"),
+            std::string::npos);
+}
+
 TEST(HfRoundTrip, HeadpruneModelsExportWhenHfCanExpressThem) {
   // A BERT-shaped classifier trained here exports; an encoder-decoder does not.
   ModelConfig c = tiny_config(Arch::EncoderClassifier);

@@ -129,6 +129,18 @@ TEST(LlamaHf, PrunedCheckpointAndDenseExportRoundTrip) {
   EXPECT_EQ(read_json_file(tmp / "qwen/config.json").at("model_type"), "qwen2");
   const Golden gq("qwen2_tied");
   EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "qwen").model, gq.batch), logits(*qwen.model, gq.batch)), 1e-5);
+  // A pruned Mistral saved as a headprune checkpoint has no HF config left: its sliding window says
+  // Mistral (the transformers client check found it exported as a Llama and refused).
+  auto mistral = import_hf(fixture("mistral_window"));
+  auto mistral_pruned = remove_heads(*mistral.model, {{AttnType::DecoderSelf, 1, 2}});
+  save_checkpoint(tmp / "mistral_pruned", *mistral_pruned);
+  export_hf(tmp / "mistral_hf", *load_checkpoint(tmp / "mistral_pruned"));
+  const auto mc = read_json_file(tmp / "mistral_hf/config.json");
+  EXPECT_EQ(mc.at("model_type"), "mistral");
+  EXPECT_EQ(mc.at("sliding_window"), 3);
+  const Golden gm("mistral_window");
+  EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "mistral_hf").model, gm.batch), logits(*mistral_pruned, gm.batch)),
+            1e-5);
 }
 
 TEST(LlamaHf, BadInputGetsClearErrors) {

@@ -4,12 +4,14 @@
 // from a directory with config.json and model.safetensors (or a sharded model.safetensors.index.json;
 // F32, F16 and BF16 tensors are read as fp32), and export a (pruned) model back in HF's layout.
 //
-// Export: BERT and GPT-2 use HF's v4 pruned_heads (kept heads' weights, sliced). The LLaMA family has
-// no pruned_heads in HF, and its runtimes expect one head count for every layer, so the export is
-// dense and masked: the config's head counts, every removed or masked query head's q rows and o
-// columns zero, and a removed key/value head's k/v rows zero. Any transformers version loads it and
-// computes what the pruned model computes (it does not run faster; headprune's own checkpoint is the
-// physically smaller one).
+// Export has two layouts (HfLayout). pruned_heads, BERT's and GPT-2's default: HF v4's pruned_heads
+// with the kept heads' weights, sliced; transformers v4 loads it, v5 (which dropped head pruning)
+// does not. dense: the config's head counts in every layer, every removed or masked query head's q
+// rows and o columns zero and a removed key/value head's k/v rows zero (model/remove_heads.h,
+// restore_head_shapes); any transformers version loads it and computes what the pruned model
+// computes, without running faster (headprune's own checkpoint is the physically smaller one). The
+// LLaMA family has no pruned_heads in HF, and its runtimes expect one head count for every layer, so
+// dense is its only layout.
 //
 // Names are translated through one table per architecture (see hf.cc); GPT-2's fused, transposed
 // c_attn (Conv1D, weight [in, 3*out]) is split into Q/K/V, and its Conv1D weights are transposed.
@@ -61,9 +63,14 @@ struct HfExport {
   nlohmann::json config;
   TensorMap tensors;
 };
-HfExport to_hf(TransformerImpl& model, const nlohmann::json& base_config = nlohmann::json::object());
+// Auto: pruned_heads for BERT and GPT-2, dense for the LLaMA family. pruned_heads for the LLaMA
+// family is std::invalid_argument.
+enum class HfLayout { Auto, PrunedHeads, Dense };
+HfLayout parse_hf_layout(const std::string& s);  // "auto", "pruned_heads", "dense"
+HfExport to_hf(TransformerImpl& model, const nlohmann::json& base_config = nlohmann::json::object(),
+               HfLayout layout = HfLayout::Auto);
 // Writes dir/config.json and dir/model.safetensors atomically.
 void export_hf(const std::string& dir, TransformerImpl& model,
-               const nlohmann::json& base_config = nlohmann::json::object());
+               const nlohmann::json& base_config = nlohmann::json::object(), HfLayout layout = HfLayout::Auto);
 
 }  // namespace hp

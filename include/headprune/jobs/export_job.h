@@ -1,13 +1,15 @@
 // Checkpoint jobs without data.
-//   run_export  write a (pruned) model in HuggingFace's layout (config.json with pruned_heads,
-//               model.safetensors with HF names; io/hf.h) and/or as a plain headprune checkpoint; the
-//               tokenizer files go along.
+//   run_export  write a (pruned) model in HuggingFace's layout (config.json and model.safetensors
+//               with HF names, pruned heads as v4's pruned_heads or dense and zero: io/hf.h) and/or as
+//               a plain headprune checkpoint; the tokenizer files go along.
 //   run_info    a checkpoint's architecture, heads kept per layer and attention type, masked heads.
 #pragma once
 
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "headprune/io/hf.h"
 
 namespace hp {
 
@@ -16,8 +18,9 @@ struct ExportRequest {
   std::string hf_dir;      // "" = no HF export
   std::string native_dir;  // "" = no headprune checkpoint
   bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
+  HfLayout hf_layout = HfLayout::Auto;
 };
-// One line per directory written ("wrote DIR (gpt2, pruned_heads {...})").
+// One line per directory written ("wrote DIR (gpt2, pruned_heads {...})", "wrote DIR (llama, dense)").
 std::string run_export(const ExportRequest& req);
 
 // JSON: the config plus n_parameters, heads_per_layer and masked_heads; text: the summary of

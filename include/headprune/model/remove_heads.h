@@ -21,6 +21,13 @@ namespace hp {
 std::pair<ModelConfig, TensorMap> remove_heads(const ModelConfig& cfg, const TensorMap& state,
                                                const std::vector<HeadId>& heads);
 
+// The inverse shape, for runtimes with one head count for every layer (HF's dense export, io/hf.h):
+// every attention layer back at the config's n_heads query and n_kv_heads key/value heads, each kept
+// head's q/k/v rows where it was originally and its o_proj columns scaled by its mask, removed (and
+// fully masked) heads zero, head masks all ones. An unpruned model of the returned config computes
+// what the pruned, masked model computes (it does not run faster).
+std::pair<ModelConfig, TensorMap> restore_head_shapes(const ModelConfig& cfg, const TensorMap& state);
+
 // Builds a fresh model of the pruned config and loads the sliced weights; keeps the
 // device, dtype and train/eval mode of `model`. (Rebuild any optimizer afterwards.)
 Transformer remove_heads(TransformerImpl& model, const std::vector<HeadId>& heads);
