@@ -10,7 +10,8 @@
 #   1. batch 1, 4, 16, 64 at length 128 for the four   -> RESULTS_DIR/bert_base_table4.json
 #   2. the unpruned model against `--textbook` at (1, 32), (16, 32), (1, 128), (16, 128)
 #                                                       -> RESULTS_DIR/bert_base_textbook.json
-# Environment: HP (default build/headprune), THREADS (default 2), REPS (default 8).
+# Environment: HP (default build/headprune), THREADS (default 2), REPS (default 8), CHECKPOINTS_ONLY=1
+# (build the four checkpoints and stop: scripts/gpu.sh times them on a GPU).
 set -euo pipefail
 work=${1:-runs/bert_base}
 results=${2:-bench/results}
@@ -27,6 +28,7 @@ prune() { "$hp" --threads "$threads" --log-level warn prune "$work/base" --max-e
 [[ -d $work/masked50/model ]] || prune --strategy manual --heads "$heads" --mask-only --out "$work/masked50"
 [[ -d $work/uniform50/model ]] || prune --strategy manual --heads "$heads" --out "$work/uniform50"
 [[ -d $work/layers50/model ]] || prune --strategy layers --layers "$layers" --out "$work/layers50"
+[[ ${CHECKPOINTS_ONLY:-0} == 1 ]] && exit 0
 "$hp" --threads "$threads" bench "$work/base" "$work/masked50/model" "$work/uniform50/model" "$work/layers50/model" \
   --batch 1 --batch 4 --batch 16 --batch 64 --seq 128 --reps "$reps" --warmup 1 --json "$results/bert_base_table4.json"
 "$hp" --threads "$threads" bench "$work/base" --textbook --batch 1 --batch 16 --seq 32 --seq 128 --reps "$reps" \

@@ -18,6 +18,7 @@
 #include "headprune/util/blas.h"
 #include "headprune/util/gemm.h"
 #include "headprune/util/runtime.h"
+#include "headprune/util/torch_compat.h"
 
 namespace hp {
 
@@ -72,7 +73,8 @@ nlohmann::json BenchRecord::to_json() const {
           {"peak_share", peak_share},
           {"ideal_speedup", ideal_speedup},
           {"measured_speedup", measured_speedup},
-          {"paired_speedup", paired_speedup}};
+          {"paired_speedup", paired_speedup},
+          {"device_peak_mib", static_cast<double>(device_peak_bytes) / (1024.0 * 1024.0)}};
 }
 
 int64_t peak_rss_kb() {
@@ -90,7 +92,7 @@ nlohmann::json bench_environment() {
           {"fp32_gemm", gemm::describe()},
           {"allocator", allocator_info().empty() ? "glibc malloc defaults" : allocator_info()},
           {"int8_engine", quantized_engine_name()},
-          {"torch", TORCH_VERSION},
+          {"torch", compat::torch_build()},
           {"peak_rss_kb", peak_rss_kb()}};
 }
 
@@ -158,16 +160,19 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
       for (auto& m : models)
         inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
       std::vector<std::vector<double>> ms(models.size());
+      std::vector<int64_t> device_peak(models.size(), 0);
       for (int64_t r = 0; r < opts.warmup + opts.reps; ++r) {
         if (r == opts.warmup && !profile_tmp.empty() && !profile) profile.emplace(profile_tmp);
         for (size_t i = 0; i < models.size(); ++i) {
           const auto device = inputs[i].input_ids.device();
           synchronize(device);
+          compat::reset_peak_memory(device);
           const auto t0 = std::chrono::steady_clock::now();
           auto logits = models[i].run ? models[i].run(inputs[i]) : models[i].model->forward(inputs[i]).logits;
           synchronize(device);  // the clock stops when the device has finished
           const double e = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           if (r >= opts.warmup) ms[i].push_back(e);
+          device_peak[i] = std::max(device_peak[i], compat::peak_memory_bytes(device));
           if (r == 0 && i == 0 && out.empty() && !opts.io_path.empty() && !opts.train)
             write_safetensors(opts.io_path, {{"input_ids", inputs[i].input_ids.cpu()},
                                              {"attention_mask", inputs[i].attention_mask.cpu()},
@@ -198,6 +203,7 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
         std::vector<double> ratios;
         for (size_t r = 0; r < ms[i].size(); ++r) ratios.push_back(ms[0][r] / ms[i][r]);
         rec.paired_speedup = quantile(ratios, 0.5);
+        rec.device_peak_bytes = device_peak[i];
         out.push_back(rec);
       }
       if (progress) progress(++done, total);

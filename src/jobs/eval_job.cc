@@ -110,6 +110,10 @@ void BenchReport::print(std::ostream& out) const {
         << std::setw(9) << fmt(r.gflop_per_s, 1) << std::setw(7) << (peak > 0 ? fmt(100 * r.peak_share, 0) + "%" : "-")
         << "\n";
   }
+  for (const auto& r : records)
+    if (r.device_peak_bytes > 0)
+      out << "GPU memory, peak: " << fmt(static_cast<double>(r.device_peak_bytes) / (1024.0 * 1024.0), 1) << " MiB  "
+          << r.model << " batch " << r.batch << " seq " << r.seq_len << "\n";
   out << "peak resident memory " << env["peak_rss_kb"].get<int64_t>() / 1024 << " MiB (whole process)\n";
 }
 

@@ -55,6 +55,9 @@ struct BenchRecord {
   // Median over repetitions of (first model's time / this model's time) in the same round: less
   // sensitive than the ratio of medians to a shared machine's drifts.
   double paired_speedup = 1;
+  // On a CUDA device: the most memory its tensors held while this model ran at this shape (weights
+  // included), in bytes; 0 on the CPU, whose process-wide peak is the report's peak_rss_kb.
+  int64_t device_peak_bytes = 0;
   nlohmann::json to_json() const;
 };
 
