@@ -1,6 +1,7 @@
 // File helpers (see header).
 #include "headprune/io/files.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <dirent.h>
 #include <unistd.h>
 
 namespace hp {
@@ -135,15 +137,79 @@ bool is_empty_or_missing_directory(const std::string& path) {
   return fs::is_directory(path, ec) && fs::is_empty(path, ec);
 }
 
+namespace {
+bool entry_of(const std::string& dir, const char* name, int depth, DirEntry& e) {
+  e.name = name;
+  e.path = join_path(dir, e.name);
+  e.depth = depth;
+  struct stat st {};
+  if (::lstat(e.path.c_str(), &st) != 0) return false;  // gone meanwhile
+  e.is_dir = S_ISDIR(st.st_mode);
+  e.is_file = S_ISREG(st.st_mode);
+  return true;
+}
+
+// Entries of dir sorted by name; false when it cannot be opened.
+bool read_directory(const std::string& dir, int depth, std::vector<DirEntry>& out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return false;
+  while (const dirent* de = ::readdir(d)) {
+    if (std::strcmp(de->d_name, ".") == 0 || std::strcmp(de->d_name, "..") == 0) continue;
+    DirEntry e;
+    if (entry_of(dir, de->d_name, depth, e)) out.push_back(std::move(e));
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  return true;
+}
+
+void walk(const std::string& dir, int depth, const std::function<bool(const DirEntry&)>& visit) {
+  std::vector<DirEntry> entries;
+  if (!read_directory(dir, depth, entries)) return;
+  for (const auto& e : entries)
+    if (visit(e) && e.is_dir) walk(e.path, depth + 1, visit);
+}
+}  // namespace
+
+std::vector<DirEntry> list_directory(const std::string& dir) {
+  std::vector<DirEntry> out;
+  if (!read_directory(dir, 0, out)) throw std::runtime_error(dir + ": cannot read the directory (" + std::strerror(errno) + ")");
+  return out;
+}
+
+void walk_directory(const std::string& dir, const std::function<bool(const DirEntry&)>& visit) { walk(dir, 0, visit); }
+
+std::string remove_tree(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? "" : path + ": " + std::strerror(errno);
+  if (S_ISDIR(st.st_mode)) {
+    std::vector<DirEntry> entries;
+    if (!read_directory(path, 0, entries)) return path + ": cannot read the directory (" + std::strerror(errno) + ")";
+    for (const auto& e : entries)
+      if (auto err = remove_tree(e.path); !err.empty()) return err;
+    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return path + ": " + std::strerror(errno);
+  } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return path + ": " + std::strerror(errno);
+  }
+  return "";
+}
+
+namespace {
+// The throwing form, for the writes below.
+void remove_or_throw(const std::string& path) {
+  if (auto err = remove_tree(path); !err.empty()) throw std::runtime_error("cannot remove " + err);
+}
+}  // namespace
+
 void replace_directory(const std::string& dst, const std::function<void(const std::string& tmp)>& fill) {
   rank0_writes([&] {
     const std::string tmp = dst + ".tmp", old = dst + ".old";
-    fs::remove_all(tmp);
+    remove_or_throw(tmp);
     fill(tmp);
-    fs::remove_all(old);
+    remove_or_throw(old);
     if (fs::exists(dst)) fs::rename(dst, old);
     fs::rename(tmp, dst);
-    fs::remove_all(old);
+    remove_or_throw(old);
   });
 }
 
@@ -204,20 +270,17 @@ OutputDir::OutputDir(const std::string& out, const Options& options)
       !(options.replaceable && options.replaceable(final_)))
     throw std::runtime_error(final_ + ": the output directory is not empty; choose another or pass " + options.flag +
                              " to replace it as a whole");
-  fs::remove_all(staging_, ec);
+  remove_tree(staging_);
   make_directories(staging_);
 }
 
 OutputDir::~OutputDir() {
-  if (!committed_) {
-    std::error_code ec;
-    fs::remove_all(staging_, ec);
-  }
+  if (!committed_) remove_tree(staging_);
 }
 
 void OutputDir::commit() {
   replace_directory(final_, [&](const std::string& tmp) {  // on rank 0; the others wait for it
-    fs::remove_all(tmp);
+    remove_or_throw(tmp);
     fs::rename(staging_, tmp);
   });
   committed_ = true;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <iomanip>
 #include <sstream>
 
@@ -56,10 +55,10 @@ nlohmann::json run_demo(const DemoOptions& opts, const Runtime& rt, std::ostream
   oo.overwrite = opts.overwrite;
   oo.replaceable = [](const std::string& d) {  // an earlier demo's output: family directories and JSON summaries
     const auto names = arch_names().names();
-    for (const auto& e : std::filesystem::directory_iterator(d)) {
-      const std::string name = e.path().filename().string();
-      const bool family = e.is_directory() && std::find(names.begin(), names.end(), name) != names.end();
-      const bool summary = e.is_regular_file() && e.path().extension() == ".json";
+    for (const auto& e : list_directory(d)) {
+      const std::string& name = e.name;
+      const bool family = e.is_dir && std::find(names.begin(), names.end(), name) != names.end();
+      const bool summary = e.is_file && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
       if (!family && !summary) return false;
     }
     return true;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "headprune/data/tasks.h"
+#include "headprune/io/files.h"
 
 namespace hp {
 
@@ -104,8 +105,8 @@ std::string fmt(double v, int prec) {
 
 uint64_t dir_bytes(const std::string& dir) {
   uint64_t n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.is_regular_file()) n += e.file_size();
+  for (const auto& e : list_directory(dir))
+    if (e.is_file) n += std::filesystem::file_size(e.path);
   return n;
 }
 

@@ -1,11 +1,11 @@
 // Applying plans, iterative pruning, pruning curves, compensation analysis (see the header).
 #include "headprune/prune/pruning.h"
 
+#include "headprune/io/files.h"
 #include "headprune/model/geometry.h"
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -233,13 +233,13 @@ std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& sco
     to.eval_every = opts.finetune_steps;
     to.save_every = opts.finetune_steps;
     const std::string dir = opts.work_dir + "/finetune";
-    std::filesystem::remove_all(dir);
+    if (auto err = remove_tree(dir); !err.empty()) throw std::runtime_error("fine-tuning: cannot remove " + err);
     train_model(small, *opts.train, to, dir);
     small->eval();
     const auto [m, l] = metric_and_loss(*small, eval_set, opts.metric, opts.measure);
     p.metric_finetuned = m;
     p.loss_finetuned = l;
-    std::filesystem::remove_all(dir);
+    if (auto err = remove_tree(dir); !err.empty()) throw std::runtime_error("fine-tuning: cannot remove " + err);
   };
 
   for (const auto& st : opts.strategies) {

@@ -337,20 +337,11 @@ std::vector<LabeledResult> find_results(const std::string& run_dir, const std::s
   }
   if (!is_directory(run_dir)) throw std::invalid_argument("report: " + run_dir + ": no such run directory or result file");
   std::vector<fs::path> files;
-  for (auto it = fs::recursive_directory_iterator(run_dir, fs::directory_options::skip_permission_denied);
-       it != fs::recursive_directory_iterator(); ++it) {
-    if (it.depth() > 4) {
-      it.disable_recursion_pending();
-      continue;
-    }
-    const auto name = it->path().filename().string();
-    if (it->is_directory() && (name.size() > 8 && name.substr(name.size() - 8) == ".partial")) {
-      it.disable_recursion_pending();  // an unfinished output
-      continue;
-    }
-    if (!it->is_regular_file() || it->path().extension() != ".json" || kNotResults.count(name)) continue;
-    files.push_back(it->path());
-  }
+  walk_directory(run_dir, [&](const DirEntry& e) {
+    if (e.is_dir) return e.depth < 4 && !(e.name.size() > 8 && e.name.substr(e.name.size() - 8) == ".partial");  // not an unfinished output
+    if (e.is_file && fs::path(e.name).extension() == ".json" && !kNotResults.count(e.name)) files.push_back(e.path);
+    return false;
+  });
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
     const std::string name = f.filename().string();
@@ -418,14 +409,11 @@ ReportResult run_report(const ReportRequest& req) {
 
   // Figures are drawn as SVG into a scratch directory, then inlined as data: URIs.
   std::string scratch = (fs::temp_directory_path() / ("headprune-report-" + std::to_string(getpid()))).string();
-  fs::remove_all(scratch);
+  if (auto err = remove_tree(scratch); !err.empty()) throw std::runtime_error("report: cannot remove " + err);
   make_directories(scratch);
   struct Cleanup {
     std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
+    ~Cleanup() { remove_tree(dir); }
   } cleanup{scratch};
   auto figure_html = [&](const Figure& f) {
     const std::string path = join_path(scratch, f.name + ".svg");

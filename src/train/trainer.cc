@@ -138,9 +138,8 @@ RunDir::RunDir(const std::string& out_dir, const TrainOptions& opts) : lock_(out
       throw std::runtime_error(out_dir + ": already holds a training run" + at +
                                "; --resume continues it, --overwrite starts it again");
     }
-    std::error_code ec;
-    fs::remove_all(out_dir, ec);
-    if (ec) throw std::runtime_error(out_dir + ": cannot remove the earlier run (" + ec.message() + ")");
+    if (auto err = remove_tree(out_dir); !err.empty())
+      throw std::runtime_error(out_dir + ": cannot remove the earlier run (" + err + ")");
   }
   make_directories(out_dir);
   dist::barrier();

@@ -195,8 +195,37 @@ TEST(Checkpoint, AtomicWriteKeepsOldFileWhenWriterFails) {
                std::runtime_error);
   EXPECT_EQ(read_file(path), "old");
   int n = 0;
-  for (auto& e : std::filesystem::directory_iterator(d.path)) n += e.is_regular_file();
+  for (const auto& e : list_directory(d.path)) n += e.is_file;
   EXPECT_EQ(n, 1);
+}
+
+// The POSIX directory helpers that replace std::filesystem's recursive functions (io/files.h).
+TEST(Files, ListWalkAndRemoveTreesWithoutFollowingLinks) {
+  test::TempDir d;
+  make_directories(d / "run/b/deep");
+  write_file_atomic(d / "run/z.json", "{}");
+  write_file_atomic(d / "run/a.txt", "a");
+  write_file_atomic(d / "run/b/deep/x.json", "{}");
+  make_directories(d / "outside");
+  write_file_atomic(d / "outside/keep.txt", "keep");
+  std::filesystem::create_directory_symlink(d / "outside", d / "run/link");
+  std::vector<std::string> names;
+  for (const auto& e : list_directory(d / "run")) names.push_back(e.name + (e.is_dir ? "/" : e.is_file ? "" : "@"));
+  EXPECT_EQ(names, (std::vector<std::string>{"a.txt", "b/", "link@", "z.json"}));
+  std::vector<std::string> walked;
+  walk_directory(d / "run", [&](const DirEntry& e) {
+    walked.push_back(std::to_string(e.depth) + ":" + e.name);
+    return e.name != "deep";  // not entered
+  });
+  EXPECT_EQ(walked, (std::vector<std::string>{"0:a.txt", "0:b", "1:deep", "0:link", "0:z.json"}));
+  EXPECT_EQ(remove_tree(d / "run"), "");
+  EXPECT_FALSE(std::filesystem::exists(d / "run"));
+  EXPECT_EQ(read_file(d / "outside/keep.txt"), "keep") << "a link's target is not removed";
+  EXPECT_EQ(remove_tree(d / "run"), "") << "nothing to remove is no error";
+  EXPECT_NE(test::error_of([&] { list_directory(d / "run"); }).find("cannot read the directory"), std::string::npos);
+  // test::copy_tree copies what the walker sees.
+  test::copy_tree(d / "outside", d / "copy");
+  EXPECT_EQ(read_file(d / "copy/keep.txt"), "keep");
 }
 
 TEST(Checkpoint, DescribeShowsPerLayerHeads) {

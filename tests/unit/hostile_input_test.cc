@@ -86,7 +86,7 @@ TEST(HostileInput, TrainRefusesToStartOverAFinishedRun) {
   EXPECT_EQ(slurp(dir + "/best/model.safetensors"), best);
 
   // --resume without a resume point says why; the run is untouched.
-  fs::remove_all(dir + "/last");
+  ASSERT_EQ(remove_tree(dir + "/last"), "");
   const std::string no_last = error_of([&] { run.train(dir, resume); });
   EXPECT_NE(no_last.find("cannot resume: no last/trainer_state.json"), std::string::npos) << no_last;
   EXPECT_EQ(slurp(dir + "/history.json"), history);
@@ -272,7 +272,7 @@ std::string hf_fixture(const std::string& name) { return std::string(HP_FIXTURES
 
 TEST(HostileInput, HfConfigFaultsNameConfigJson) {
   test::TempDir tmp;
-  fs::copy(hf_fixture("bert"), tmp.path, fs::copy_options::recursive);
+  test::copy_tree(hf_fixture("bert"), tmp.path);
   nlohmann::json cfg = read_json_file(tmp / "config.json");
   cfg["hidden_act"] = 3;
   write_json_file(tmp / "config.json", cfg);
@@ -287,7 +287,7 @@ TEST(HostileInput, HfConfigFaultsNameConfigJson) {
 
 TEST(HostileInput, BertClassifierUnderThePrefixIsReadNotMapAt) {
   test::TempDir tmp;
-  fs::copy(hf_fixture("bert"), tmp.path, fs::copy_options::recursive);
+  test::copy_tree(hf_fixture("bert"), tmp.path);
   auto f = read_safetensors(tmp / "model.safetensors");
   TensorMap renamed;
   for (auto& [k, v] : f.tensors) renamed[k.rfind("classifier.", 0) == 0 ? "bert." + k : k] = v;

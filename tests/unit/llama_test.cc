@@ -147,7 +147,7 @@ TEST(LlamaHf, BadInputGetsClearErrors) {
   test::TempDir tmp;
   auto copy_fixture = [&](const std::string& name) {
     const std::string dst = tmp / name;
-    fs::copy(fixture(name), dst, fs::copy_options::recursive);
+    test::copy_tree(fixture(name), dst);
     return dst;
   };
   auto error_of = [](const std::function<void()>& f) -> std::string {
@@ -172,7 +172,7 @@ TEST(LlamaHf, BadInputGetsClearErrors) {
   }
   {
     const auto d = tmp / "yarn";
-    fs::copy(fixture("llama_gqa"), d, fs::copy_options::recursive);
+    test::copy_tree(fixture("llama_gqa"), d);
     edit_config(d, [](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
     const auto e = error_of([&] { import_hf(d); });
     EXPECT_NE(e.find("rope_scaling type 'yarn' is not supported (default, linear, llama3)"), std::string::npos) << e;
@@ -186,7 +186,7 @@ TEST(LlamaHf, BadInputGetsClearErrors) {
   }
   {
     const auto d = tmp / "absent";
-    fs::copy(fixture("llama_sharded_bf16"), d, fs::copy_options::recursive);
+    test::copy_tree(fixture("llama_sharded_bf16"), d);
     auto index = read_json_file(d + "/model.safetensors.index.json");
     index["weight_map"]["model.layers.9.mlp.up_proj.weight"] = "model-00001-of-00002.safetensors";
     write_json_file(d + "/model.safetensors.index.json", index);

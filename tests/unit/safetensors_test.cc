@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "headprune/io/files.h"
 #include "headprune/io/safetensors.h"
 #include "test_util.h"
 
@@ -105,7 +106,7 @@ TEST(Safetensors, WriteIsAtomicAndReadNamesThePath) {
   EXPECT_THROW(write_safetensors(path, {{"bad", torch::ones({2}, torch::kComplexFloat)}}), std::invalid_argument);
   EXPECT_TRUE(read_safetensors(path).tensors.at("x").equal(torch::ones({2})));
   int n_files = 0;
-  for (auto& e : std::filesystem::directory_iterator(dir.path)) n_files += e.is_regular_file();
+  for (const auto& e : list_directory(dir.path)) n_files += e.is_file;
   EXPECT_EQ(n_files, 1);
 }
 

@@ -1,14 +1,15 @@
 #include "test_util.h"
 
-#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
-#include <filesystem>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include "headprune/io/files.h"
 #include "headprune/util/runtime.h"
 
 namespace hp::test {
@@ -36,17 +37,26 @@ Batch make_batch(const ModelConfig& cfg, uint64_t seed, int64_t batch_size) {
 }
 
 TempDir::TempDir() {
-  static std::atomic<int> n{0};
-  path = (std::filesystem::temp_directory_path() /
-          ("headprune-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++)))
-             .string();
-  std::filesystem::remove_all(path);
-  std::filesystem::create_directories(path);
+  // mkdtemp: a new directory of its own, atomically (no name two runs or tests could share).
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/headprune-test-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("TempDir: mkdtemp(" + pattern + ") failed: " + std::strerror(errno));
+  path = pattern;
 }
 
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
+TempDir::~TempDir() { remove_tree(path); }
+
+void copy_tree(const std::string& src, const std::string& dst) {
+  make_directories(dst);
+  walk_directory(src, [&](const DirEntry& e) {
+    std::string rel = e.path.substr(src.size());
+    if (rel.empty() || rel[0] != '/') rel = "/" + rel;
+    const std::string to = dst + rel;
+    if (e.is_dir) make_directories(to);
+    if (e.is_file) write_file_atomic(to, read_file(e.path));
+    return true;
+  });
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -62,7 +72,12 @@ std::string error_of(const std::function<void()>& f) {
 torch::Device device() {
   static const torch::Device d = [] {
     const char* env = std::getenv("HP_TEST_DEVICE");
-    return env && *env ? parse_device(env) : torch::Device(torch::kCPU);
+    const torch::Device d = env && *env ? parse_device(env) : torch::Device(torch::kCPU);
+    // On a GPU, atomics make some kernels (embedding backward ...) differ in the last bits between
+    // two identical runs; the bit-for-bit tests (resume) ask for LibTorch's deterministic kernels
+    // (with CUBLAS_WORKSPACE_CONFIG set, as scripts/gpu.sh does).
+    if (d.is_cuda()) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+    return d;
   }();
   return d;
 }

@@ -36,6 +36,10 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
 
+// Copies the files and subdirectories of src into dst (created if missing), by io/files.h's walker
+// (not std::filesystem::copy, whose recursion a PyTorch 2.x libtorch replaces: see remove_tree).
+void copy_tree(const std::string& src, const std::string& dst);
+
 // Where the device-aware tests run: the CPU, or the device HP_TEST_DEVICE names ("cuda", "cuda:1").
 // A device that is not there is an error (the test fails), never a silent fall-back to the CPU.
 // The suites that follow it: PruneEquivalence, CheckpointRoundTrip, GradientImportance,

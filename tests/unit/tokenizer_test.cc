@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "headprune/io/files.h"
 #include "headprune/data/tokenizer.h"
 #include "test_util.h"
 
@@ -177,7 +178,7 @@ TEST(Tokenizer, SaveLoadGivesIdenticalEncodings) {
   EXPECT_EQ(tok.serialized().rfind("{\"type\":\"headprune-bpe\",\"version\":1,\"vocab\":[\"<pad>\",", 0), 0u)
       << tok.serialized().substr(0, 80);
   tok.save(d / "tokenizer.json");
-  EXPECT_EQ(std::distance(fs::directory_iterator(d.path), fs::directory_iterator{}), 1);  // no temp file left
+  EXPECT_EQ(list_directory(d.path).size(), 1u);  // no temp file left
   const Tokenizer back = Tokenizer::load(d / "tokenizer.json");
   EXPECT_EQ(back.serialized(), tok.serialized());
   EXPECT_EQ(back.vocab_size(), tok.vocab_size());

@@ -10,6 +10,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -31,6 +32,24 @@ std::string join_path(const std::string& dir, const std::string& file);  // dir/
 void make_directories(const std::string& path);  // mkdir -p; throws on failure
 
 bool is_empty_or_missing_directory(const std::string& path);  // false for a file or a non-empty directory
+
+// Directory listing, walking and removal by POSIX calls, not std::filesystem's iterators: PyTorch's
+// 2.x wheels export their own statically linked copy of libstdc++'s filesystem code
+// (pytorch/pytorch#133437), which a program linked to that libtorch calls instead of libstdc++'s,
+// and its remove_all crashed (a call through a null pointer, PyTorch 2.11: docs/gpu.md).
+struct DirEntry {
+  std::string path, name;  // path = dir + "/" + name
+  bool is_dir = false, is_file = false;  // symbolic links are neither (never followed)
+  int depth = 0;                         // 0 for the entries of the directory walked
+};
+// The entries of one directory, by name; a directory that cannot be read is std::runtime_error.
+std::vector<DirEntry> list_directory(const std::string& dir);
+// Every entry under dir, depth first, each directory's entries by name; `visit` returns false for a
+// directory not to be entered. Subdirectories that cannot be read are skipped.
+void walk_directory(const std::string& dir, const std::function<bool(const DirEntry&)>& visit);
+// Removes a file, a symbolic link or a whole directory tree; nothing to remove is no error.
+// Returns "" or what could not be removed and why.
+std::string remove_tree(const std::string& path);
 
 // Replaces directory `dst` as a whole: `fill` writes DST.tmp, then DST is renamed to DST.old, DST.tmp to
 // DST, and DST.old removed. A process killed at any point leaves DST complete (old or new) or absent
