@@ -10,9 +10,11 @@
 #                                  headprune and PyTorch eager on the same weights -> OUT/gpu_table4.json
 #   scripts/gpu.sh hf [OUT]        there: transformers loads headprune's HF exports -> OUT/hf_client.json
 #   scripts/gpu.sh all [OUT]       build, test, table4, hf
+#   FILTER=T scripts/gpu.sh debug  there: run test T under cuda-gdb and print the stack where it stops
 #
 # Environment: DEPS (default /tmp/hp-deps: where the .debs are unpacked), BUILD (default build-gpu),
-# WORK (default runs/gpu), REPS (default 50), JOBS (default nproc).
+# WORK (default runs/gpu), REPS (default 50), JOBS (default nproc), TARGET (build one target only),
+# FILTER (the tests that `test` and `debug` run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps=${DEPS:-/tmp/hp-deps}
@@ -60,13 +62,20 @@ case $step in
       -DICU_ROOT="$deps/usr" -DZLIB_ROOT="$deps/usr" -DHP_GTEST_SOURCE="$deps/usr/src/googletest" \
       -DHP_USE_GLOO=OFF -DHP_USE_DNNL=OFF -DHP_BUILD_BENCH=OFF -DHP_USE_CCACHE=OFF
     keep_going=(); [[ ${#gen[@]} -gt 0 ]] && keep_going=(-- -k 0)  # every compile error in one pass
-    cmake --build "$build" --parallel "$jobs" "${keep_going[@]}"
+    targets=(); [[ -n ${TARGET:-} ]] && targets=(--target "$TARGET")  # e.g. TARGET=headprune_tests
+    cmake --build "$build" --parallel "$jobs" "${targets[@]}" "${keep_going[@]}"
     ;;
   test)
     unpack
     mkdir -p "$out"
-    suites='*PruneEquivalence*:*CheckpointRoundTrip*:*GradientImportance*:*TrainerResume*:*InferencePath*:Runtime.Autocast*'
-    HP_TEST_DEVICE=cuda "$build/tests/headprune_tests" --gtest_filter="$suites" --gtest_output="xml:$out/gpu_tests.xml"
+    suites=${FILTER:-'*PruneEquivalence*:*CheckpointRoundTrip*:*GradientImportance*:*TrainerResume*:*InferencePath*:Runtime.Autocast*'}
+    CUBLAS_WORKSPACE_CONFIG=:4096:8 HP_TEST_DEVICE=cuda "$build/tests/headprune_tests" --gtest_filter="$suites" \
+      --gtest_output="xml:$out/gpu_tests.xml"
+    ;;
+  debug)  # a crashing test under cuda-gdb (a host debugger too): FILTER=Suite.Test scripts/gpu.sh debug
+    unpack
+    CUBLAS_WORKSPACE_CONFIG=:4096:8 HP_TEST_DEVICE=cuda cuda-gdb -batch -ex run -ex bt -ex 'x/24a $sp' \
+      --args "$build/tests/headprune_tests" --gtest_filter="${FILTER:?set FILTER}"
     ;;
   table4)
     unpack
