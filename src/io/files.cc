@@ -146,6 +146,7 @@ bool entry_of(const std::string& dir, const char* name, int depth, DirEntry& e) 
   if (::lstat(e.path.c_str(), &st) != 0) return false;  // gone meanwhile
   e.is_dir = S_ISDIR(st.st_mode);
   e.is_file = S_ISREG(st.st_mode);
+  e.size = e.is_file ? static_cast<uint64_t>(st.st_size) : 0;
   return true;
 }
 
@@ -194,22 +195,20 @@ std::string remove_tree(const std::string& path) {
   return "";
 }
 
-namespace {
-// The throwing form, for the writes below.
-void remove_or_throw(const std::string& path) {
-  if (auto err = remove_tree(path); !err.empty()) throw std::runtime_error("cannot remove " + err);
+void remove_tree_or_throw(const std::string& path, const std::string& context) {
+  if (auto err = remove_tree(path); !err.empty())
+    throw std::runtime_error((context.empty() ? "" : context + ": ") + "cannot remove " + err);
 }
-}  // namespace
 
 void replace_directory(const std::string& dst, const std::function<void(const std::string& tmp)>& fill) {
   rank0_writes([&] {
     const std::string tmp = dst + ".tmp", old = dst + ".old";
-    remove_or_throw(tmp);
+    remove_tree_or_throw(tmp);
     fill(tmp);
-    remove_or_throw(old);
+    remove_tree_or_throw(old);
     if (fs::exists(dst)) fs::rename(dst, old);
     fs::rename(tmp, dst);
-    remove_or_throw(old);
+    remove_tree_or_throw(old);
   });
 }
 
@@ -280,7 +279,7 @@ OutputDir::~OutputDir() {
 
 void OutputDir::commit() {
   replace_directory(final_, [&](const std::string& tmp) {  // on rank 0; the others wait for it
-    remove_or_throw(tmp);
+    remove_tree_or_throw(tmp);
     fs::rename(staging_, tmp);
   });
   committed_ = true;

@@ -2,7 +2,6 @@
 #include "headprune/jobs/job.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -106,7 +105,7 @@ std::string fmt(double v, int prec) {
 uint64_t dir_bytes(const std::string& dir) {
   uint64_t n = 0;
   for (const auto& e : list_directory(dir))
-    if (e.is_file) n += std::filesystem::file_size(e.path);
+    n += e.size;  // 0 for anything but a regular file
   return n;
 }
 

@@ -233,13 +233,13 @@ std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& sco
     to.eval_every = opts.finetune_steps;
     to.save_every = opts.finetune_steps;
     const std::string dir = opts.work_dir + "/finetune";
-    if (auto err = remove_tree(dir); !err.empty()) throw std::runtime_error("fine-tuning: cannot remove " + err);
+    remove_tree_or_throw(dir, "fine-tuning");
     train_model(small, *opts.train, to, dir);
     small->eval();
     const auto [m, l] = metric_and_loss(*small, eval_set, opts.metric, opts.measure);
     p.metric_finetuned = m;
     p.loss_finetuned = l;
-    if (auto err = remove_tree(dir); !err.empty()) throw std::runtime_error("fine-tuning: cannot remove " + err);
+    remove_tree_or_throw(dir, "fine-tuning");
   };
 
   for (const auto& st : opts.strategies) {

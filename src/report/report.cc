@@ -409,7 +409,7 @@ ReportResult run_report(const ReportRequest& req) {
 
   // Figures are drawn as SVG into a scratch directory, then inlined as data: URIs.
   std::string scratch = (fs::temp_directory_path() / ("headprune-report-" + std::to_string(getpid()))).string();
-  if (auto err = remove_tree(scratch); !err.empty()) throw std::runtime_error("report: cannot remove " + err);
+  remove_tree_or_throw(scratch, "report");
   make_directories(scratch);
   struct Cleanup {
     std::string dir;

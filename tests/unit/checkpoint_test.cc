@@ -218,10 +218,16 @@ TEST(Files, ListWalkAndRemoveTreesWithoutFollowingLinks) {
     return e.name != "deep";  // not entered
   });
   EXPECT_EQ(walked, (std::vector<std::string>{"0:a.txt", "0:b", "1:deep", "0:link", "0:z.json"}));
+  EXPECT_EQ(list_directory(d / "run").front().size, 1u) << "a.txt holds one byte";
   EXPECT_EQ(remove_tree(d / "run"), "");
   EXPECT_FALSE(std::filesystem::exists(d / "run"));
   EXPECT_EQ(read_file(d / "outside/keep.txt"), "keep") << "a link's target is not removed";
   EXPECT_EQ(remove_tree(d / "run"), "") << "nothing to remove is no error";
+  // What cannot be removed (a path through a file) is said; the throwing form puts the caller's context first.
+  EXPECT_NE(remove_tree(d / "outside/keep.txt/x"), "");
+  EXPECT_EQ(test::error_of([&] { remove_tree_or_throw(d / "outside/keep.txt/x", "fine-tuning"); })
+                .rfind("fine-tuning: cannot remove " + d / "outside/keep.txt/x", 0),
+            0u);
   EXPECT_NE(test::error_of([&] { list_directory(d / "run"); }).find("cannot read the directory"), std::string::npos);
   // test::copy_tree copies what the walker sees.
   test::copy_tree(d / "outside", d / "copy");

@@ -41,6 +41,7 @@ struct DirEntry {
   std::string path, name;  // path = dir + "/" + name
   bool is_dir = false, is_file = false;  // symbolic links are neither (never followed)
   int depth = 0;                         // 0 for the entries of the directory walked
+  uint64_t size = 0;                     // bytes of a regular file (from the same lstat)
 };
 // The entries of one directory, by name; a directory that cannot be read is std::runtime_error.
 std::vector<DirEntry> list_directory(const std::string& dir);
@@ -50,6 +51,9 @@ void walk_directory(const std::string& dir, const std::function<bool(const DirEn
 // Removes a file, a symbolic link or a whole directory tree; nothing to remove is no error.
 // Returns "" or what could not be removed and why.
 std::string remove_tree(const std::string& path);
+// The same where a failure must stop the caller: std::runtime_error "CONTEXT: cannot remove WHAT (WHY)"
+// ("cannot remove ..." with an empty context).
+void remove_tree_or_throw(const std::string& path, const std::string& context = "");
 
 // Replaces directory `dst` as a whole: `fill` writes DST.tmp, then DST is renamed to DST.old, DST.tmp to
 // DST, and DST.old removed. A process killed at any point leaves DST complete (old or new) or absent
