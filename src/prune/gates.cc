@@ -10,6 +10,7 @@
 
 #include "headprune/score/importance.h"
 #include "headprune/util/log.h"
+#include "headprune/util/torch_compat.h"
 
 namespace hp {
 
@@ -300,15 +301,14 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   const bool hc_controller = !pass && opts.target_kept && opts.hc_target == HcTarget::Controller;
   const double target_closed = opts.target_kept ? static_cast<double>(n - *opts.target_kept) : 0.0;
   const double n_layers = static_cast<double>(gates.layer_sizes().size());
-  // A fresh optimizer for the gates; the λ search's rollback also resets their Adam state.
-  auto make_gate_opt = [&] {
-    return std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{gates.log_alpha()},
-                                                torch::optim::AdamOptions(opts.gate_lr));
-  };
-  auto gate_opt = make_gate_opt();
+  torch::optim::Adam gate_opt(std::vector<torch::Tensor>{gates.log_alpha()}, torch::optim::AdamOptions(opts.gate_lr));
   double coef = opts.coef;
   LambdaSearch search{opts.coef, opts.coef_growth};
-  torch::Tensor snapshot = gates.log_alpha().detach().clone();  // hard_concrete controller: last non-overshoot
+  // hard_concrete controller: the gates and their Adam moments at the last period that did not
+  // overshoot. A rollback restores both, so the gates go on from there at the pace their optimizer
+  // had reached (a fresh Adam's first steps move every gate by the full learning rate at once).
+  torch::Tensor snapshot = gates.log_alpha().detach().clone();
+  compat::AdamMoments snapshot_moments;
   const bool conc = opts.method == GateMethod::PassConc;
   // The concentrator's weight relative to coef: fixed, or adaptive (0 until the first period).
   double conc_coef = conc && !opts.concentrator_adaptive ? opts.concentrator_weight : 0.0;
@@ -408,13 +408,14 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
       coef = search.lambda;
       if (!rollback) {
         snapshot = gates.log_alpha().detach().clone();
+        snapshot_moments = compat::adam_moments(gate_opt, gates.log_alpha());
         return closed;
       }
       {
         torch::NoGradGuard no_grad;
         gates.log_alpha().copy_(snapshot);
       }
-      gate_opt = make_gate_opt();
+      compat::set_adam_moments(gate_opt, gates.log_alpha(), snapshot_moments);
       ++res.rollbacks;
       res.log.back().rolled_back = true;
       log_info("gates", "closed " + std::to_string(closed) + " > target " +
@@ -434,8 +435,8 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   hooks.before_forward = [&](int64_t) { gates.attach_sample(); };
   hooks.extra_loss = [&](int64_t) { return penalty(); };
   hooks.after_backward = [&](int64_t step) {
-    gate_opt->step();
-    gate_opt->zero_grad();
+    gate_opt.step();
+    gate_opt.zero_grad();
     if (step % opts.period == 0) last_closed = periodic(step);
   };
   hooks.before_eval = [&] { gates.attach_deterministic(); };

@@ -2,6 +2,8 @@
 #include "headprune/util/torch_compat.h"
 
 #include <optional>
+#include <sstream>
+#include <type_traits>
 #include <stdexcept>
 
 #include <ATen/autocast_mode.h>
@@ -103,6 +105,46 @@ int64_t peak_memory_bytes(const torch::Device& device) {
   (void)device;
 #endif
   return 0;
+}
+
+namespace {
+// The key of a parameter's entry in an optimizer's state map (see the header).
+template <typename Map>
+typename Map::key_type state_key(const Map&, const torch::Tensor& param) {
+  using Key = typename Map::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream os;
+    os << param.unsafeGetTensorImpl();
+    return os.str();
+  } else {
+    return param.unsafeGetTensorImpl();
+  }
+}
+
+torch::Tensor copy_of(const torch::Tensor& t) { return t.defined() ? t.detach().clone() : t; }
+}  // namespace
+
+AdamMoments adam_moments(const torch::optim::Adam& opt, const torch::Tensor& param) {
+  const auto& state = opt.state();
+  const auto it = state.find(state_key(state, param));
+  if (it == state.end()) return {};
+  const auto& s = static_cast<const torch::optim::AdamParamState&>(*it->second);
+  return {s.step(), copy_of(s.exp_avg()), copy_of(s.exp_avg_sq()), copy_of(s.max_exp_avg_sq())};
+}
+
+void set_adam_moments(torch::optim::Adam& opt, const torch::Tensor& param, const AdamMoments& m) {
+  auto& state = opt.state();
+  const auto key = state_key(state, param);
+  if (!m.exp_avg.defined()) {
+    state.erase(key);
+    return;
+  }
+  auto s = std::make_unique<torch::optim::AdamParamState>();
+  s->step(m.step);
+  s->exp_avg(copy_of(m.exp_avg));
+  s->exp_avg_sq(copy_of(m.exp_avg_sq));
+  s->max_exp_avg_sq(copy_of(m.max_exp_avg_sq));
+  state[key] = std::move(s);
 }
 
 }  // namespace hp::compat

@@ -69,6 +69,45 @@ TEST(Runtime, AutocastScopesNestAndRestore) {
   EXPECT_EQ(torch::linear(x, w).scalar_type(), torch::kFloat);
 }
 
+TEST(Runtime, AdamMomentsRollAnOptimizerBack) {
+  const auto device = test::device();
+  torch::manual_seed(5);
+  auto p = torch::randn({6}, torch::TensorOptions().device(device).requires_grad(true));
+  torch::optim::Adam opt(std::vector<torch::Tensor>{p}, torch::optim::AdamOptions(0.05));
+  const auto target = torch::randn({6}).to(device);
+  auto step = [&](double scale) {  // one Adam step on scale * |p - target|^2
+    opt.zero_grad();
+    (scale * (p - target).pow(2).sum()).backward();
+    opt.step();
+  };
+  EXPECT_FALSE(compat::adam_moments(opt, p).exp_avg.defined());  // no step yet: no state
+  for (int i = 0; i < 5; ++i) step(1.0);
+  const auto saved_p = p.detach().clone();
+  const auto saved = compat::adam_moments(opt, p);
+  ASSERT_TRUE(saved.exp_avg.defined());
+  EXPECT_EQ(saved.step, 5);
+  step(1.0);
+  const auto expected = p.detach().clone();  // where one more step goes from the snapshot
+  for (int i = 0; i < 3; ++i) step(30.0);     // wander off, with much larger gradients
+  {
+    torch::NoGradGuard g;
+    p.copy_(saved_p);
+  }
+  compat::set_adam_moments(opt, p, saved);
+  EXPECT_EQ(compat::adam_moments(opt, p).step, 5);
+  step(1.0);
+  EXPECT_TRUE(torch::allclose(p.detach(), expected, 0, 1e-7)) << p << expected;
+  // A fresh optimizer (the state cleared) takes a different first step: the moments matter.
+  {
+    torch::NoGradGuard g;
+    p.copy_(saved_p);
+  }
+  compat::set_adam_moments(opt, p, {});
+  EXPECT_FALSE(compat::adam_moments(opt, p).exp_avg.defined());
+  step(1.0);
+  EXPECT_FALSE(torch::allclose(p.detach(), expected, 0, 1e-4));
+}
+
 TEST(Runtime, AppliesThreadsAndSeed) {
   Runtime rt;
   rt.threads = 1;

@@ -36,6 +36,17 @@ bool has_fused_attention();
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& mask, double scale);
 
+// The Adam state of one parameter (step count and moments), copied out of and back into a
+// torch::optim::Adam, e.g. to roll an optimizer back with the tensor it updates. 1.13 keys its
+// state by the parameter's TensorImpl address printed as a string, 2.x by the address itself. An
+// undefined exp_avg stands for no state yet (no step taken); setting it clears the state.
+struct AdamMoments {
+  int64_t step = 0;
+  torch::Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;
+};
+AdamMoments adam_moments(const torch::optim::Adam& opt, const torch::Tensor& param);
+void set_adam_moments(torch::optim::Adam& opt, const torch::Tensor& param, const AdamMoments& m);
+
 // GPU memory, for benchmarks: the peak of memory allocated by tensors on a CUDA device since the
 // last reset, in bytes. 0 on the CPU and in builds without CUDA.
 void reset_peak_memory(const torch::Device& device);
