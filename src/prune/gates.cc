@@ -304,9 +304,11 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   torch::optim::Adam gate_opt(std::vector<torch::Tensor>{gates.log_alpha()}, torch::optim::AdamOptions(opts.gate_lr));
   double coef = opts.coef;
   LambdaSearch search{opts.coef, opts.coef_growth};
-  // hard_concrete controller: the gates and their Adam moments at the last period that did not
-  // overshoot. A rollback restores both, so the gates go on from there at the pace their optimizer
-  // had reached (a fresh Adam's first steps move every gate by the full learning rate at once).
+  // hard_concrete controller: the gates and their Adam state at the last period that did not
+  // overshoot. A rollback restores the gates and the second moment but not the momentum: the
+  // momentum at the snapshot still points where the overshoot went (every gate closing together),
+  // and a fresh Adam's first steps would move every gate by the full learning rate at once; with the
+  // second moment kept, steps are scaled by the gradients seen so far, so a lowered λ moves gently.
   torch::Tensor snapshot = gates.log_alpha().detach().clone();
   compat::AdamMoments snapshot_moments;
   const bool conc = opts.method == GateMethod::PassConc;
@@ -415,7 +417,9 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
         torch::NoGradGuard no_grad;
         gates.log_alpha().copy_(snapshot);
       }
-      compat::set_adam_moments(gate_opt, gates.log_alpha(), snapshot_moments);
+      auto restart = snapshot_moments;
+      if (restart.exp_avg.defined()) restart.exp_avg = torch::zeros_like(restart.exp_avg);
+      compat::set_adam_moments(gate_opt, gates.log_alpha(), restart);
       ++res.rollbacks;
       res.log.back().rolled_back = true;
       log_info("gates", "closed " + std::to_string(closed) + " > target " +
