@@ -5,8 +5,8 @@
 # writes the records as JSON. Gradient importance must stay within 1.3x a forward+backward pass.
 #
 #   bench/importance_cost.sh CHECKPOINT [OUT.json] [-- extra importance options]
-#   e.g. bench/importance_cost.sh runs/sst2/best bench/results/importance_sst2.json -- \
-#          --config configs/sst2.json --split valid
+#   e.g. bench/importance_cost.sh runs/sst2_heldout_s1200/seed1/train/best bench/results/importance_cost_sst2.json -- \
+#          --config configs/sst2_heldout.json --split test
 # Environment: HP=path/to/headprune (default build/headprune), REPEATS (default 3),
 # THREADS (default 2), METHODS (default "gradient ablation lrp confidence output_norm").
 set -euo pipefail
@@ -27,6 +27,7 @@ for ((r = 1; r <= repeats; r++)); do
   "$hp" --threads "$threads" --log-level warn importance "$ckpt" "${margs[@]}" --cost --json "$@" > "$tmp/run$r.json" 2> "$tmp/err$r.txt" \
     || { cat "$tmp/err$r.txt" >&2; exit 1; }
 done
+COMMAND="REPEATS=$repeats METHODS=\"$methods\" bench/importance_cost.sh $ckpt $out -- $*" \
 python3 - "$tmp" "$repeats" "$threads" "$ckpt" "$out" <<'PY'
 import json, os, statistics, subprocess, sys
 tmp, repeats, threads, ckpt, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -38,8 +39,10 @@ for run in runs:
         if c:
             rows.setdefault(m["method"], []).append(c)
 env = {k: os.environ.get(k, "(unset)") for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-summary = {"checkpoint": ckpt, "threads": threads, "repeats": repeats, "examples": runs[0]["maps"][0]["info"].get("examples"),
-           "data": runs[0].get("data"), "blas_env": env, "methods": {}}
+summary = {"command": os.environ["COMMAND"], "checkpoint": ckpt, "threads": threads, "repeats": repeats,
+           "examples": runs[0]["maps"][0]["info"].get("examples"), "data": runs[0].get("data"), "blas_env": env,
+           "forward_s": statistics.median(r[0]["forward_s"] for r in rows.values()),
+           "forward_backward_s": statistics.median(r[0]["forward_backward_s"] for r in rows.values()), "methods": {}}
 print(f"{'method':<14}{'x forward':>12}{'x fwd+bwd':>12}{'seconds':>10}   (median of {repeats}; "
       f"forward {statistics.median(r[0]['forward_s'] for r in rows.values()):.3f} s, "
       f"fwd+bwd {statistics.median(r[0]['forward_backward_s'] for r in rows.values()):.3f} s)")

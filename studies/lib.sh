@@ -21,6 +21,16 @@ train_once() {
   mv "$dir/train.json.tmp" "$dir/train.json"
 }
 
+# once FILE COMMAND...: run COMMAND unless FILE exists and is not empty (its standard output to FILE,
+# through FILE.tmp)
+once() {
+  local f=$1
+  shift
+  [ -s "$f" ] && return 0
+  "$@" > "$f.tmp"
+  mv "$f.tmp" "$f"
+}
+
 # gates_to TARGET MODEL METHOD OUT_DIR [OPTION...]: `gates` to exactly TARGET heads pruned (a
 # fraction or a count) in $gate_steps steps, then up to $gate_extra more (default as many again)
 # while the count is not exact, a period of $gate_period steps when the study set one, GATE_ARGS
@@ -30,6 +40,7 @@ train_once() {
 gates_to() {
   local target=$1 model=$2 method=$3 dir=$4
   shift 4
+  mkdir -p "$(dirname "$dir")"
   [ -f "$dir/gates.json" ] ||
     h gates "$model" --method "$method" --target "$target" --steps "$gate_steps" --extra-steps "${gate_extra:-$gate_steps}" \
       ${gate_period:+--period "$gate_period"} ${GATE_ARGS:-} "$@" --out "$dir" > "$dir.txt" ||

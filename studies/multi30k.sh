@@ -55,14 +55,6 @@ bleu=(--metric bleu "${limit[@]}")
 over=${OVER_TRAINING:-$(seq -s ' ' 500 500 "$steps")}
 
 stage() { echo "== $(date +%H:%M:%S) $1" >&2; }
-# once FILE COMMAND...: run COMMAND unless FILE exists (stdout to FILE through FILE.tmp)
-once() {
-  local f=$1
-  shift
-  [ -s "$f" ] && return 0
-  "$@" > "$f.tmp"
-  mv "$f.tmp" "$f"
-}
 
 stage train
 train_once "$cfg" "$steps" "$run" --keep-every "$keep"
@@ -101,7 +93,6 @@ done
 
 stage gates
 gate() {  # KEPT METHOD: gates to KEPT of the 72 heads
-  mkdir -p "$run/gates_keep$1"
   gates_to "$((72 - $1))" "$model" "$2" "$run/gates_keep$1/$2" --config "$cfg" --split test \
     --finetune-batch-tokens "$ftb" "${bleu[@]}"
 }

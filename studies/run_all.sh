@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 STUDIES="cpu|16|2|no|blas_kernels, eager_bert_base(_openblas), eager_train_sst2(_openblas), cpu_pruned_int8
 ops|2|1|no|linear_engines, attention_core
 bert_base|15|3|no|bert_base_table4, bert_base_textbook
-sst2|25|5|data|sst2_study
+sst2|65|8|data|sst2_study, sst2_precision, importance_cost_sst2
 sst2_seeds|65|6|data|sst2_seeds
 llama_gqa|35|5|data|llama_gqa
 multi30k|185|8|data|multi30k
@@ -83,8 +83,16 @@ run_study() {  # NAME: the study's command at full or quick size
       if [ $q = 1 ]; then REPS=1 bash bench/bert_base_speed.sh "$work/bert_base" "$results"
       else bash bench/bert_base_speed.sh runs/bert_base "$results"; fi ;;
     sst2)
-      if [ $q = 1 ]; then env STEPS=40 "${toy_gates[@]}" REPS=2 bash studies/sst2.sh "$work/sst2" "$results/sst2_study.json"
-      else bash studies/sst2.sh; fi ;;
+      if [ $q = 1 ]; then
+        env STEPS=40 FT_STEPS=5 "${toy_gates[@]}" REPS=2 bash studies/sst2.sh "$work/sst2" "$results/sst2_study.json"
+        REPS=2 bash bench/precision_sst2.sh "$work/sst2/train/best" "$work/sst2/p50_ft5/model" "$results/sst2_precision.json"
+        REPEATS=1 bash bench/importance_cost.sh "$work/sst2/train/best" "$results/importance_cost_sst2.json" -- \
+          --config configs/sst2_heldout.json --split test --bootstrap 20
+      else
+        bash studies/sst2.sh && bash bench/precision_sst2.sh &&
+          bash bench/importance_cost.sh runs/sst2_heldout_s1200/seed1/train/best bench/results/importance_cost_sst2.json -- \
+            --config configs/sst2_heldout.json --split test --bootstrap 200
+      fi ;;
     sst2_seeds)
       if [ $q = 1 ]; then
         env STEPS=40 SEEDS="1 2" FT_STEPS=5 "${toy_gates[@]}" bash studies/sst2_seeds.sh "$work/sst2_seeds" "$results/sst2_seeds.json"
