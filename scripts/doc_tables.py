@@ -53,22 +53,39 @@ def bench_row(study, model, batch):
     raise SystemExit("%s: no bench record for %s at batch %d" % (SST2, model, batch))
 
 
+SST2_GATE_COUNTS = (16, 8)  # heads kept of 32 by the study's gate runs
+
+
+def sst2_gate_runs(s):
+    """(kept count, method, gates.json) for every gate run of the SST-2 study, in its order."""
+    return [(k, m, s["gates_keep%d" % k][m]) for k in SST2_GATE_COUNTS
+            for m in ("pass", "passconc", "hard_concrete") if m in s.get("gates_keep%d" % k, {})]
+
+
+def stage(run, name):
+    return next(x for x in run["stages"] if x["stage"] == name)
+
+
+def per_layer(heads, n_layers=4):
+    """'7 / 5 / 2 / 2': heads ('type:layer:head') per layer of a single attention type."""
+    return " / ".join(str(sum(1 for h in heads if int(h.split(":")[1]) == l)) for l in range(n_layers))
+
+
 def sst2_study_models():
-    """The SST-2 study's models: heads, dev accuracy, latency (studies/sst2.sh)."""
+    """The SST-2 study's models: heads, dev accuracy, latency side by side (studies/sst2.sh)."""
     s = load(SST2)
-    base = s["prune_50"]["checkpoint"]
-    runs = [("unpruned", base, s["prune_50"]["stages"][0], [])]
-    for label, key in [("gradient, 50 % removed", "prune_50"), ("PASS to 16 heads", "pass"),
-                       ("PASSCONC to 16 heads", "passconc")]:
-        r = s[key]
-        runs.append((label, r["model"], r["stages"][-1], r.get("emptied_layers", [])))
-    lines = ["| model | heads | emptied layers | dev accuracy | batch 1 ms | batch 16 ms | speedup at 16 | FLOP-ideal |",
+    p = s["prune_50"]
+    runs = [("unpruned", p["checkpoint"], stage(p, "before"), []),
+            ("gradient, 50 %% removed, %d fine-tuning steps" % s["finetune_steps"], p["model"], p["stages"][-1], [])]
+    for kept, method, r in sst2_gate_runs(s):
+        runs.append(("%s to %d heads" % (GATE_NAMES[method], kept), r["model"], r["stages"][-1], r.get("emptied_layers", [])))
+    lines = ["| model | heads | emptied layers | dev accuracy | batch 1 ms | batch 16 ms | speedup at 1 / 16 | FLOP-ideal |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for label, model, stage, emptied in runs:
+    for label, model, st, emptied in runs:
         b1, b16 = bench_row(s, model, 1), bench_row(s, model, 16)
-        lines.append("| %s | %d | %d | %s | %s | %s | ×%s | ×%s |" % (
-            label, stage["heads"], len(emptied), fmt(stage["metric"]), fmt(b1["median_ms"], 2),
-            fmt(b16["median_ms"], 2), fmt(b16["measured_speedup"], 2), fmt(b16["ideal_speedup"], 2)))
+        lines.append("| %s | %d | %d | %s | %s | %s | ×%s / ×%s | ×%s |" % (
+            label, st["heads"], len(emptied), fmt(st["metric"]), fmt(b1["median_ms"], 2), fmt(b16["median_ms"], 2),
+            fmt(b1["measured_speedup"], 2), fmt(b16["measured_speedup"], 2), fmt(b16["ideal_speedup"], 2)))
     return lines
 
 
@@ -85,6 +102,141 @@ def sst2_study_curve():
              "|---|" + "---:|" * len(fractions)]
     for st in strategies:
         lines.append("| %s | " % st + " | ".join(fmt(acc[(st, f)]) if (st, f) in acc else "" for f in fractions) + " |")
+    return lines
+
+
+def sst2_training():
+    """The SST-2 model's training: held-out selection accuracy per evaluation, dev accuracy of the chosen one (studies/sst2.sh)."""
+    s = load(SST2)
+    t = s["train"]
+    dev = curve_grid(s["curve"])["gradient"][0.0]
+    chosen = next(h["step"] for h in t["history"] if h["accuracy"] == t["best_metric"])  # the first best
+    lines = ["| step | held-out accuracy (selects) | held-out loss | training loss | note |", "|---:|---:|---:|---:|---|"]
+    for h in t["history"]:
+        note = "chosen; dev accuracy %s" % fmt(dev) if h["step"] == chosen else ""
+        lines.append("| %s | %s | %s | %s | %s |" % ("{:,}".format(h["step"]), fmt(h["accuracy"]), fmt(h["loss"]),
+                                                    fmt(h["train_loss"]), note))
+    return lines
+
+
+def sst2_importance_top():
+    """The heads whose single removal changes dev accuracy most, and their rank under the other methods (studies/sst2.sh)."""
+    return importance_top(load(SST2), "importance", ["ablation", "gradient", "lrp", "confidence", "output_norm"],
+                          "accuracy change", 4, 8)
+
+
+def sst2_all_but_one():
+    """Each layer reduced to its best single head, dev accuracy (Michel §3.3; studies/sst2.sh)."""
+    mp = imp_map(load(SST2), "importance", "all_but_one")
+    lines = ["| layer | best single head | dev accuracy with only it | with the whole layer masked |", "|---:|---:|---:|---:|"]
+    for r in mp["info"]["per_layer"]:
+        lines.append("| %d | %d | %s | %s |" % (r["layer"], r["best_head"], fmt(r["best_head_metric"]), fmt(r["layer_masked_metric"])))
+    lines.append("| all heads | | %s | |" % fmt(mp["info"]["base_metric"]))
+    return lines
+
+
+def sst2_agreement():
+    """Importance on dev against importance on other data (Michel §3.4; studies/sst2.sh)."""
+    s = load(SST2)
+    lines = ["| method | dev vs held-out training rows: Spearman / Pearson | dev vs 2,000 training sentences: Spearman / Pearson |",
+             "|---|---:|---:|"]
+    by = {k: {r["a"]: r for r in s[k] if r["attn_type"] == "all"} for k in ("agreement_test_valid", "agreement_test_train")}
+    for method in sorted(by["agreement_test_valid"]):
+        lines.append("| %s | %s | %s |" % (method, " / ".join(fmt(by["agreement_test_valid"][method][k], 3) for k in ("spearman", "pearson")),
+                                           " / ".join(fmt(by["agreement_test_train"][method][k], 3) for k in ("spearman", "pearson"))))
+    return lines
+
+
+def sst2_curve_finetuned():
+    """Dev accuracy of pruned models before and after fine-tuning (Budhraja et al.; studies/sst2.sh)."""
+    c = load(SST2)["curve_finetuned"]
+    lines = ["| strategy | heads pruned of 32 | dev accuracy, pruned | after %d fine-tuning steps |" % c["finetune_steps"],
+             "|---|---:|---:|---:|"]
+    for p in c["points"]:
+        lines.append("| %s | %d | %s | %s |" % (p["strategy"], len(p["pruned"]), fmt(p["metric"]), fmt(p["metric_finetuned"])))
+    return lines
+
+
+def sst2_prune50():
+    """Half the heads removed by gradient importance, then fine-tuned: each stage (studies/sst2.sh)."""
+    p = load(SST2)["prune_50"]
+    lines = ["| stage | heads | parameters | dev accuracy | dev loss |", "|---|---:|---:|---:|---:|"]
+    for st in p["stages"]:
+        lines.append("| %s | %d | %s | %s | %s |" % (st["stage"], st["heads"], "{:,}".format(st["params"]), fmt(st["metric"]), fmt(st["loss"])))
+    return lines
+
+
+def sst2_compensation():
+    """Gradient importance of the kept heads before and after fine-tuning, per layer (Budhraja et al.; studies/sst2.sh)."""
+    c = load(SST2)["prune_50"]["compensation"]
+    lines = ["| layer | heads kept | mean importance before | after fine-tuning | ratio |", "|---|---:|---:|---:|---:|"]
+    for r in c["layers"]:
+        lines.append("| %s %d | %d | %s | %s | ×%s |" % (r["attn_type"], r["layer"], r["kept_heads"], fmt(r["mean_before"]),
+                                                      fmt(r["mean_after"]), fmt(r["ratio"], 2)))
+    lines.append("| all kept heads | | | | ×%s (Spearman before/after %s) |" % (fmt(c["total_ratio"], 2), fmt(c["spearman"], 3)))
+    return lines
+
+
+def sst2_gates():
+    """Learned gates to exact head counts beside importance and random plans (studies/sst2.sh)."""
+    s = load(SST2)
+    g = curve_grid(s["curve"])
+    lines = ["| heads kept of 32 | method | kept per layer | emptied layers | steps | dev accuracy | after %d fine-tuning steps |"
+             % s["finetune_steps"], "|---:|---|---|---:|---:|---:|---:|"]
+    for kept, method, r in sst2_gate_runs(s):
+        res = r["result"]
+        count = "%d" % res["n_kept"] if res["reached_target"] else "%d (target %d, missed)" % (res["n_kept"], res["target_kept"])
+        extra = ""
+        if method == "hard_concrete":
+            extra = " (λ search, %d rollbacks, final λ %s)" % (res["rollbacks"], "%.3g" % res["final_coef"])
+        heads = [h for h in r["heads"] if h not in res["closed"]]
+        lines.append("| %s | %s%s | %s | %d | %d | %s | %s |" % (
+            count, GATE_NAMES[method], extra, per_layer(heads), len(r["emptied_layers"]), res["steps"],
+            fmt(stage(r, "removed")["metric"]), fmt(r["stages"][-1]["metric"])))
+    for kept in SST2_GATE_COUNTS:
+        f = 1 - kept / 32.0
+        lines.append("| %d | one shot, no training: gradient %s, iterative %s, random %s | | | – | | |" % (
+            kept, fmt(g["gradient"][f]), fmt(g["iterative:gradient"][f]), fmt(g["random:uniform"][f])))
+    return lines
+
+
+def sst2_roles():
+    """Voita's roles of the 32 heads on UD English-EWT, with importance and the 50 % plan (studies/sst2.sh)."""
+    return roles_table(load(SST2)["roles"], "accuracy change", 4, "kept by the 50 % plan")
+
+
+PRECISION = "bench/results/sst2_precision.json"
+
+
+def sst2_precision():
+    """The SST-2 model and its 50 %-pruned version in fp32, bf16 and int8: dev accuracy, latency (bench/precision_sst2.sh)."""
+    d = load(PRECISION)
+    full = d["records"][0]["model"].rsplit(" [", 1)[0]  # bench's first model: the unpruned one
+    ev = {(e["checkpoint"], e["precision"]): e for e in d["eval"]}
+    rec = {(r["model"], r["batch"], r["seq_len"]): r for r in d["records"]}
+    base = rec[("%s [fp32]" % full, 32, 64)]["median_ms"]
+    lines = ["| model | precision | dev accuracy | loss | batch 1 × 32 ms | batch 32 × 32 ms | batch 32 × 64 ms | speedup at 32 × 64 |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for ckpt in sorted({c for c, _ in ev}, key=lambda c: c != full):
+        for prec in ("fp32", "bf16", "int8"):
+            e, m = ev[(ckpt, prec)], "%s [%s]" % (ckpt, prec)
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | ×%s |" % (
+                "unpruned" if ckpt == full else "50 % pruned", prec, fmt(e["accuracy"]), fmt(e["loss"]),
+                fmt(rec[(m, 1, 32)]["median_ms"], 2), fmt(rec[(m, 32, 32)]["median_ms"], 2),
+                fmt(rec[(m, 32, 64)]["median_ms"], 2), fmt(base / rec[(m, 32, 64)]["median_ms"], 2)))
+    return lines
+
+
+IMPORTANCE_COST = "bench/results/importance_cost_sst2.json"
+
+
+def importance_cost():
+    """Each scorer's time as multiples of one forward and one forward + backward pass (bench/importance_cost.sh)."""
+    d = load(IMPORTANCE_COST)
+    lines = ["| method | × one forward pass | × one forward + backward pass | seconds |", "| --- | ---: | ---: | ---: |"]
+    for m, r in d["methods"].items():
+        lines.append("| %s | %s | %s | %s |" % (m, fmt(r["x_forward"], 2), fmt(r["x_forward_backward"], 2), fmt(r["seconds"], 2)))
+    lines.append("| *reference passes* | forward %s s | forward + backward %s s | |" % (fmt(d["forward_s"], 2), fmt(d["forward_backward_s"], 2)))
     return lines
 
 
@@ -362,7 +514,8 @@ def m30k_selected(m):
                                                     "{:,}".format(m["train_steps"]))
 
 
-def m30k_map(m, key, method):
+def imp_map(m, key, method):
+    """One method's map from the importance.json stored under `key` in a study's results."""
     return next(x for x in m[key]["maps"] if x["method"] == method)
 
 
@@ -403,7 +556,7 @@ def scorecard_multi30k():
     m = load(M30K)
     g = curve_grid(m["curve"])
     base = g["gradient"][0.0]
-    abl = m30k_map(m, "importance_valid", "ablation")
+    abl = imp_map(m, "importance_valid", "ablation")
     abo = m30k_all_but_one(m)[0]
     sig = [head_name(h) for h in abl["heads"] if h["significant"]]
     worst = min(abl["heads"], key=lambda h: h["delta_metric"])
@@ -502,8 +655,8 @@ def multi30k_curve():
 def m30k_all_but_one(m):
     """Per attention layer (Michel §3.3): the head that alone keeps the most validation BLEU, and the
     test BLEU with only that head (the other 7 masked), beside the unpruned test BLEU."""
-    valid = m30k_map(m, "importance_valid", "all_but_one")
-    test = m30k_map(m, "importance_test", "all_but_one")
+    valid = imp_map(m, "importance_valid", "all_but_one")
+    test = imp_map(m, "importance_test", "all_but_one")
     test_score = {head_name(h): h["score"] for h in test["heads"]}
     rows = []
     for r in valid["info"]["per_layer"]:
@@ -567,11 +720,11 @@ def multi30k_over_training():
     return lines
 
 
-def multi30k_roles():
-    """Voita's roles of the 24 encoder heads on UD English-EWT, with importance and the PASSCONC plan (studies/multi30k.sh)."""
-    roles = load(M30K)["roles"]
+def roles_table(roles, change, digits, plan):
+    """One row per head: Voita's roles (positional, rare-word, the best syntactic relation against its
+    baseline), gradient importance, the single-head ablation change, and whether `plan` kept it."""
     lines = ["| head | positional share @ offset | rare-word share | best relation: accuracy / baseline | role | "
-             "gradient | single-head ablation (BLEU change) | kept by PASSCONC (36 of 72) |",
+             "gradient | single-head ablation (%s) | %s |" % (change, plan),
              "|---|---:|---:|---|---|---:|---:|:---:|"]
     for h in roles["heads"]:
         best = max(h["relations"], key=lambda r: r["accuracy"] - r["baseline"])
@@ -580,7 +733,7 @@ def multi30k_roles():
             h["head"].split(":", 1)[1], fmt(100 * h["positional_share"], 1), h["positional_offset"],
             fmt(100 * h["rare_share"], 1), best["relation"], best["direction"].replace("->", "→"),
             fmt(100 * best["accuracy"], 1), fmt(100 * best["baseline"], 1), role, fmt(h["importance"]["gradient"], 3),
-            fmt(-h["importance"]["ablation"], 2) if "ablation" in h["importance"] else "–",
+            fmt(0.0 - h["importance"]["ablation"], digits) if "ablation" in h["importance"] else "–",
             "–" if h["pruned"] else "kept"))
     kept = [h for h in roles["heads"] if not h["pruned"]]
     gone = [h for h in roles["heads"] if h["pruned"]]
@@ -589,6 +742,11 @@ def multi30k_roles():
         len(kept), len(gone), mean(kept, "positional_share"), mean(gone, "positional_share"),
         mean(kept, "rare_share"), mean(gone, "rare_share")))
     return lines
+
+
+def multi30k_roles():
+    """Voita's roles of the 24 encoder heads on UD English-EWT, with importance and the PASSCONC plan (studies/multi30k.sh)."""
+    return roles_table(load(M30K)["roles"], "BLEU change", 2, "kept by PASSCONC (36 of 72)")
 
 
 def multi30k_training():
@@ -625,26 +783,30 @@ def multi30k_speed():
     return lines
 
 
-def multi30k_importance_top():
-    """The heads whose single removal costs most, and their rank under the other methods (studies/multi30k.sh)."""
-    m = load(M30K)
-    methods = ["ablation", "gradient", "lrp", "confidence"]
+def importance_top(s, key, methods, change, digits, n):
+    """The n heads whose single removal costs most (ablation), their change and significance, and their
+    rank under each of `methods` (1 = most important)."""
     ranks = {}
     for method in methods:
-        mp = m30k_map(m, "importance_valid", method)
+        mp = imp_map(s, key, method)
         order = sorted(mp["heads"], key=lambda h: h["score"], reverse=mp["higher_is_important"])
         ranks[method] = {head_name(h): i + 1 for i, h in enumerate(order)}
-    ablation = m30k_map(m, "importance_valid", "ablation")
+    ablation = imp_map(s, key, "ablation")
     abl = {head_name(h): h for h in ablation["heads"]}
-    top = sorted(abl, key=lambda n: ranks["ablation"][n])[:8]
-    lines = ["| head | BLEU change when masked alone | significant (p < %g) | rank: ablation | gradient | LRP | confidence |"
-             % ablation["info"]["significance_level"],
-             "|---|---:|---|---:|---:|---:|---:|"]
-    for n in top:
-        lines.append("| %s | %s | %s | %s |" % (n, fmt(abl[n]["delta_metric"], 2), "yes" if abl[n]["significant"] else "no",
-                                               " | ".join(str(ranks[k][n]) for k in methods)))
+    top = sorted(abl, key=lambda n: ranks["ablation"][n])[:n]
+    names = {"lrp": "LRP", "output_norm": "output norm"}
+    lines = ["| head | %s when masked alone | significant (p < %g) | rank: %s |"
+             % (change, ablation["info"]["significance_level"], " | ".join(names.get(m, m) for m in methods)),
+             "|---|---:|---|" + "---:|" * len(methods)]
+    for h in top:
+        lines.append("| %s | %s | %s | %s |" % (h, fmt(abl[h]["delta_metric"], digits), "yes" if abl[h]["significant"] else "no",
+                                               " | ".join(str(ranks[k][h]) for k in methods)))
     return lines
 
+
+def multi30k_importance_top():
+    """The heads whose single removal costs most, and their rank under the other methods (studies/multi30k.sh)."""
+    return importance_top(load(M30K), "importance_valid", ["ablation", "gradient", "lrp", "confidence"], "BLEU change", 2, 8)
 
 
 LM_SEEDS = "bench/results/lm_seeds.json"
@@ -776,6 +938,11 @@ def hf_client():
 TABLES = {"gpu_table4": (GPU_TABLE4, gpu_table4), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
+          "sst2_training": (SST2, sst2_training), "sst2_importance_top": (SST2, sst2_importance_top),
+          "sst2_all_but_one": (SST2, sst2_all_but_one), "sst2_agreement": (SST2, sst2_agreement),
+          "sst2_curve_finetuned": (SST2, sst2_curve_finetuned), "sst2_prune50": (SST2, sst2_prune50),
+          "sst2_compensation": (SST2, sst2_compensation), "sst2_precision": (PRECISION, sst2_precision),
+          "importance_cost": (IMPORTANCE_COST, importance_cost), "sst2_gates": (SST2, sst2_gates), "sst2_roles": (SST2, sst2_roles),
           "cpu_kernel_sets": (KERNELS, cpu_kernel_sets), "eager_inference": (EAGER, eager_inference),
           "eager_training": (TRAIN, eager_training), "pruned_int8": (PRUNED_INT8, pruned_int8),
           "linear_engines": (LINEAR, linear_engines), "attention_core": (ATTENTION_CORE, attention_core),

@@ -34,9 +34,10 @@ mkdir -p "$out"
 p importance "$S#/importance" "$L#/importance" --label SST-2 --label LLaMA-GQA
 p pruning_sst2 "$S#/curve" --label SST-2
 p pruning_llama "$L#/curve" "$L#/curve_finetuned" --label "LLaMA-GQA" --label "LLaMA-GQA, 100 steps fine-tuning"
-p gates "$S#/pass" "$S#/passconc" "$L#/passconc" --label "SST-2 PASS" --label "SST-2 PASSCONC" --label "LLaMA-GQA PASSCONC"
-p pareto_sst2 "$S#/bench" "$S#/prune_50" "$S#/pass" "$S#/passconc" --label "SST-2" --label "gradient 50%" \
-  --label "PASS 50%" --label "PASSCONC 50%" --only pareto --batch 16
+p gates "$S#/gates_keep16/pass" "$S#/gates_keep16/passconc" "$L#/passconc" --label "SST-2 PASS" --label "SST-2 PASSCONC" --label "LLaMA-GQA PASSCONC"
+p pareto_sst2 "$S#/bench" "$S#/prune_50" "$S#/gates_keep16/pass" "$S#/gates_keep16/passconc" "$S#/gates_keep8/pass" \
+  "$S#/gates_keep8/passconc" --label "SST-2" --label "gradient 50%, fine-tuned" --label "PASS 16 heads" \
+  --label "PASSCONC 16 heads" --label "PASS 8 heads" --label "PASSCONC 8 heads" --only pareto --batch 16
 p bench_bert_base "$B" --label "BERT-base, Michel Table 4"
 p history "$S#/train/history" "$L#/train/history" --label "SST-2" --label "LLaMA-GQA" --kind history
 # figures.json names the tool's version; the figures themselves are what the docs show
