@@ -177,6 +177,16 @@ def sst2_compensation():
     return lines
 
 
+def gate_run_cells(method, res):
+    """A gate run's kept count ('10 (target 8, missed)' when it missed) and its method's name (Hard
+    Concrete with its λ search's rollbacks and final λ)."""
+    count = "%d" % res["n_kept"] if res["reached_target"] else "%d (target %d, missed)" % (res["n_kept"], res["target_kept"])
+    name = GATE_NAMES[method]
+    if method == "hard_concrete":
+        name += " (λ search, %d rollbacks, final λ %s)" % (res["rollbacks"], "%.3g" % res["final_coef"])
+    return count, name
+
+
 def sst2_gates():
     """Learned gates to exact head counts beside importance and random plans (studies/sst2.sh)."""
     s = load(SST2)
@@ -185,13 +195,9 @@ def sst2_gates():
              % s["finetune_steps"], "|---:|---|---|---:|---:|---:|---:|"]
     for kept, method, r in sst2_gate_runs(s):
         res = r["result"]
-        count = "%d" % res["n_kept"] if res["reached_target"] else "%d (target %d, missed)" % (res["n_kept"], res["target_kept"])
-        extra = ""
-        if method == "hard_concrete":
-            extra = " (λ search, %d rollbacks, final λ %s)" % (res["rollbacks"], "%.3g" % res["final_coef"])
-        heads = [h for h in r["heads"] if h not in res["closed"]]
-        lines.append("| %s | %s%s | %s | %d | %d | %s | %s |" % (
-            count, GATE_NAMES[method], extra, per_layer(heads), len(r["emptied_layers"]), res["steps"],
+        count, name = gate_run_cells(method, res)
+        lines.append("| %s | %s | %s | %d | %d | %s | %s |" % (
+            count, name, per_layer(res["kept"]), len(r["emptied_layers"]), res["steps"],
             fmt(stage(r, "removed")["metric"]), fmt(r["stages"][-1]["metric"])))
     for kept in SST2_GATE_COUNTS:
         f = 1 - kept / 32.0
@@ -690,12 +696,9 @@ def multi30k_gates():
              "| 72 | unpruned | %s | – | – | %s |" % (per_type(all_heads()), fmt(g["gradient"][0.0], 2))]
     for kept, method, r in m30k_gate_runs(m):
         res = r["result"]
-        count = "%d" % res["n_kept"] if res["reached_target"] else "%d (target %d, missed)" % (res["n_kept"], res["target_kept"])
-        extra = ""
-        if method == "hard_concrete":
-            extra = " (λ search, %d rollbacks, final λ %s)" % (res["rollbacks"], "%.3g" % res["final_coef"])
-        lines.append("| %s | %s%s | %s | %s | %d | %s |" % (
-            count, GATE_NAMES[method], extra, per_type(res["kept"]),
+        count, name = gate_run_cells(method, res)
+        lines.append("| %s | %s | %s | %s | %d | %s |" % (
+            count, name, per_type(res["kept"]),
             ", ".join(r["emptied_layers"]) or "–", res["steps"], fmt(r["stages"][-1]["metric"], 2)))
         if method == "hard_concrete" and 1 - kept / 72.0 in plans:
             f = 1 - kept / 72.0
