@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 STUDIES="cpu|16|2|no|blas_kernels, eager_bert_base(_openblas), eager_train_sst2(_openblas), cpu_pruned_int8
 ops|2|1|no|linear_engines, attention_core
 bert_base|15|3|no|bert_base_table4, bert_base_textbook
-sst2|65|8|data|sst2_study, sst2_precision, importance_cost_sst2
+sst2|65|10|data|sst2_study, sst2_precision, importance_cost_sst2
 sst2_seeds|65|6|data|sst2_seeds
 llama_gqa|35|5|data|llama_gqa
 multi30k|185|8|data|multi30k
