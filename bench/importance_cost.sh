@@ -44,8 +44,7 @@ summary = {"command": os.environ["COMMAND"], "checkpoint": ckpt, "threads": thre
            "forward_s": statistics.median(r[0]["forward_s"] for r in rows.values()),
            "forward_backward_s": statistics.median(r[0]["forward_backward_s"] for r in rows.values()), "methods": {}}
 print(f"{'method':<14}{'x forward':>12}{'x fwd+bwd':>12}{'seconds':>10}   (median of {repeats}; "
-      f"forward {statistics.median(r[0]['forward_s'] for r in rows.values()):.3f} s, "
-      f"fwd+bwd {statistics.median(r[0]['forward_backward_s'] for r in rows.values()):.3f} s)")
+      f"forward {summary['forward_s']:.3f} s, fwd+bwd {summary['forward_backward_s']:.3f} s)")
 for m, cs in rows.items():
     xf = statistics.median(c["x_forward"] for c in cs)
     xfb = statistics.median(c["x_forward_backward"] for c in cs)
