@@ -1,6 +1,7 @@
 # Sourced by the study scripts (studies/*.sh): `h` runs a headprune subcommand with the study's
-# threads (and seed), echoing it; `train_once` trains the study's model unless it is there; `collect`
-# gathers the study's outputs into one results JSON. Environment: HP (default build/headprune),
+# threads (and seed), echoing it; `train_once` trains the study's model unless it is there; `stage`,
+# `once` and `gates_to` are the stages' helpers; `collect` gathers the study's outputs into one
+# results JSON. Environment: HP (default build/headprune),
 # THREADS (default 2), REPS (bench repetitions, default 10), SEED (headprune's --seed; default its own).
 hp=${HP:-build/headprune}
 threads=${THREADS:-2}
@@ -20,6 +21,9 @@ train_once() {
   h train --config "$cfg" --max-steps "$steps" "$@" "${resume[@]}" --out "$dir/train" > "$dir/train.json.tmp"
   mv "$dir/train.json.tmp" "$dir/train.json"
 }
+
+# stage MESSAGE: a timestamped progress line on stderr (the seed studies redefine it with their seed)
+stage() { echo "== $(date +%H:%M:%S) $1" >&2; }
 
 # once FILE COMMAND...: run COMMAND unless FILE exists and is not empty (its standard output to FILE,
 # through FILE.tmp)

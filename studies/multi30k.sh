@@ -54,7 +54,6 @@ limit=(--max-sentences "${MAX_SENTENCES:-0}")
 bleu=(--metric bleu "${limit[@]}")
 over=${OVER_TRAINING:-$(seq -s ' ' 500 500 "$steps")}
 
-stage() { echo "== $(date +%H:%M:%S) $1" >&2; }
 
 stage train
 train_once "$cfg" "$steps" "$run" --keep-every "$keep"

@@ -45,7 +45,6 @@ ft=${FT_STEPS:-100}
 cfg=configs/sst2_heldout.json
 source "$(dirname "$0")/lib.sh"
 report=(--config "$cfg" --split test --score-split valid)  # choose on the held-out rows, report on dev
-stage() { echo "== $(date +%H:%M:%S) $1" >&2; }
 
 stage train
 train_once "$cfg" "$steps" "$run"
@@ -81,12 +80,14 @@ stage "prune 50 %"
   h prune "$model" "${report[@]}" --strategy score --method gradient --target 0.5 --finetune-steps "$ft" \
     --out "$run/p50_ft$ft" > "$run/p50_ft$ft.txt"
 
+gated=()  # the gate runs' directories under RUN_DIR
 for keep in 16 8; do
   for m in $gates; do
     stage "$m to $keep heads"
     gate_extra=$gate_steps
     [ "$m" = hard_concrete ] && gate_extra=$hc_extra
     gates_to $((32 - keep)) "$model" "$m" "$run/gates_keep$keep/$m" --config "$cfg" --split test --finetune-steps "$ft"
+    gated+=("gates_keep$keep/$m")
   done
 done
 
@@ -97,7 +98,7 @@ stage roles
 
 stage bench
 models=("$model" "$run/p50_ft$ft/model")
-for keep in 16 8; do for m in $gates; do models+=("$run/gates_keep$keep/$m/model"); done; done
+for g in "${gated[@]}"; do models+=("$run/$g/model"); done
 [ -f "$run/bench.json" ] ||
   h bench "${models[@]}" --batch 1 --batch 16 --seq 64 --reps "$reps" --warmup 2 --json "$run/bench.json" > "$run/bench.txt"
 
@@ -105,6 +106,6 @@ parts=(train=train.json importance=importance/importance.json importance_valid=i
        importance_train=importance_train/importance.json agreement_test_train=agreement_test_train.json
        agreement_test_valid=agreement_test_valid.json curve=curve_detail/curve.json
        curve_finetuned=curve_ft$ft/curve.json prune_50=p50_ft$ft/summary.json roles=roles/roles.json bench=bench.json)
-for keep in 16 8; do for m in $gates; do parts+=("gates_keep$keep/$m=gates_keep$keep/$m/gates.json"); done; done
+for g in "${gated[@]}"; do parts+=("$g=$g/gates.json"); done
 collect "$run" "$out" "{\"command\": \"studies/sst2.sh $run $out\", \"config\": \"$cfg\", \"seed\": $SEED, \"train_steps\": $steps, \"gate_steps\": $gate_steps, \"gate_period\": $gate_period, \"hc_extra_steps\": $hc_extra, \"finetune_steps\": $ft, \"gates\": \"$gates\", \"reps\": $reps}" \
   "${parts[@]}"
