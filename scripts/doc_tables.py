@@ -18,6 +18,7 @@ A generated table sits between two marker lines in a Markdown file:
 
 Each NAME is a function below that reads its results file and returns the table's lines.
 """
+import functools
 import json
 import math
 import os
@@ -344,6 +345,7 @@ def curve_grid(curve, key="metric"):
 
 
 SEEDS = "bench/results/sst2_seeds.json"
+LAYER_STRATEGIES = ["random:uniform", "random:avoid_consecutive", "random:top", "random:bottom"]  # Budhraja et al.
 
 
 def mean_sd(xs, digits=4):
@@ -388,10 +390,20 @@ def per_gate(gates, runs, value):
 
 
 def gate_cells(gates, runs, digits=4):
-    """Per gate method over the seeds: the pruned model's metric (mean ± s.d.), heads kept per seed,
-    attention layers emptied per seed."""
-    return (per_gate(gates, runs, lambda g: mean_sd([x["stages"][-1]["metric"] for x in g], digits)),
-            per_gate(gates, runs, lambda g: "/".join(str(x["stages"][-1]["heads"]) for x in g)),
+    """Per gate method over the seeds: the pruned model's metric (mean ± s.d.; '→ y' the metric after
+    fine-tuning where the runs fine-tuned), heads kept per seed (a seed's run that missed its count
+    marked '(missed)'), attention layers emptied per seed."""
+    def metric(g):
+        cell = mean_sd([stage(x, "removed")["metric"] for x in g], digits)
+        if all(x["stages"][-1]["stage"] == "fine-tuned" for x in g):
+            cell += " → %s" % mean_sd([x["stages"][-1]["metric"] for x in g], digits)
+        return cell
+
+    def kept(x):
+        return "%d" % x["stages"][-1]["heads"] + ("" if x["result"]["reached_target"] else " (missed)")
+
+    return (per_gate(gates, runs, metric),
+            per_gate(gates, runs, lambda g: "/".join(kept(x) for x in g)),
             per_gate(gates, runs, lambda g: "/".join(str(len(x["emptied_layers"])) for x in g)))
 
 
@@ -406,7 +418,7 @@ def scorecard_sst2():
 
     gates = s["gates"].split()  # the gate methods the study ran, in its order
     ft = seed_grids(s, "curve_finetuned", "metric_finetuned")
-    layer = ["random:uniform", "random:avoid_consecutive", "random:top", "random:bottom"]
+    layer = LAYER_STRATEGIES
     rows = [
         ("unpruned model (for the rows below)",
          "test %s; the selection split that chose it: %s" % (
@@ -422,31 +434,21 @@ def scorecard_sst2():
         ("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers at "
          "about PASS's accuracy" + (" (Voita et al.'s Hard Concrete gates beside them)"
                                     if "hard_concrete" in gates else ""),
-         "16 of 32 heads: %s; heads kept per seed: %s; layers emptied per seed: %s" % gate_cells(gates, runs)),
+         "16 of 32 heads%s: %s; heads kept per seed: %s; layers emptied per seed: %s" % (
+             " (→ after %d fine-tuning steps)" % s["finetune_steps"]
+             if all(r[m]["stages"][-1]["stage"] == "fine-tuned" for r in runs for m in gates) else "",
+             *gate_cells(gates, runs))),
         ("Budhraja et al. 2020: random pruning with layer strategies, then fine-tuning, comes close to "
          "importance-based pruning",
-         "half the heads removed, no fine-tuning: %s; after %d fine-tuning steps: %s, gradient %s" % (
+         "half the heads removed, no fine-tuning: %s; after %d fine-tuning steps: %s, gradient %s%s" % (
              ", ".join("%s %s" % (st.split(":")[1], mean_sd(across(grids, st, 0.5))) for st in layer),
              s["finetune_steps"],
              ", ".join("%s %s" % (st.split(":")[1], mean_sd(across(ft, st, 0.5))) for st in layer),
-             mean_sd(across(ft, "gradient", 0.5)))),
+             mean_sd(across(ft, "gradient", 0.5)), unpruned_finetuned(runs, 4))),
     ]
     lines = ["| claim (paper) | ours, SST-2 dev as test (encoder of %s, %d steps, chosen on held-out train rows) "
              "| spread | command |" % (s["config"], s["train_steps"]), "|---|---|---|---|"]
     lines += ["| %s | %s | %s | `bash studies/sst2_seeds.sh` |" % (c, o, seeds_spread(s)) for c, o in rows]
-    return lines
-
-
-def sst2_seeds_curve():
-    """Test accuracy against the share of heads pruned, mean ± s.d. over seeds (studies/sst2_seeds.sh)."""
-    s = load(SEEDS)
-    grids = seed_grids(s)
-    fractions = sorted(grids[0]["gradient"])
-    lines = ["| strategy | " + " | ".join("%g %%" % (100 * f) for f in fractions) + " |",
-             "|---|" + "---:|" * len(fractions)]
-    for st in grids[0]:  # "–": the strategy cannot prune that many (its eligible layers hold fewer heads)
-        lines.append("| %s | %s |" % (st, " | ".join(
-            mean_sd(across(grids, st, f), 3) if all(f in g[st] for g in grids) else "–" for f in fractions)))
     return lines
 
 
@@ -811,75 +813,129 @@ def multi30k_importance_top():
     return importance_top(load(M30K), "importance_valid", ["ablation", "gradient", "lrp", "confidence"], "BLEU change", 2, 8)
 
 
-LM_SEEDS = "bench/results/lm_seeds.json"
+LM_SEEDS = {m: "bench/results/lm_seeds_%s.json" % m for m in ("gpt", "llama")}
 LM_NAMES = {"gpt": "GPT-2-style decoder", "llama": "LLaMA-style decoder (grouped-query attention)"}
-LAYER_STRATEGIES = ["random:uniform", "random:avoid_consecutive", "random:top", "random:bottom"]
+def unpruned_finetuned(runs, digits):
+    """'; the unpruned model fine-tuned alike: mean ± s.d.' where every seed's run measured it."""
+    if not all("unpruned_finetuned" in r for r in runs):
+        return ""
+    return "; the unpruned model fine-tuned alike: %s" % mean_sd(
+        [curve_grid(r["unpruned_finetuned"], "metric_finetuned")["gradient"][0.0] for r in runs], digits)
 
 
-def lm_models(s):
-    """(name, its header, its seeds' outputs in seed order) for each model the LM study ran."""
-    return [(m, s["models"][m], [s["models"][m]["seeds"][k] for k in sorted(s["models"][m]["seeds"], key=int)])
-            for m in s["models"]]
-
-
-def scorecard_lm():
-    """Papers' claims against the language models over seeds (studies/lm_seeds.sh); perplexity, lower is better."""
-    s = load(LM_SEEDS)
+def scorecard_lm(model):
+    """Papers' claims against one language model over seeds (studies/lm_seeds.sh); perplexity, lower is better."""
+    s = load(LM_SEEDS[model])
     gates = s["gates"].split()
     # the environment the results were made with ("MODELS='llama' SEEDS='1 2 3'"), then the script
     command = s["command"].split("studies/lm_seeds.sh")[0] + "bash studies/lm_seeds.sh"
-    lines = ["| model | claim (paper) | ours: test perplexity, the held-out half that chose nothing (lower is better) "
-             "| spread | command |", "|---|---|---|---|---|"]
-    for m, info, runs in lm_models(s):
-        grids = [curve_grid(r["curve"]) for r in runs]
-        ft = [curve_grid(r["curve_finetuned"], "metric_finetuned") for r in runs]
-        base = across(grids, "gradient", 0.0)
+    runs = seed_runs(s)
+    grids = [curve_grid(r["curve"]) for r in runs]
+    ft = [curve_grid(r["curve_finetuned"], "metric_finetuned") for r in runs]
+    base = across(grids, "gradient", 0.0)
 
-        def removable(g):  # the largest share removed by gradient importance within 5 % of unpruned perplexity
-            return max(f for f, v in g["gradient"].items() if v <= 1.05 * g["gradient"][0.0])
+    def removable(g):  # the largest share removed by gradient importance within 5 % of unpruned perplexity
+        return max(f for f, v in g["gradient"].items() if v <= 1.05 * g["gradient"][0.0])
 
-        layer = LAYER_STRATEGIES + (["gradient:group"] if "gradient:group" in grids[0] else [])
-        rows = [
-            ("unpruned model (for the rows below)", "test %s; validation (chose the checkpoint) %s" % (
-                mean_sd(base, 1), mean_sd([math.exp(r["train"]["best_metric"]) for r in runs], 1))),
-            ("Michel et al. 2019: 20-40 % of heads removed by importance without a noticeable loss",
-             "share of the heads removed by gradient importance with test perplexity within 5 %% of the "
-             "seed's unpruned: %s" % ", ".join("%g %%" % (100 * removable(g)) for g in grids)),
-            ("Michel et al. 2019: importance order beats removing heads at random",
-             "gradient vs random: " + versus(grids, "gradient", "random:uniform", (0.25, 0.5, 0.75), 1)),
-            ("Michel et al. 2019: iterative pruning against one-shot",
-             "iterative vs one-shot: " + versus(grids, "iterative:gradient", "gradient", (0.5, 0.875), 1)),
-            ("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers",
-             "half the heads: %s; heads kept per seed: %s; layers emptied per seed: %s; one-shot gradient "
-             "at 50 %%: %s" % (
-                 *gate_cells(gates, runs, 1),
-                 mean_sd(across(grids, "gradient", 0.5), 1))),
-            ("Budhraja et al. 2020: random heads with layer strategies, fine-tuned, come close to importance",
-             "half the heads removed, no fine-tuning: %s; after %d fine-tuning steps: %s, gradient %s" % (
-                 ", ".join("%s %s" % (st.split(":")[1], mean_sd(across(grids, st, 0.5), 1)) for st in layer),
-                 s["finetune_steps"],
-                 ", ".join("%s %s" % (st.split(":")[1], mean_sd(across(ft, st, 0.5), 1)) for st in layer),
-                 mean_sd(across(ft, "gradient", 0.5), 1))),
-        ]
-        spread = "mean ± s.d. over %d seeds (%s)" % (len(runs), ", ".join(sorted(info["seeds"], key=int)))
-        name = "%s, `%s`, %d steps" % (LM_NAMES.get(m, m), info["config"], info["train_steps"])
-        lines += ["| %s | %s | %s | %s | `%s` |" % (name, c, o, spread, command) for c, o in rows]
+    layer = LAYER_STRATEGIES + (["gradient:group"] if "gradient:group" in grids[0] else [])
+    rows = [
+        ("unpruned model (for the rows below)", "test %s; validation (chose the checkpoint) %s" % (
+            mean_sd(base, 1), mean_sd([math.exp(r["train"]["best_metric"]) for r in runs], 1))),
+        ("Michel et al. 2019: 20-40 % of heads removed by importance without a noticeable loss",
+         "share of the heads removed by gradient importance with test perplexity within 5 %% of the "
+         "seed's unpruned: %s" % ", ".join("%g %%" % (100 * removable(g)) for g in grids)),
+        ("Michel et al. 2019: importance order beats removing heads at random",
+         "gradient vs random: " + versus(grids, "gradient", "random:uniform", (0.25, 0.5, 0.75), 1)),
+        ("Michel et al. 2019: iterative pruning against one-shot",
+         "iterative vs one-shot: " + versus(grids, "iterative:gradient", "gradient", (0.5, 0.875), 1)),
+        ("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers",
+         "half the heads: %s; heads kept per seed: %s; layers emptied per seed: %s; one-shot gradient "
+         "at 50 %%: %s" % (
+             *gate_cells(gates, runs, 1),
+             mean_sd(across(grids, "gradient", 0.5), 1))),
+        ("Budhraja et al. 2020: random heads with layer strategies, fine-tuned, come close to importance",
+         "half the heads removed, no fine-tuning: %s; after %d fine-tuning steps: %s, gradient %s%s" % (
+             ", ".join("%s %s" % (st.split(":")[1], mean_sd(across(grids, st, 0.5), 1)) for st in layer),
+             s["finetune_steps"],
+             ", ".join("%s %s" % (st.split(":")[1], mean_sd(across(ft, st, 0.5), 1)) for st in layer),
+             mean_sd(across(ft, "gradient", 0.5), 1), unpruned_finetuned(runs, 1))),
+    ]
+    lines = ["| claim (paper) | ours: %s, `%s`, %d steps; test perplexity, the held-out half that chose nothing "
+             "(lower is better) | spread | command |" % (LM_NAMES.get(model, model), s["config"], s["train_steps"]),
+             "|---|---|---|---|"]
+    return lines + ["| %s | %s | %s | `%s` |" % (c, o, seeds_spread(s), command) for c, o in rows]
+
+
+def seeds_curve(path, digits):
+    """The metric against the share of heads pruned, mean ± s.d. over a seed study's seeds (– : the
+    strategy cannot prune that many; its eligible layers hold fewer heads)."""
+    grids = seed_grids(load(path))
+    fractions = sorted(grids[0]["gradient"])
+    lines = ["| strategy | " + " | ".join("%g %%" % (100 * f) for f in fractions) + " |",
+             "|---|" + "---:|" * len(fractions)]
+    for st in grids[0]:
+        lines.append("| %s | %s |" % (st, " | ".join(
+            mean_sd(across(grids, st, f), digits) if all(f in g[st] for g in grids) else "–" for f in fractions)))
     return lines
 
 
-def lm_seeds_curve():
-    """Test perplexity against the share of heads pruned, mean ± s.d. over seeds, per model (studies/lm_seeds.sh)."""
-    s = load(LM_SEEDS)
-    lines = []
-    for m, _, runs in lm_models(s):
-        grids = [curve_grid(r["curve"]) for r in runs]
-        fractions = sorted(grids[0]["gradient"])
-        if not lines:
-            lines = ["| model | strategy | " + " | ".join("%g %%" % (100 * f) for f in fractions) + " |",
-                     "|---|---|" + "---:|" * len(fractions)]
-        for st in grids[0]:
-            lines.append("| %s | %s | %s |" % (m, st, " | ".join(
-                mean_sd(across(grids, st, f), 1) if all(f in g[st] for g in grids) else "–" for f in fractions)))
+BERT_BASE = "bench/results/bert_base_table4.json"
+BERT_TEXTBOOK = "bench/results/bert_base_textbook.json"
+
+
+def thousands(v, digits=1):
+    return "{:,.{d}f}".format(v, d=digits)
+
+
+def bert_base_table4():
+    """Michel's Table 4 on CPU: the BERT-base shape unpruned, masked and with half the heads removed two
+    ways, examples/s per batch (bench/bert_base_speed.sh)."""
+    t = load(BERT_BASE)
+    models = [("base", "unpruned ex/s"), ("masked50", "masked 50 %"), ("uniform50", "uniform 50 % removed"),
+              ("layers50", "6 layers emptied")]
+    rec = {(r["model"].split("/")[2], r["batch"]): r for r in t["records"]}
+    lines = ["| batch | " + " | ".join(name for _, name in models) + " |", "|---:|" + "---:|" * len(models)]
+    for batch in sorted({r["batch"] for r in t["records"]}):
+        base = rec[("base", batch)]
+        cells = ["%s (%s ms)" % (fmt(base["examples_per_s"], 1), thousands(base["median_ms"]))]
+        for m, _ in models[1:]:
+            r = rec[(m, batch)]
+            cells.append("%s (×%s; paired ×%s)" % (fmt(r["examples_per_s"], 1), fmt(r["measured_speedup"], 3),
+                                                  fmt(r["paired_speedup"], 3)))
+        lines.append("| %d | %s |" % (batch, " | ".join(cells)))
+    lines.append("| FLOP-ideal | | %s |" % " | ".join("×" + fmt(rec[(m, batch)]["ideal_speedup"], 3) for m, _ in models[1:]))
+    return lines
+
+
+def bert_base_textbook():
+    """The unpruned BERT-base shape against a plain LibTorch forward of the same weights (bench/bert_base_speed.sh)."""
+    t = load(BERT_TEXTBOOK)
+    lines = ["| (batch, length) | headprune ms | textbook ms | textbook / headprune |", "|---|---:|---:|---:|"]
+    for seq in sorted({r["seq_len"] for r in t["records"]}):
+        for batch in sorted({r["batch"] for r in t["records"]}):
+            ours = [r for r in t["records"] if (r["batch"], r["seq_len"]) == (batch, seq) and "textbook" not in r["model"]][0]
+            book = [r for r in t["records"] if (r["batch"], r["seq_len"]) == (batch, seq) and "textbook" in r["model"]][0]
+            lines.append("| (%d, %d) | %s | %s | %s (paired %s) |" % (
+                batch, seq, thousands(ours["median_ms"]), thousands(book["median_ms"]),
+                fmt(book["median_ms"] / ours["median_ms"], 2),
+                fmt(1 / book["paired_speedup"], 2)))
+    return lines
+
+
+DISTRIBUTED = "bench/results/distributed.json"
+WORKLOADS = {"sst2": "SST-2 model (configs/sst2.json: 4 layers, d 256, bf16 autocast)",
+             "synthetic_mt": "synthetic translation (d 64, 2+2 layers)"}
+
+
+def distributed():
+    """Training throughput of processes against threads (bench/distributed.sh); the machine in the file."""
+    t = load(DISTRIBUTED)
+    lines = ["| Workload | Processes × threads | Tokens/s | ms/step | vs 1 × 1 | Final training loss |",
+             "|---|---|---:|---:|---:|---:|"]
+    for r in t["rows"]:
+        lines.append("| %s | %d × %d | %s | %s | ×%s | %s |" % (
+            WORKLOADS.get(r["workload"], r["workload"]), r["processes"], r["threads_per_process"],
+            thousands(r["tokens_per_s"], 0), fmt(r["step_ms"], 1), fmt(r["vs_1x1"], 2), fmt(r["last_train_loss"])))
     return lines
 
 
@@ -948,14 +1004,16 @@ TABLES = {"gpu_table4": (GPU_TABLE4, gpu_table4), "scorecard_speed_gpu": (GPU_TA
           "cpu_kernel_sets": (KERNELS, cpu_kernel_sets), "eager_inference": (EAGER, eager_inference),
           "eager_training": (TRAIN, eager_training), "pruned_int8": (PRUNED_INT8, pruned_int8),
           "linear_engines": (LINEAR, linear_engines), "attention_core": (ATTENTION_CORE, attention_core),
-          "scorecard_sst2": (SEEDS, scorecard_sst2), "sst2_seeds_curve": (SEEDS, sst2_seeds_curve),
+          "scorecard_sst2": (SEEDS, scorecard_sst2), "sst2_seeds_curve": (SEEDS, functools.partial(seeds_curve, SEEDS, 3)),
           "scorecard_speed": (PRUNED_INT8, scorecard_speed),
+          "bert_base_table4": (BERT_BASE, bert_base_table4), "distributed": (DISTRIBUTED, distributed), "bert_base_textbook": (BERT_TEXTBOOK, bert_base_textbook),
           "scorecard_llama": (LLAMA, scorecard_llama), "scorecard_multi30k": (M30K, scorecard_multi30k),
           "multi30k_curve": (M30K, multi30k_curve), "multi30k_all_but_one": (M30K, multi30k_all_but_one),
           "multi30k_gates": (M30K, multi30k_gates), "multi30k_over_training": (M30K, multi30k_over_training),
           "multi30k_importance_top": (M30K, multi30k_importance_top), "multi30k_roles": (M30K, multi30k_roles),
           "multi30k_training": (M30K, multi30k_training), "multi30k_speed": (M30K, multi30k_speed),
-          "scorecard_lm": (LM_SEEDS, scorecard_lm), "lm_seeds_curve": (LM_SEEDS, lm_seeds_curve)}
+          **{"scorecard_lm_" + m: (LM_SEEDS[m], functools.partial(scorecard_lm, m)) for m in LM_SEEDS},
+          **{"lm_seeds_curve_" + m: (LM_SEEDS[m], functools.partial(seeds_curve, LM_SEEDS[m], 1)) for m in LM_SEEDS}}
 OPEN = re.compile(r"^<!-- table (\S+) \(scripts/doc_tables\.py; from (\S+)\) -->$")
 CLOSE = "<!-- end table -->"
 

@@ -9,13 +9,15 @@
 #      (gradient:group), no fine-tuning,
 #   2. learned gates to exactly half the heads: PASS and PASSCONC (GATES; hard_concrete can join),
 #   3. half the heads removed by gradient importance and by random heads under each layer strategy
-#      (and whole groups for LLaMA), each then fine-tuned FT_STEPS steps (Budhraja et al.).
+#      (and whole groups for LLaMA), each then fine-tuned FT_STEPS steps (Budhraja et al.), and the
+#      unpruned model fine-tuned alike (the baseline those are compared with).
 # Stages run model by model, seed after seed; each step is skipped when its output exists (rerun to
-# go on). The results JSON holds every run's outputs as headprune wrote them (gates without their
-# per-period log); scripts/doc_tables.py computes the means and spreads.
+# go on). One results JSON per model, OUT_DIR/lm_seeds_<model>.json, written when that model's seeds
+# are done, holds every run's outputs as headprune wrote them (gates without their per-period log);
+# scripts/doc_tables.py computes the means and spreads.
 #
-#   studies/lm_seeds.sh [RUN_ROOT] [OUT.json]
-#     defaults: runs/lm_seeds  bench/results/lm_seeds.json; model M, seed N in RUN_ROOT/M/seedN
+#   studies/lm_seeds.sh [RUN_ROOT] [OUT_DIR]
+#     defaults: runs/lm_seeds  bench/results; model M, seed N in RUN_ROOT/M/seedN
 # Needs ../shared/data (Tiny Shakespeare). Environment: SEEDS (default "1 2 3"), MODELS (default
 # "gpt llama"), STEPS (training steps; default each config's own), GATE_STEPS (default 300; as many
 # again if the count is not exact), GATE_PERIOD (default 50), GATE_ARGS, GATES (default "pass
@@ -24,7 +26,7 @@ set -euo pipefail
 seeds=${SEEDS:-1 2 3}
 models=${MODELS:-gpt llama}
 root=${1:-runs/lm_seeds}
-out=${2:-bench/results/lm_seeds.json}
+outdir=${2:-bench/results}
 gate_steps=${GATE_STEPS:-300}
 gate_period=${GATE_PERIOD:-50}
 ft=${FT_STEPS:-100}
@@ -40,9 +42,8 @@ steps_of() {  # STEPS, or the config's own max_steps
 }
 stage() { echo "== $(date +%H:%M:%S) $m seed $SEED: $1" >&2; }
 
-header="{\"command\": \"MODELS='$models' SEEDS='$seeds' studies/lm_seeds.sh $root $out\", \"gate_steps\": $gate_steps, \"finetune_steps\": $ft, \"gates\": \"$gates\", \"models\": {"
-parts=()
 for m in $models; do
+  parts=()
   cfg=$(config_of "$m")
   steps=$(steps_of "$cfg")
   report=(--config "$cfg" --split test --score-split valid)
@@ -63,11 +64,14 @@ for m in $models; do
     [ -f "$run/curve_ft$ft/curve.json" ] || { stage "fine-tuned curve";
       h curve "$run/train/best" "${report[@]}" --strategy gradient "${extra[@]}" "${random[@]}" --fractions 0.5 \
         --finetune-steps "$ft" --out "$run/curve_ft$ft" > "$run/curve_ft$ft.txt"; }
-    parts+=("models/$m/seeds/$SEED/train=$m/seed$SEED/train.json" "models/$m/seeds/$SEED/curve=$m/seed$SEED/curve/curve.json"
-            "models/$m/seeds/$SEED/curve_finetuned=$m/seed$SEED/curve_ft$ft/curve.json")
-    for g in $gates; do parts+=("models/$m/seeds/$SEED/$g=$m/seed$SEED/${g}_g$gate_steps/gates.json"); done
+    [ -f "$run/unpruned_ft$ft/curve.json" ] || { stage "unpruned, fine-tuned";
+      h curve "$run/train/best" "${report[@]}" --strategy gradient --fractions 0 --finetune-steps "$ft" \
+        --out "$run/unpruned_ft$ft" > "$run/unpruned_ft$ft.txt"; }
+    parts+=("seeds/$SEED/train=$m/seed$SEED/train.json" "seeds/$SEED/curve=$m/seed$SEED/curve/curve.json"
+            "seeds/$SEED/curve_finetuned=$m/seed$SEED/curve_ft$ft/curve.json"
+            "seeds/$SEED/unpruned_finetuned=$m/seed$SEED/unpruned_ft$ft/curve.json")
+    for g in $gates; do parts+=("seeds/$SEED/$g=$m/seed$SEED/${g}_g$gate_steps/gates.json"); done
   done
-  header+="\"$m\": {\"config\": \"$cfg\", \"train_steps\": $steps}, "
+  DROP=log collect "$root" "$outdir/lm_seeds_$m.json" "{\"command\": \"MODELS='$m' SEEDS='$seeds' studies/lm_seeds.sh $root $outdir\", \"model\": \"$m\", \"config\": \"$cfg\", \"train_steps\": $steps, \"gate_steps\": $gate_steps, \"finetune_steps\": $ft, \"gates\": \"$gates\"}" \
+    "${parts[@]}"
 done
-header="${header%, }}}"
-DROP=log collect "$root" "$out" "$header" "${parts[@]}"

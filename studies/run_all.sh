@@ -26,7 +26,7 @@ sst2|65|10|data|sst2_study, sst2_precision, importance_cost_sst2
 sst2_seeds|65|6|data|sst2_seeds
 llama_gqa|35|5|data|llama_gqa
 multi30k|185|8|data|multi30k
-lm_seeds|140|12|data|lm_seeds
+lm_seeds|140|12|data|lm_seeds_gpt, lm_seeds_llama
 distributed|5|1|no|distributed"
 
 quick=0 budget=0 list=0
@@ -108,7 +108,7 @@ run_study() {  # NAME: the study's command at full or quick size
       else bash studies/multi30k.sh; fi ;;
     lm_seeds)
       if [ $q = 1 ]; then
-        env STEPS=30 SEEDS="1 2" FT_STEPS=5 "${toy_gates[@]}" bash studies/lm_seeds.sh "$work/lm_seeds" "$results/lm_seeds.json"
+        env STEPS=30 SEEDS="1 2" FT_STEPS=5 "${toy_gates[@]}" bash studies/lm_seeds.sh "$work/lm_seeds" "$results"
       else bash studies/lm_seeds.sh; fi ;;
     distributed)
       if [ $q = 1 ]; then STEPS=5 bash bench/distributed.sh "$results"
