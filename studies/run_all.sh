@@ -23,10 +23,10 @@ STUDIES="cpu|16|2|no|blas_kernels, eager_bert_base(_openblas), eager_train_sst2(
 ops|2|1|no|linear_engines, attention_core
 bert_base|15|3|no|bert_base_table4, bert_base_textbook
 sst2|65|10|data|sst2_study, sst2_precision, importance_cost_sst2
-sst2_seeds|65|6|data|sst2_seeds
+sst2_seeds|90|6|data|sst2_seeds
 llama_gqa|35|5|data|llama_gqa
 multi30k|185|8|data|multi30k
-lm_seeds|140|12|data|lm_seeds_gpt, lm_seeds_llama
+lm_seeds|150|12|data|lm_seeds_gpt, lm_seeds_llama
 distributed|5|1|no|distributed"
 
 quick=0 budget=0 list=0
