@@ -389,13 +389,18 @@ def per_gate(gates, runs, value):
     return ", ".join("%s %s" % (GATE_NAMES[m], value([r[m] for r in runs])) for m in gates)
 
 
+def gates_finetuned(runs):
+    """Whether every one of these gate runs ended with its fine-tuning stage."""
+    return all(x["stages"][-1]["stage"] == "fine-tuned" for x in runs)
+
+
 def gate_cells(gates, runs, digits=4):
     """Per gate method over the seeds: the pruned model's metric (mean ± s.d.; '→ y' the metric after
     fine-tuning where the runs fine-tuned), heads kept per seed (a seed's run that missed its count
     marked '(missed)'), attention layers emptied per seed."""
     def metric(g):
         cell = mean_sd([stage(x, "removed")["metric"] for x in g], digits)
-        if all(x["stages"][-1]["stage"] == "fine-tuned" for x in g):
+        if gates_finetuned(g):
             cell += " → %s" % mean_sd([x["stages"][-1]["metric"] for x in g], digits)
         return cell
 
@@ -436,7 +441,7 @@ def scorecard_sst2():
                                     if "hard_concrete" in gates else ""),
          "16 of 32 heads%s: %s; heads kept per seed: %s; layers emptied per seed: %s" % (
              " (→ after %d fine-tuning steps)" % s["finetune_steps"]
-             if all(r[m]["stages"][-1]["stage"] == "fine-tuned" for r in runs for m in gates) else "",
+             if gates_finetuned([r[m] for r in runs for m in gates]) else "",
              *gate_cells(gates, runs))),
         ("Budhraja et al. 2020: random pruning with layer strategies, then fine-tuning, comes close to "
          "importance-based pruning",
@@ -815,6 +820,8 @@ def multi30k_importance_top():
 
 LM_SEEDS = {m: "bench/results/lm_seeds_%s.json" % m for m in ("gpt", "llama")}
 LM_NAMES = {"gpt": "GPT-2-style decoder", "llama": "LLaMA-style decoder (grouped-query attention)"}
+
+
 def unpruned_finetuned(runs, digits):
     """'; the unpruned model fine-tuned alike: mean ± s.d.' where every seed's run measured it."""
     if not all("unpruned_finetuned" in r for r in runs):
@@ -910,11 +917,11 @@ def bert_base_table4():
 def bert_base_textbook():
     """The unpruned BERT-base shape against a plain LibTorch forward of the same weights (bench/bert_base_speed.sh)."""
     t = load(BERT_TEXTBOOK)
+    rec = {(r["batch"], r["seq_len"], "textbook" in r["model"]): r for r in t["records"]}
     lines = ["| (batch, length) | headprune ms | textbook ms | textbook / headprune |", "|---|---:|---:|---:|"]
     for seq in sorted({r["seq_len"] for r in t["records"]}):
         for batch in sorted({r["batch"] for r in t["records"]}):
-            ours = [r for r in t["records"] if (r["batch"], r["seq_len"]) == (batch, seq) and "textbook" not in r["model"]][0]
-            book = [r for r in t["records"] if (r["batch"], r["seq_len"]) == (batch, seq) and "textbook" in r["model"]][0]
+            ours, book = rec[(batch, seq, False)], rec[(batch, seq, True)]
             lines.append("| (%d, %d) | %s | %s | %s (paired %s) |" % (
                 batch, seq, thousands(ours["median_ms"]), thousands(book["median_ms"]),
                 fmt(book["median_ms"] / ours["median_ms"], 2),
