@@ -27,7 +27,8 @@
 # Needs ../shared/data (Tiny Shakespeare, WikiText-2). Environment: SEEDS (default "1 2 3"), MODELS
 # (default "gpt llama wikitext"), STEPS (training steps; default each config's own), GATE_STEPS (default 300; as many
 # again if the count is not exact), GATE_PERIOD (default 50), GATE_ARGS, GATES (default "pass
-# passconc"), FT_STEPS (default 100), HP, THREADS.
+# passconc"), FT_STEPS (default 100), MAX_EXAMPLES (score, report and select on only the first N blocks
+# of each split; default all: the quick mode's toy size), HP, THREADS.
 set -euo pipefail
 seeds=${SEEDS:-1 2 3}
 models=${MODELS:-gpt llama wikitext}
@@ -38,6 +39,8 @@ gate_period=${GATE_PERIOD:-50}
 ft=${FT_STEPS:-100}
 gates=${GATES:-pass passconc}
 source "$(dirname "$0")/lib.sh"
+limit=()
+[ -n "${MAX_EXAMPLES:-}" ] && limit=(--max-examples "$MAX_EXAMPLES")
 random=(--strategy random:uniform --strategy random:avoid_consecutive --strategy random:top --strategy random:bottom)
 
 config_of() { case $1 in gpt) echo configs/shakespeare_heldout.json ;; llama) echo configs/shakespeare_llama_heldout.json ;;
@@ -56,7 +59,7 @@ for m in $models; do
   cfg=$(config_of "$m")
   other=$(other_of "$m")
   steps=$(steps_of "$cfg")
-  report=(--config "$cfg" --split test --score-split valid)
+  report=(--config "$cfg" --split test --score-split valid "${limit[@]}")
   extra=()
   [ "$m" = llama ] && extra=(--strategy gradient:group)
   for SEED in $seeds; do
@@ -69,7 +72,7 @@ for m in $models; do
         "${random[@]}" --fractions 0 0.125 0.25 0.375 0.5 0.625 0.75 0.875 --out "$run/curve" > "$run/curve.txt"; }
     for g in $gates; do
       [ -f "$run/${g}_g$gate_steps/gates.json" ] || { stage "$g";
-        gates_to 0.5 "$run/train/best" "$g" "$run/${g}_g$gate_steps" --config "$cfg" --split test; }
+        gates_to 0.5 "$run/train/best" "$g" "$run/${g}_g$gate_steps" --config "$cfg" --split test "${limit[@]}"; }
     done
     [ -f "$run/curve_ft$ft/curve.json" ] || { stage "fine-tuned curve";
       h curve "$run/train/best" "${report[@]}" --strategy gradient "${extra[@]}" "${random[@]}" --fractions 0.5 \
@@ -80,14 +83,14 @@ for m in $models; do
     stage "in domain vs out of domain"
     for s in valid test; do
       [ -f "$run/importance_domain_$s/importance.json" ] ||
-        h importance "$run/train/best" --config "$other" --split "$s" --method gradient \
+        h importance "$run/train/best" --config "$other" --split "$s" --method gradient "${limit[@]}" \
           --out "$run/importance_domain_$s" > "$run/importance_domain_$s.txt"
     done
     once "$run/agreement_domains.json" \
       h agreement "$run/importance_domain_valid/importance.json" "$run/importance_domain_test/importance.json"
     for s in valid test; do  # perplexity on the other corpus, heads chosen in domain (valid) or on it (test)
       [ -f "$run/curve_other_by_$s/curve.json" ] ||
-        h curve "$run/train/best" --config "$other" --split test --score-split "$s" --strategy gradient \
+        h curve "$run/train/best" --config "$other" --split test --score-split "$s" --strategy gradient "${limit[@]}" \
           --fractions 0 0.25 0.5 0.75 --out "$run/curve_other_by_$s" > "$run/curve_other_by_$s.txt"
     done
     parts+=("seeds/$SEED/train=$m/seed$SEED/train.json" "seeds/$SEED/curve=$m/seed$SEED/curve/curve.json"

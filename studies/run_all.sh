@@ -11,7 +11,7 @@
 #                   others are named as skipped (the exit status stays 0: a budget is a choice)
 #   --quick         the same pipeline at toy sizes (a few steps and repetitions) into runs/quick/:
 #                   results in runs/quick/results, tables printed from them, figures drawn into
-#                   runs/quick/figures; nothing committed is touched. About 45 minutes on 2 cores.
+#                   runs/quick/figures; nothing committed is touched. About an hour on 2 cores.
 #
 # Times are those of this project's machine (2 cores). Studies marked "data" need ../shared/data and
 # are skipped, named, without it. Environment: HP (default build/headprune), THREADS (default 2).
@@ -26,7 +26,7 @@ sst2|65|10|data|sst2_study, sst2_precision, importance_cost_sst2
 sst2_seeds|90|6|data|sst2_seeds
 llama_gqa|35|5|data|llama_gqa
 multi30k|185|8|data|multi30k
-lm_seeds|150|12|data|lm_seeds_gpt, lm_seeds_llama
+lm_seeds|310|20|data|lm_seeds_gpt, lm_seeds_llama, lm_seeds_wikitext
 distributed|5|1|no|distributed"
 
 quick=0 budget=0 list=0
@@ -108,7 +108,7 @@ run_study() {  # NAME: the study's command at full or quick size
       else bash studies/multi30k.sh; fi ;;
     lm_seeds)
       if [ $q = 1 ]; then
-        env STEPS=30 SEEDS="1 2" FT_STEPS=5 "${toy_gates[@]}" bash studies/lm_seeds.sh "$work/lm_seeds" "$results"
+        env STEPS=30 SEEDS="1 2" FT_STEPS=5 MAX_EXAMPLES=64 "${toy_gates[@]}" bash studies/lm_seeds.sh "$work/lm_seeds" "$results"
       else bash studies/lm_seeds.sh; fi ;;
     distributed)
       if [ $q = 1 ]; then STEPS=5 bash bench/distributed.sh "$results"
