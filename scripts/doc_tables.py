@@ -818,8 +818,12 @@ def multi30k_importance_top():
     return importance_top(load(M30K), "importance_valid", ["ablation", "gradient", "lrp", "confidence"], "BLEU change", 2, 8)
 
 
-LM_SEEDS = {m: "bench/results/lm_seeds_%s.json" % m for m in ("gpt", "llama")}
-LM_NAMES = {"gpt": "GPT-2-style decoder", "llama": "LLaMA-style decoder (grouped-query attention)"}
+LM_SEEDS = {m: "bench/results/lm_seeds_%s.json" % m for m in ("gpt", "llama", "wikitext")}
+LM_NAMES = {"gpt": "GPT-2-style decoder", "llama": "LLaMA-style decoder (grouped-query attention)",
+            "wikitext": "GPT-2-style decoder on WikiText-2"}
+# the corpus each study's out-of-domain config (studies/lm_seeds.sh) reports on
+OTHER_CORPUS = {"configs/shakespeare_on_wikitext.json": "WikiText-2's test file",
+                "configs/wikitext_on_shakespeare.json": "Tiny Shakespeare"}
 
 
 def unpruned_finetuned(runs, digits):
@@ -828,6 +832,44 @@ def unpruned_finetuned(runs, digits):
         return ""
     return "; the unpruned model fine-tuned alike: %s" % mean_sd(
         [curve_grid(r["unpruned_finetuned"], "metric_finetuned")["gradient"][0.0] for r in runs], digits)
+
+
+def domain_grids(runs):
+    """Per seed: {"in domain": {fraction: perplexity}, "on it": ...}, perplexity on the other corpus with
+    heads chosen on held-out text of the model's own corpus or on the other corpus itself."""
+    return [{"in domain": curve_grid(r["curve_other_by_valid"])["gradient"],
+             "on it": curve_grid(r["curve_other_by_other"])["gradient"]} for r in runs]
+
+
+def domain_agreement(runs, key):
+    return mean_sd([next(a[key] for a in r["agreement_domains"] if a["attn_type"] == "all") for r in runs], 3)
+
+
+def domain_row(s, runs):
+    """The scorecard's in-domain vs out-of-domain row, where every seed measured it (else none)."""
+    if not all("agreement_domains" in r for r in runs):
+        return []
+    other = OTHER_CORPUS[s["other_config"]]
+    grids = domain_grids(runs)
+    return [("Michel et al. 2019 §3.4: important heads are the same across data sets (correlation above 0.5)",
+             "gradient importance on held-out text of the training corpus vs on %s: Spearman %s, Pearson %s; "
+             "perplexity on %s with half the heads removed, chosen in domain vs on it: %s vs %s (unpruned %s)" % (
+                 other, domain_agreement(runs, "spearman"), domain_agreement(runs, "pearson"), other,
+                 mean_sd([g["in domain"][0.5] for g in grids], 1), mean_sd([g["on it"][0.5] for g in grids], 1),
+                 mean_sd([g["in domain"][0.0] for g in grids], 1)))]
+
+
+def lm_domains(model):
+    """Perplexity on the other corpus against the share of heads removed by gradient importance, chosen
+    in domain or on the other corpus itself, mean ± s.d. over seeds (studies/lm_seeds.sh)."""
+    s = load(LM_SEEDS[model])
+    grids = domain_grids(seed_runs(s))
+    fractions = sorted(grids[0]["in domain"])
+    lines = ["| perplexity on %s, heads chosen | %s |" % (OTHER_CORPUS[s["other_config"]], " | ".join(
+                 "%g %%" % (100 * f) for f in fractions)), "|---|" + "---:|" * len(fractions)]
+    for k, name in (("in domain", "in domain (held-out text of the training corpus)"), ("on it", "on the other corpus itself")):
+        lines.append("| %s | %s |" % (name, " | ".join(mean_sd([g[k][f] for g in grids], 1) for f in fractions)))
+    return lines
 
 
 def scorecard_lm(model):
@@ -866,8 +908,8 @@ def scorecard_lm(model):
              s["finetune_steps"],
              ", ".join("%s %s" % (st.split(":")[1], mean_sd(across(ft, st, 0.5), 1)) for st in layer),
              mean_sd(across(ft, "gradient", 0.5), 1), unpruned_finetuned(runs, 1))),
-    ]
-    lines = ["| claim (paper) | ours: %s, `%s`, %d steps; test perplexity, the held-out half that chose nothing "
+    ] + domain_row(s, runs)
+    lines = ["| claim (paper) | ours: %s, `%s`, %d steps; test perplexity, held-out text that chose nothing "
              "(lower is better) | spread | command |" % (LM_NAMES.get(model, model), s["config"], s["train_steps"]),
              "|---|---|---|---|"]
     return lines + ["| %s | %s | %s | `%s` |" % (c, o, seeds_spread(s), command) for c, o in rows]
@@ -1020,7 +1062,8 @@ TABLES = {"gpu_table4": (GPU_TABLE4, gpu_table4), "scorecard_speed_gpu": (GPU_TA
           "multi30k_importance_top": (M30K, multi30k_importance_top), "multi30k_roles": (M30K, multi30k_roles),
           "multi30k_training": (M30K, multi30k_training), "multi30k_speed": (M30K, multi30k_speed),
           **{"scorecard_lm_" + m: (LM_SEEDS[m], functools.partial(scorecard_lm, m)) for m in LM_SEEDS},
-          **{"lm_seeds_curve_" + m: (LM_SEEDS[m], functools.partial(seeds_curve, LM_SEEDS[m], 1)) for m in LM_SEEDS}}
+          **{"lm_seeds_curve_" + m: (LM_SEEDS[m], functools.partial(seeds_curve, LM_SEEDS[m], 1)) for m in LM_SEEDS},
+          **{"lm_domains_" + m: (LM_SEEDS[m], functools.partial(lm_domains, m)) for m in LM_SEEDS}}
 OPEN = re.compile(r"^<!-- table (\S+) \(scripts/doc_tables\.py; from (\S+)\) -->$")
 CLOSE = "<!-- end table -->"
 
