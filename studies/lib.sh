@@ -72,6 +72,7 @@ for kv in sys.argv[4:]:
     for p in parents:
         node = node.setdefault(p, {})
     node[leaf] = data
+os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
 tmp = out + ".tmp"
 with open(tmp, "w") as f:
     json.dump(res, f, indent=1)
