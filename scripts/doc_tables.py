@@ -863,13 +863,9 @@ def lm_domains(model):
     """Perplexity on the other corpus against the share of heads removed by gradient importance, chosen
     in domain or on the other corpus itself, mean ± s.d. over seeds (studies/lm_seeds.sh)."""
     s = load(LM_SEEDS[model])
-    grids = domain_grids(seed_runs(s))
-    fractions = sorted(grids[0]["in domain"])
-    lines = ["| perplexity on %s, heads chosen | %s |" % (OTHER_CORPUS[s["other_config"]], " | ".join(
-                 "%g %%" % (100 * f) for f in fractions)), "|---|" + "---:|" * len(fractions)]
-    for k, name in (("in domain", "in domain (held-out text of the training corpus)"), ("on it", "on the other corpus itself")):
-        lines.append("| %s | %s |" % (name, " | ".join(mean_sd([g[k][f] for g in grids], 1) for f in fractions)))
-    return lines
+    return grids_table(domain_grids(seed_runs(s)), "perplexity on %s, heads chosen" % OTHER_CORPUS[s["other_config"]],
+                       {"in domain": "in domain (held-out text of the training corpus)",
+                        "on it": "on the other corpus itself"}, 1)
 
 
 def scorecard_lm(model):
@@ -919,12 +915,18 @@ def seeds_curve(path, digits):
     """The metric against the share of heads pruned, mean ± s.d. over a seed study's seeds (– : the
     strategy cannot prune that many; its eligible layers hold fewer heads)."""
     grids = seed_grids(load(path))
-    fractions = sorted(grids[0]["gradient"])
-    lines = ["| strategy | " + " | ".join("%g %%" % (100 * f) for f in fractions) + " |",
+    return grids_table(grids, "strategy", {st: st for st in grids[0]}, digits)
+
+
+def grids_table(grids, first, rows, digits):
+    """One row per key of rows (shown as its value), one column per fraction of the first row: mean ± s.d.
+    over the seeds' grids ({row: {fraction: value}}; – where a seed lacks the fraction)."""
+    fractions = sorted(grids[0][next(iter(rows))])
+    lines = ["| %s | " % first + " | ".join("%g %%" % (100 * f) for f in fractions) + " |",
              "|---|" + "---:|" * len(fractions)]
-    for st in grids[0]:
-        lines.append("| %s | %s |" % (st, " | ".join(
-            mean_sd(across(grids, st, f), digits) if all(f in g[st] for g in grids) else "–" for f in fractions)))
+    for key, name in rows.items():
+        lines.append("| %s | %s |" % (name, " | ".join(
+            mean_sd(across(grids, key, f), digits) if all(f in g[key] for g in grids) else "–" for f in fractions)))
     return lines
 
 
