@@ -25,10 +25,12 @@
 #   studies/lm_seeds.sh [RUN_ROOT] [OUT_DIR]
 #     defaults: runs/lm_seeds  bench/results; model M, seed N in RUN_ROOT/M/seedN
 # Needs ../shared/data (Tiny Shakespeare, WikiText-2). Environment: SEEDS (default "1 2 3"), MODELS
-# (default "gpt llama wikitext"), STEPS (training steps; default each config's own), GATE_STEPS (default 300; as many
-# again if the count is not exact), GATE_PERIOD (default 50), GATE_ARGS, GATES (default "pass
-# passconc"), FT_STEPS (default 100), MAX_EXAMPLES (score, report and select on only the first N blocks
-# of each split; default all: the quick mode's toy size), HP, THREADS.
+# (default "gpt llama wikitext"), STEPS (training steps; default each config's own), GATE_STEPS
+# (default 300; as many again if the count is not exact), GATE_PERIOD (default 50), GATE_ARGS, GATES
+# (default "pass passconc"; hard_concrete can join, with HC_EXTRA_STEPS extra steps for its λ search,
+# default twice GATE_STEPS, as in the SST-2 studies), FT_STEPS (default 100), MAX_EXAMPLES (score,
+# report and select on only the first N blocks of each split; default all: the quick mode's toy
+# size), HP, THREADS.
 set -euo pipefail
 seeds=${SEEDS:-1 2 3}
 models=${MODELS:-gpt llama wikitext}
@@ -38,6 +40,7 @@ gate_steps=${GATE_STEPS:-300}
 gate_period=${GATE_PERIOD:-50}
 ft=${FT_STEPS:-100}
 gates=${GATES:-pass passconc}
+hc_extra=${HC_EXTRA_STEPS:-$((2 * gate_steps))}
 source "$(dirname "$0")/lib.sh"
 limit=()
 [ -n "${MAX_EXAMPLES:-}" ] && limit=(--max-examples "$MAX_EXAMPLES")
@@ -71,6 +74,8 @@ for m in $models; do
       h curve "$run/train/best" "${report[@]}" --strategy gradient --strategy iterative:gradient "${extra[@]}" \
         "${random[@]}" --fractions 0 0.125 0.25 0.375 0.5 0.625 0.75 0.875 --out "$run/curve" > "$run/curve.txt"; }
     for g in $gates; do
+      gate_extra=$gate_steps
+      [ "$g" = hard_concrete ] && gate_extra=$hc_extra
       [ -f "$run/${g}_g$gate_steps/gates.json" ] || { stage "$g";
         gates_to 0.5 "$run/train/best" "$g" "$run/${g}_g$gate_steps" --config "$cfg" --split test "${limit[@]}"; }
     done
@@ -101,6 +106,6 @@ for m in $models; do
             "seeds/$SEED/curve_other_by_other=$m/seed$SEED/curve_other_by_test/curve.json")
     for g in $gates; do parts+=("seeds/$SEED/$g=$m/seed$SEED/${g}_g$gate_steps/gates.json"); done
   done
-  DROP=log collect "$root" "$outdir/lm_seeds_$m.json" "{\"command\": \"MODELS='$m' SEEDS='$seeds' GATES='$gates' studies/lm_seeds.sh $root $outdir\", \"model\": \"$m\", \"config\": \"$cfg\", \"other_config\": \"$other\", \"train_steps\": $steps, \"gate_steps\": $gate_steps, \"finetune_steps\": $ft, \"gates\": \"$gates\"}" \
+  DROP=log collect "$root" "$outdir/lm_seeds_$m.json" "{\"command\": \"MODELS='$m' SEEDS='$seeds' GATES='$gates' studies/lm_seeds.sh $root $outdir\", \"model\": \"$m\", \"config\": \"$cfg\", \"other_config\": \"$other\", \"train_steps\": $steps, \"gate_steps\": $gate_steps, \"hc_extra_steps\": $hc_extra, \"finetune_steps\": $ft, \"gates\": \"$gates\"}" \
     "${parts[@]}"
 done
