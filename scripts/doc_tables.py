@@ -394,6 +394,11 @@ def gates_finetuned(runs):
     return all(x["stages"][-1]["stage"] == "fine-tuned" for x in runs)
 
 
+def gates_claim(claim, gates):
+    """The gates' scorecard claim, naming Voita et al.'s Hard Concrete where the study ran it too."""
+    return claim + (" (Voita et al.'s Hard Concrete gates beside them)" if "hard_concrete" in gates else "")
+
+
 def gate_cells(gates, runs, digits=4):
     """Per gate method over the seeds: the pruned model's metric (mean ± s.d.; '→ y' the metric after
     fine-tuning where the runs fine-tuned), heads kept per seed (a seed's run that missed its count
@@ -436,9 +441,8 @@ def scorecard_sst2():
          "gradient vs random: " + versus(grids, "gradient", "random:uniform", (0.5, 0.75, 0.875))),
         ("Michel et al. 2019: iterative pruning (rescoring after each step) against one-shot",
          "iterative vs one-shot: " + versus(grids, "iterative:gradient", "gradient", (0.5, 0.875))),
-        ("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers at "
-         "about PASS's accuracy" + (" (Voita et al.'s Hard Concrete gates beside them)"
-                                    if "hard_concrete" in gates else ""),
+        (gates_claim("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers at "
+                     "about PASS's accuracy", gates),
          "16 of 32 heads%s: %s; heads kept per seed: %s; layers emptied per seed: %s" % (
              " (→ after %d fine-tuning steps)" % s["finetune_steps"]
              if gates_finetuned([r[m] for r in runs for m in gates]) else "",
@@ -893,7 +897,7 @@ def scorecard_lm(model):
          "gradient vs random: " + versus(grids, "gradient", "random:uniform", (0.25, 0.5, 0.75), 1)),
         ("Michel et al. 2019: iterative pruning against one-shot",
          "iterative vs one-shot: " + versus(grids, "iterative:gradient", "gradient", (0.5, 0.875), 1)),
-        ("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers",
+        (gates_claim("PASS/PASSCONC: gates reach the exact head count; the concentrator empties whole layers", gates),
          "half the heads: %s; heads kept per seed: %s; layers emptied per seed: %s; one-shot gradient "
          "at 50 %%: %s" % (
              *gate_cells(gates, runs, 1),
