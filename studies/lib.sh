@@ -36,17 +36,19 @@ once() {
 }
 
 # gates_to TARGET MODEL METHOD OUT_DIR [OPTION...]: `gates` to exactly TARGET heads pruned (a
-# fraction or a count) in $gate_steps steps, then up to $gate_extra more (default as many again)
+# fraction or a count) in $gate_steps steps, then up to $gate_extra more (default as many again;
+# hard_concrete's λ search $hc_extra where the study sets it)
 # while the count is not exact, a period of $gate_period steps when the study set one, GATE_ARGS
 # added; its table in OUT_DIR.txt; skipped when OUT_DIR/gates.json exists. A run that ends off the
 # count exits non-zero but saves its results, whose "reached_target" says so: that does not stop the
 # study (any other failure does).
 gates_to() {
-  local target=$1 model=$2 method=$3 dir=$4
+  local target=$1 model=$2 method=$3 dir=$4 extra=${gate_extra:-$gate_steps}
   shift 4
+  [ "$method" = hard_concrete ] && extra=${hc_extra:-$extra}
   mkdir -p "$(dirname "$dir")"
   [ -f "$dir/gates.json" ] ||
-    h gates "$model" --method "$method" --target "$target" --steps "$gate_steps" --extra-steps "${gate_extra:-$gate_steps}" \
+    h gates "$model" --method "$method" --target "$target" --steps "$gate_steps" --extra-steps "$extra" \
       ${gate_period:+--period "$gate_period"} ${GATE_ARGS:-} "$@" --out "$dir" > "$dir.txt" ||
     [ -f "$dir/gates.json" ]
 }

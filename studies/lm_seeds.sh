@@ -74,8 +74,6 @@ for m in $models; do
       h curve "$run/train/best" "${report[@]}" --strategy gradient --strategy iterative:gradient "${extra[@]}" \
         "${random[@]}" --fractions 0 0.125 0.25 0.375 0.5 0.625 0.75 0.875 --out "$run/curve" > "$run/curve.txt"; }
     for g in $gates; do
-      gate_extra=$gate_steps
-      [ "$g" = hard_concrete ] && gate_extra=$hc_extra
       [ -f "$run/${g}_g$gate_steps/gates.json" ] || { stage "$g";
         gates_to 0.5 "$run/train/best" "$g" "$run/${g}_g$gate_steps" --config "$cfg" --split test "${limit[@]}"; }
     done

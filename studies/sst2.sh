@@ -84,8 +84,6 @@ gated=()  # the gate runs' directories under RUN_DIR
 for keep in 16 8; do
   for m in $gates; do
     stage "$m to $keep heads"
-    gate_extra=$gate_steps
-    [ "$m" = hard_concrete ] && gate_extra=$hc_extra
     gates_to $((32 - keep)) "$model" "$m" "$run/gates_keep$keep/$m" --config "$cfg" --split test --finetune-steps "$ft"
     gated+=("gates_keep$keep/$m")
   done

@@ -54,8 +54,6 @@ for SEED in $seeds; do
   export SEED
   run=$root/seed$SEED
   for m in $gates; do
-    gate_extra=$gate_steps
-    [ "$m" = hard_concrete ] && gate_extra=$hc_extra
     [ -f "$run/gates_keep16/$m/gates.json" ] || { stage "$m";
       gates_to 16 "$run/train/best" "$m" "$run/gates_keep16/$m" --config "$cfg" --split test --finetune-steps "$ft"; }
   done
