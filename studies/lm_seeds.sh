@@ -9,7 +9,7 @@
 #      shot), iterative gradient, and random heads under Budhraja et al.'s layer strategies
 #      (uniform, avoid_consecutive, top, bottom); the LLaMA model also by whole key/value groups
 #      (gradient:group), no fine-tuning,
-#   2. learned gates to exactly half the heads: PASS and PASSCONC (GATES; hard_concrete can join),
+#   2. learned gates to exactly half the heads: PASS, PASSCONC and Hard Concrete (GATES),
 #   3. half the heads removed by gradient importance and by random heads under each layer strategy
 #      (and whole groups for LLaMA), each then fine-tuned FT_STEPS steps (Budhraja et al.), and the
 #      unpruned model fine-tuned alike (the baseline those are compared with),
@@ -27,7 +27,7 @@
 # Needs ../shared/data (Tiny Shakespeare, WikiText-2). Environment: SEEDS (default "1 2 3"), MODELS
 # (default "gpt llama wikitext"), STEPS (training steps; default each config's own), GATE_STEPS
 # (default 300; as many again if the count is not exact), GATE_PERIOD (default 50), GATE_ARGS, GATES
-# (default "pass passconc"; hard_concrete can join, with HC_EXTRA_STEPS extra steps for its λ search,
+# (default "pass passconc hard_concrete"; hard_concrete's λ search gets HC_EXTRA_STEPS extra steps,
 # default twice GATE_STEPS, as in the SST-2 studies), FT_STEPS (default 100), MAX_EXAMPLES (score,
 # report and select on only the first N blocks of each split; default all: the quick mode's toy
 # size), HP, THREADS.
@@ -39,7 +39,7 @@ outdir=${2:-bench/results}
 gate_steps=${GATE_STEPS:-300}
 gate_period=${GATE_PERIOD:-50}
 ft=${FT_STEPS:-100}
-gates=${GATES:-pass passconc}
+gates=${GATES:-pass passconc hard_concrete}
 hc_extra=${HC_EXTRA_STEPS:-$((2 * gate_steps))}
 source "$(dirname "$0")/lib.sh"
 limit=()
