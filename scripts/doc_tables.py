@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Tables in docs/ generated from committed results JSON, so a doc table cannot drift from its data.
+"""Tables in README.md and docs/ generated from committed results JSON, so a doc table cannot drift
+from its data.
 
 A generated table sits between two marker lines in a Markdown file:
 
@@ -330,6 +331,72 @@ def attention_core():
     for batch, r in sorted(ms.items()):
         a, h, o = r["BM_AttentionCoreBatched"], r["BM_AttentionCorePerHead"], r["BM_AttentionCoreOneDnn"]
         lines.append("| %d | %s | %s | %s | ×%s |" % (batch, fmt(a, 2), fmt(h, 2), fmt(o, 2), fmt(a / o, 1)))
+    return lines
+
+
+ATTENTION_MICRO = "bench/results/attention_micro.json"
+GEMM_ENGINES = "bench/results/gemm_engines.json"
+
+
+def ms3(v):
+    """A time in ms to about three significant digits (0.010, 4.60, 69.6, 171)."""
+    return fmt(v, 3 if v < 0.1 else 2 if v < 10 else 1 if v < 100 else 0)
+
+
+def attention_micro():
+    """One attention block at BERT-base width, length 128, by heads kept (bench/attention_bench.cc); the
+    median of the repetitions where the file has several."""
+    ms = {}
+    runs = load(ATTENTION_MICRO)["benchmarks"]
+    if any(b.get("run_type") == "aggregate" for b in runs):  # repetitions: their medians
+        runs = [b for b in runs if b.get("aggregate_name") == "median"]
+    for b in runs:
+        parts = b["run_name"].split("/") if "run_name" in b else b["name"].split("/")
+        assert b["time_unit"] == "ms", b["name"]
+        if parts[0] == "BM_AttentionForward":
+            ms[(int(parts[2]), str(int(parts[1])))] = b["real_time"]
+        else:
+            ms[(int(parts[1]), parts[0])] = b["real_time"]
+    kept = [("12", "12"), ("9", "9"), ("6", "6"), ("3", "3"), ("0", "0 (skipped)"),
+            ("BM_AttentionHalfMasked", "12, 6 masked"), ("BM_AttentionUnfusedProjections", "12, unfused Q/K/V")]
+    batches = sorted({b for b, _ in ms})
+    lines = ["| kept heads | " + " | ".join(name for _, name in kept) + " |", "|---|" + "---:|" * len(kept)]
+    for b in batches:
+        lines.append("| batch %d, ms | %s |" % (b, " | ".join(ms3(ms[(b, k)]) for k, _ in kept)))
+    lines.append("")
+    ratio = lambda k, b: fmt(ms[(b, k)] / ms[(b, "12")], 2)
+    lines.append("Against all 12 heads kept: 6 kept ×%s (batch 1) and ×%s (batch 16), 6 masked ×%s and ×%s, "
+                 "the three projections unfused ×%s and ×%s." % (
+                     ratio("6", 1), ratio("6", 16), ratio("BM_AttentionHalfMasked", 1), ratio("BM_AttentionHalfMasked", 16),
+                     ratio("BM_AttentionUnfusedProjections", 1), ratio("BM_AttentionUnfusedProjections", 16)))
+    return lines
+
+
+def gemm_engines():
+    """oneDNN's sgemm over OpenBLAS on a Transformer's linear-layer products (bench/eager/gemm_engines.py),
+    the cells where headprune's `auto` training rule picks oneDNN in bold."""
+    t = load(GEMM_ENGINES)
+    shapes = []
+    for r in t["rows"]:
+        if (r["inner"], r["outputs"]) not in shapes:
+            shapes.append((r["inner"], r["outputs"]))
+    cell = {(r["rows"], r["inner"], r["outputs"]): r["onednn_over_openblas"] for r in t["rows"]}
+    lines = ["| rows | " + " | ".join("%d → %d" % s for s in shapes) + " |", "|---:|" + "---:|" * len(shapes)]
+    onednn = lambda m, k: m >= 2048 or k <= 256  # src/util/gemm.cc's training rule
+    for m in sorted({r["rows"] for r in t["rows"]}):
+        cells = []
+        for k, n in shapes:
+            v = fmt(cell[(m, k, n)], 2)
+            cells.append("**%s**" % v if onednn(m, k) else v)
+        lines.append("| %d | %s |" % (m, " | ".join(cells)))
+    bold = [v for (m, k, n), v in cell.items() if onednn(m, k)]
+    rest = [v for (m, k, n), v in cell.items() if not onednn(m, k)]
+    lines.append("")
+    lines.append("Where the rule picks oneDNN its time is %s–%s of OpenBLAS's; elsewhere %s–%s. %s, %d threads, "
+                 "OpenBLAS kernels: %s, median of %d products (`%s`)." % (
+                     fmt(min(bold), 2), fmt(max(bold), 2), fmt(min(rest), 2), fmt(max(rest), 2),
+                     t.get("cpu", "CPU not recorded"), t["threads"], t.get("OPENBLAS_CORETYPE") or "its own choice",
+                     t.get("reps", 30), t["command"]))
     return lines
 
 
@@ -977,6 +1044,60 @@ def bert_base_textbook():
     return lines
 
 
+DEMO = "bench/results/demo.json"
+SYNTHETIC_MT = "bench/results/synthetic_mt.json"
+DEMO_METRICS = {"accuracy": ("accuracy", 3), "perplexity": ("perplexity", 2), "bleu": ("greedy BLEU", 2)}
+
+
+def minutes_seconds(s):
+    s = int(round(s))
+    return "%d min %d s" % (s // 60, s % 60) if s >= 60 else "%d s" % s
+
+
+def demo():
+    """`headprune demo` (README): each family trained, half its heads removed, fine-tuned and timed."""
+    d = load(DEMO)
+    lines = ["| family | metric | trained | half the heads removed | + fine-tuned | forward, batch 64 × 16 |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    diffs = []
+    for i, f in enumerate(d["families"]):
+        name, digits = DEMO_METRICS[f["metric"]]
+        st = {s["stage"]: s["metric"] for s in f["stages"]}
+        sp = f["speed"]
+        speed = ("×%s faster (FLOP-ideal ×%s)" if i == 0 else "×%s (×%s)") % (fmt(sp["paired_speedup"], 2),
+                                                                              fmt(sp["ideal_speedup"], 2))
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (f["family"], name, fmt(st["before"], digits),
+                                                          fmt(st["removed"], digits), fmt(st["fine-tuned"], digits), speed))
+        diffs += [f["checks"]["masked_vs_removed_max_abs_diff"], f["checks"]["reloaded_max_abs_diff"]]
+    env = d["environment"]
+    lines.append("")
+    lines.append("%s, %d threads, %s; %s in all%s. Masked and physically removed heads give the same outputs, "
+                 "and each pruned checkpoint reloads to them: max |diff| %s over the families." % (
+                     env["cpu"], env["threads"], env["blas_kernels"], minutes_seconds(d["wall_s"]),
+                     ", " + d["date"] if "date" in d else "", "%g" % max(diffs)))
+    return lines
+
+
+def synthetic_mt():
+    """The synthetic translation task trained alone (docs/training.md): validation loss, BLEU, time."""
+    t = load(SYNTHETIC_MT)
+    hist = t["train"]["history"]
+    best = min(h["loss"] for h in hist)
+    lines = ["| step | " + " | ".join(str(h["step"]) for h in hist) + " |", "| --- |" + " ---: |" * len(hist),
+             "| valid loss | " + " | ".join(("**%s**" if h["loss"] == best else "%s") % fmt(h["loss"]) for h in hist) + " |"]
+    bleu = t["eval"]["bleu"]
+    lines.append("")
+    lines.append("Greedy BLEU **%s**, beam 4 **%s** on the %d validation sequences; %s of training on the %s with "
+                 "`--threads %d`, `OPENBLAS_CORETYPE` %s, %s." % (
+                     fmt(bleu["beam1"]["score"], 2), fmt(bleu["beam4"]["score"], 2), t["eval"]["n_examples"],
+                     minutes_seconds(t["train"]["wall_s"]), t["cpu"], t["threads"], t["openblas_coretype"], t["date"]))
+    demo_mt = next(f for f in load(DEMO)["families"] if f["family"] == "encoder_decoder")
+    trained = next(s for s in demo_mt["stages"] if s["stage"] == "before")
+    lines.append("The demo trains the same configuration with the same seed (its run in `%s`: valid loss %s, "
+                 "greedy BLEU %s before pruning)." % (DEMO, fmt(trained["loss"]), fmt(trained["metric"], 2)))
+    return lines
+
+
 DISTRIBUTED = "bench/results/distributed.json"
 WORKLOADS = {"sst2": "SST-2 model (configs/sst2.json: 4 layers, d 256, bf16 autocast)",
              "synthetic_mt": "synthetic translation (d 64, 2+2 layers)"}
@@ -1059,6 +1180,8 @@ TABLES = {"gpu_table4": (GPU_TABLE4, gpu_table4), "scorecard_speed_gpu": (GPU_TA
           "cpu_kernel_sets": (KERNELS, cpu_kernel_sets), "eager_inference": (EAGER, eager_inference),
           "eager_training": (TRAIN, eager_training), "pruned_int8": (PRUNED_INT8, pruned_int8),
           "linear_engines": (LINEAR, linear_engines), "attention_core": (ATTENTION_CORE, attention_core),
+          "attention_micro": (ATTENTION_MICRO, attention_micro), "gemm_engines": (GEMM_ENGINES, gemm_engines),
+          "demo": (DEMO, demo), "synthetic_mt": (SYNTHETIC_MT, synthetic_mt),
           "scorecard_sst2": (SEEDS, scorecard_sst2), "sst2_seeds_curve": (SEEDS, functools.partial(seeds_curve, SEEDS, 3)),
           "scorecard_speed": (PRUNED_INT8, scorecard_speed),
           "bert_base_table4": (BERT_BASE, bert_base_table4), "distributed": (DISTRIBUTED, distributed), "bert_base_textbook": (BERT_TEXTBOOK, bert_base_textbook),
@@ -1130,18 +1253,17 @@ def main():
             print("not made: " + line)
         print("tables OK: %d of %d tables made from %s" % (shown, len(TABLES), RESULTS_OVERRIDE or "bench/results"))
         return
-    docs_dir = os.path.join(ROOT, "docs")
+    docs = ["README.md"] + sorted("docs/" + n for n in os.listdir(os.path.join(ROOT, "docs")) if n.endswith(".md"))
     total, bad = 0, []
-    for name in sorted(os.listdir(docs_dir)):
-        if name.endswith(".md"):
-            found, differ = process(os.path.join(docs_dir, name), check)
-            total += len(found)
-            bad += ["docs/%s: table %s" % (name, t) for t in differ]
+    for name in docs:
+        found, differ = process(os.path.join(ROOT, name), check)
+        total += len(found)
+        bad += ["%s: table %s" % (name, t) for t in differ]
     if check and bad:
         for b in bad:
             print("%s differs from its results JSON (run python3 scripts/doc_tables.py and commit)" % b, file=sys.stderr)
         sys.exit(1)
-    print("tables OK: %d generated tables in docs/ %s their results" % (total, "match" if check else "written from"))
+    print("tables OK: %d generated tables in README.md and docs/ %s their results" % (total, "match" if check else "written from"))
 
 
 if __name__ == "__main__":

@@ -54,9 +54,9 @@ gates_to() {
 }
 
 # collect RUN_DIR OUT.json HEADER_JSON KEY=PATH...: OUT = HEADER plus, for each KEY, the JSON file
-# RUN_DIR/PATH as headprune wrote it (a KEY a/b nests: OUT["a"]["b"]; DROP="k1 k2" leaves those
-# top-level fields out of every file, e.g. the gates' per-period log); written atomically (OUT.tmp,
-# then renamed).
+# RUN_DIR/PATH as headprune wrote it (a KEY a/b nests: OUT["a"]["b"]; the KEY . adds the file's
+# fields to OUT's top level; DROP="k1 k2" leaves those top-level fields out of every file, e.g. the
+# gates' per-period log); written atomically (OUT.tmp, then renamed).
 collect() {
   DROP=${DROP:-} python3 - "$@" <<'PY'
 import json, os, sys
@@ -69,6 +69,9 @@ for kv in sys.argv[4:]:
         data = json.load(f)
     for k in drop if isinstance(data, dict) else ():  # a list (agreement's rows) has no fields
         data.pop(k, None)
+    if key == ".":
+        res.update(data)
+        continue
     *parents, leaf = key.split("/")
     node = res
     for p in parents:

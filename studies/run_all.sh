@@ -20,13 +20,14 @@ cd "$(dirname "$0")/.."
 
 # name | minutes (full) | minutes (quick) | needs ../shared/data | what it writes (bench/results/)
 STUDIES="cpu|16|2|no|blas_kernels, eager_bert_base(_openblas), eager_train_sst2(_openblas), cpu_pruned_int8
-ops|2|1|no|linear_engines, attention_core
+ops|3|1|no|linear_engines, attention_core, attention_micro, gemm_engines
+synthetic|3|1|no|demo, synthetic_mt
 bert_base|15|3|no|bert_base_table4, bert_base_textbook
 sst2|65|10|data|sst2_study, sst2_precision, importance_cost_sst2
 sst2_seeds|90|6|data|sst2_seeds
 llama_gqa|35|5|data|llama_gqa
 multi30k|185|8|data|multi30k
-lm_seeds|310|20|data|lm_seeds_gpt, lm_seeds_llama, lm_seeds_wikitext
+lm_seeds|395|22|data|lm_seeds_gpt, lm_seeds_llama, lm_seeds_wikitext
 distributed|5|1|no|distributed"
 
 quick=0 budget=0 list=0
@@ -78,7 +79,17 @@ run_study() {  # NAME: the study's command at full or quick size
         --benchmark_filter='BM_(Linear|OneDnnSgemm|PackedMatmul)/(1|32|2048)/' --benchmark_min_time=$t \
         --benchmark_out="$results/linear_engines.json" --benchmark_out_format=json > /dev/null
       env -u OPENBLAS_CORETYPE build/bench/headprune_bench_attention --benchmark_filter=Core \
-        --benchmark_min_time=$ta --benchmark_out="$results/attention_core.json" --benchmark_out_format=json > /dev/null ;;
+        --benchmark_min_time=$ta --benchmark_out="$results/attention_core.json" --benchmark_out_format=json > /dev/null
+      env -u OPENBLAS_CORETYPE build/bench/headprune_bench_attention --benchmark_filter='BM_Attention(Forward|UnfusedProjections|HalfMasked)/' \
+        --benchmark_min_time=$ta --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+        --benchmark_out="$results/attention_micro.json" --benchmark_out_format=json > /dev/null
+      local reps=30
+      [ $q = 1 ] && reps=3
+      env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/eager/gemm_engines.py --threads "$THREADS" --reps $reps --json "$results/gemm_engines.json" ;;
+    synthetic)
+      if [ $q = 1 ]; then
+        DEMO_ARGS="--train-steps 20 --finetune-steps 5" MT_ARGS="--max-steps 20" bash studies/synthetic.sh "$work/synthetic" "$results"
+      else bash studies/synthetic.sh; fi ;;
     bert_base)
       if [ $q = 1 ]; then REPS=1 bash bench/bert_base_speed.sh "$work/bert_base" "$results"
       else bash bench/bert_base_speed.sh runs/bert_base "$results"; fi ;;

@@ -58,8 +58,10 @@ def main():
                          "openblas_gflop_per_s": gflop / tb, "onednn_gflop_per_s": gflop / td, "onednn_over_openblas": td / tb,
                          "max_abs_diff": err})
             print(f"{m:5d} x {k:4d} x {n:4d}: OpenBLAS {tb * 1e3:8.3f} ms  oneDNN {td * 1e3:8.3f} ms  ratio {td / tb:.2f}")
-    out = {"command": "python3 bench/eager/gemm_engines.py --threads %d" % a.threads, "threads": a.threads,
-           "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"), "torch": torch.__version__, "rows": rows}
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown")
+    out = {"command": "python3 bench/eager/gemm_engines.py --threads %d --reps %d" % (a.threads, a.reps), "threads": a.threads,
+           "reps": a.reps, "cpu": cpu, "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"), "torch": torch.__version__,
+           "rows": rows}
     if a.json:
         write_json(a.json, out, indent=1)
 
