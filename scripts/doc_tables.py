@@ -566,6 +566,63 @@ def scorecard_llama():
                 l["bench"]["reps"])]
 
 
+LLAMA_CURVE = ["gradient", "gradient:group", "gradient:balanced", "random:uniform"]
+
+
+def llama_pruned_label(n, l):
+    """'8 (2 groups)': query heads pruned and the whole groups they make (4 query heads per group here)."""
+    group = l["curve"]["n_heads"] // 8  # 8 key/value groups in the study's model
+    return "0 of %d" % l["curve"]["n_heads"] if n == 0 else "%d (%d groups)" % (n, n // group)
+
+
+def llama_curve():
+    """Validation perplexity against query heads pruned, four plans, no fine-tuning (studies/llama_gqa.sh)."""
+    l = load(LLAMA)
+    rows = {}
+    for p in l["curve"]["points"]:
+        rows.setdefault(p["n_pruned"], {})[p["strategy"]] = p["metric"]
+    lines = ["| query heads pruned | gradient (query heads) | gradient:group | gradient:balanced | random:uniform |",
+             "|---:|---:|---:|---:|---:|"]
+    for n, r in sorted(rows.items()):
+        lines.append("| %s | %s |" % (llama_pruned_label(n, l), " | ".join(thousands(r[s]) for s in LLAMA_CURVE)))
+    return lines
+
+
+def llama_curve_finetuned():
+    """The same for query heads and whole groups, each point fine-tuned (studies/llama_gqa.sh)."""
+    l = load(LLAMA)
+    rows = {}
+    for p in l["curve_finetuned"]["points"]:
+        rows.setdefault(p["n_pruned"], {})[p["strategy"]] = p
+    lines = ["| query heads pruned | gradient (query heads) | gradient:group |", "|---:|---:|---:|"]
+    for n, r in sorted(rows.items()):
+        lines.append("| %s | %s (from %s) | %s (from %s) |" % (
+            llama_pruned_label(n, l), *(x for s in ("gradient", "gradient:group")
+                                        for x in (thousands(r[s]["metric_finetuned"]), thousands(r[s]["metric"])))))
+    return lines
+
+
+def llama_speed():
+    """The 50 % models' latency beside the unpruned one (studies/llama_gqa.sh's bench stage)."""
+    l = load(LLAMA)
+    names = {"best": "unpruned", "p50_head": "16 query heads pruned (gradient)",
+             "p50_group": "4 groups pruned (gradient:group)"}
+    rec = {}
+    for r in l["bench"]["records"]:
+        parts = r["model"].split("/")
+        rec.setdefault(parts[-2] if parts[-1] == "model" else parts[-1], {})[r["batch"]] = r
+    batches = sorted({r["batch"] for r in l["bench"]["records"]})
+    seq = l["bench"]["records"][0]["seq_len"]
+    lines = ["| model | parameters | " + " | ".join("batch %d × %d ms | speedup (FLOP-ideal)" % (b, seq) for b in batches)
+             + " |", "|---|---:|" + "---:|---:|" * len(batches)]
+    for key, name in names.items():
+        r = rec[key]
+        cells = ["%s | ×%s (×%s)" % (fmt(r[b]["median_ms"], 2), fmt(r[b]["measured_speedup"], 3), fmt(r[b]["ideal_speedup"], 3))
+                 for b in batches]
+        lines.append("| %s | %s | %s |" % (name, thousands(r[batches[0]]["params"], 0), " | ".join(cells)))
+    return lines
+
+
 def pruned_int8():
     """Unpruned and 50 %-removed BERT-base, and the SST-2 shape, in fp32 and int8 (bench/cpu_speed.sh)."""
     j = load(PRUNED_INT8)
@@ -1185,7 +1242,8 @@ TABLES = {"gpu_table4": (GPU_TABLE4, gpu_table4), "scorecard_speed_gpu": (GPU_TA
           "scorecard_sst2": (SEEDS, scorecard_sst2), "sst2_seeds_curve": (SEEDS, functools.partial(seeds_curve, SEEDS, 3)),
           "scorecard_speed": (PRUNED_INT8, scorecard_speed),
           "bert_base_table4": (BERT_BASE, bert_base_table4), "distributed": (DISTRIBUTED, distributed), "bert_base_textbook": (BERT_TEXTBOOK, bert_base_textbook),
-          "scorecard_llama": (LLAMA, scorecard_llama), "scorecard_multi30k": (M30K, scorecard_multi30k),
+          "scorecard_llama": (LLAMA, scorecard_llama), "llama_curve": (LLAMA, llama_curve),
+          "llama_curve_finetuned": (LLAMA, llama_curve_finetuned), "llama_speed": (LLAMA, llama_speed), "scorecard_multi30k": (M30K, scorecard_multi30k),
           "multi30k_curve": (M30K, multi30k_curve), "multi30k_all_but_one": (M30K, multi30k_all_but_one),
           "multi30k_gates": (M30K, multi30k_gates), "multi30k_over_training": (M30K, multi30k_over_training),
           "multi30k_importance_top": (M30K, multi30k_importance_top), "multi30k_roles": (M30K, multi30k_roles),
