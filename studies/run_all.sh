@@ -20,12 +20,12 @@ cd "$(dirname "$0")/.."
 
 # name | minutes (full) | minutes (quick) | needs ../shared/data | what it writes (bench/results/)
 STUDIES="cpu|16|2|no|blas_kernels, eager_bert_base(_openblas), eager_train_sst2(_openblas), cpu_pruned_int8
-ops|3|1|no|linear_engines, attention_core, attention_micro, gemm_engines
+ops|2|1|no|linear_engines, attention_core, attention_micro, gemm_engines
 synthetic|3|1|no|demo, synthetic_mt
-bert_base|15|3|no|bert_base_table4, bert_base_textbook
+bert_base|6|3|no|bert_base_table4, bert_base_textbook
 sst2|65|10|data|sst2_study, sst2_precision, importance_cost_sst2
 sst2_seeds|90|6|data|sst2_seeds
-llama_gqa|35|5|data|llama_gqa
+llama_gqa|25|5|data|llama_gqa
 multi30k|185|8|data|multi30k
 lm_seeds|395|22|data|lm_seeds_gpt, lm_seeds_llama, lm_seeds_wikitext
 distributed|5|1|no|distributed"
