@@ -668,24 +668,56 @@ Figure pareto_figure(const LabeledResult& bench, const std::vector<LabeledResult
   ParetoOptions o;
   auto pts = pareto_points(bench, runs, opts, &metric, &o);
   std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) { return a.latency_ms < b.latency_ms; });
+  // Labels go right of their point, one line above it. A label that would overprint one placed
+  // before (an earlier point's label reaching this point's x, within about a label's height) takes
+  // the next free line: below the point, two lines above, two below; where all four are taken, the
+  // first. Widths are estimated from the characters at the figure's size.
+  auto y_of = [&](const ParetoPoint& p) { return metric == "perplexity" ? std::log(p.metric) : p.metric; };  // as drawn
+  double x0 = pts.front().latency_ms, x1 = pts.back().latency_ms, y0 = y_of(pts.front()), y1 = y0;
+  for (const auto& p : pts) y0 = std::min(y0, y_of(p)), y1 = std::max(y1, y_of(p));
+  const double per_char = std::max(x1 - x0, 1e-9) / 70, dy = std::max(y1 - y0, 1e-9) / 20;
+  const std::array<const char*, 4> lines = {"0.6", "-0.9", "1.8", "-2.1"};  // offsets in character heights
+  struct Placed {
+    double x, y, width;
+  };
+  std::array<std::vector<Placed>, 4> placed;
+  std::vector<Block> labels;
+  for (size_t i = 0; i < lines.size(); ++i) labels.emplace_back("labels" + std::to_string(i));
   Block all{"pts"}, front{"front"};
   for (const auto& p : pts) {
-    all.rows << num(p.latency_ms) << " " << num(p.metric) << " \"" << p.label << " (" << p.heads << " heads)\"\n";
+    const std::string text = p.label + " (" + std::to_string(p.heads) + " heads)";
+    auto clear = [&](size_t line) {
+      for (const auto& q : placed[line])
+        if (p.latency_ms - q.x < q.width && std::abs(y_of(p) - q.y) < dy) return false;
+      return true;
+    };
+    size_t line = 0;
+    while (line < lines.size() && !clear(line)) ++line;
+    if (line == lines.size()) line = 0;
+    placed[line].push_back({p.latency_ms, y_of(p), per_char * static_cast<double>(text.size() + 2)});
+    all.rows << num(p.latency_ms) << " " << num(p.metric) << "\n";
+    labels[line].rows << num(p.latency_ms) << " " << num(p.metric) << " \"" << text << "\"\n";
     if (p.front) front.rows << num(p.latency_ms) << " " << num(p.metric) << "\n";
   }
   Figure f;
   f.name = "pareto";
   f.width = 860;
   std::ostringstream s;
-  s << all.text() << front.text() << kCommon << "set key below horizontal\n";
+  s << all.text();
+  for (const auto& l : labels)
+    if (!l.rows.str().empty()) s << l.text();  // (gnuplot 5.4 crashes on a labels plot without labels)
+  s << front.text() << kCommon << "set key below horizontal\n";
   s << "set title " << quote(bench.label + ": " + metric + " against latency") << "\n";
   s << "set xlabel " << quote("median latency (ms), batch " + std::to_string(o.batch) + " x length " +
                              std::to_string(o.seq_len) + ", " + o.precision) << "\n";
   s << "set ylabel " << quote(metric_axis(metric)) << "\nset offsets graph 0.08, graph 0.25, graph 0.08, graph 0.08\n";
   if (metric == "perplexity") s << "set logscale y\n";
   s << "plot $front using 1:2 with steps lw 2 lc rgb '#0072B2' title 'Pareto front', \\\n"
-       "     $pts using 1:2 with points pt 7 ps 1.4 lc rgb '#D55E00' title 'models', \\\n"
-       "     $pts using 1:2:3 with labels left offset 1,0.6 font ',9'\n";
+       "     $pts using 1:2 with points pt 7 ps 1.4 lc rgb '#D55E00' title 'models'";
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (!labels[i].rows.str().empty())
+      s << ", \\\n     $" << labels[i].name << " using 1:2:3 with labels left offset 1," << lines[i] << " font ',9'";
+  s << "\n";
   f.script = s.str();
   f.caption = metric + " against measured latency of each model, the non-dominated ones joined (" + bench.source + " with " +
               std::to_string(runs.size()) + " run file" + (runs.size() == 1 ? "" : "s") + ")";

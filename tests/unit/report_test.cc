@@ -131,6 +131,34 @@ TEST(Figures, ParetoFrontKeepsTheNonDominatedModels) {
   EXPECT_NE(e.find("bench.json: only 0 of its models at batch 4"), std::string::npos) << e;
 }
 
+TEST(Figures, ParetoLabelsOfNearbyModelsDoNotOverprint) {
+  nlohmann::json bench = {{"environment", nlohmann::json::object()}, {"records", nlohmann::json::array()}};
+  auto run = [&](const std::string& dir, double metric, double ms) {
+    bench["records"].push_back({{"model", dir + "/model"}, {"batch", 1}, {"seq_len", 32}, {"precision", "fp32"},
+                                {"median_ms", ms}, {"heads", 8}, {"params", 1000}});
+    nlohmann::json r = {{"checkpoint", "base"}, {"metric", "accuracy"}, {"plan", nlohmann::json::object()},
+                        {"stages", stages(4, 600, 0.90, metric)}, {"model", dir + "/model"}};
+    stamp_format(r, ResultKind::Summary);
+    return LabeledResult{dir, dir + "/summary.json", r};
+  };
+  // a and b almost on one spot: b's label goes below its point; c, far off, keeps the usual place
+  // above; d, level with a and b just after them, reaches the next free line (two above)
+  const std::vector<LabeledResult> runs = {run("a", 0.80, 18.0), run("b", 0.8001, 18.1), run("c", 0.70, 10.0),
+                                            run("d", 0.80, 18.2)};
+  const std::string script = pareto_figure({"bench", "bench.json", bench}, runs, {}).script;
+  const auto block = [&](const std::string& name) {
+    const auto from = script.find("$" + name + " << EOD\n");
+    if (from == std::string::npos) return std::string();
+    return script.substr(from, script.find("EOD\n", from + name.size() + 8) - from);
+  };
+  EXPECT_NE(block("labels0").find("\"a (8 heads)\""), std::string::npos) << script;
+  EXPECT_NE(block("labels0").find("\"c (8 heads)\""), std::string::npos) << script;
+  EXPECT_NE(block("labels1").find("\"b (8 heads)\""), std::string::npos) << script;
+  EXPECT_NE(block("labels2").find("\"d (8 heads)\""), std::string::npos) << script;
+  EXPECT_EQ(block("labels3"), "") << script;  // unused lines are left out (gnuplot cannot plot an empty block)
+  EXPECT_NE(script.find("$labels1 using 1:2:3 with labels left offset 1,-0.9"), std::string::npos) << script;
+}
+
 TEST(Figures, GnuplotDrawsValidSvg) {
   test::TempDir dir;
   const std::string svg = dir / "imp.svg";
