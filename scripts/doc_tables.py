@@ -320,13 +320,24 @@ def linear_engines():
     return lines
 
 
+def benchmark_ms(path):
+    """(name parts, real time in ms) of each run of a Google Benchmark JSON file; where it holds
+    repetitions (aggregates only), their medians."""
+    runs = load(path)["benchmarks"]
+    if any(b.get("run_type") == "aggregate" for b in runs):
+        runs = [b for b in runs if b.get("aggregate_name") == "median"]
+    out = []
+    for b in runs:
+        assert b["time_unit"] == "ms", b["name"]
+        out.append((b.get("run_name", b["name"]).split("/"), b["real_time"]))
+    return out
+
+
 def attention_core():
     """The attention core (12 heads x 128 x 64 per sequence) three ways (bench/attention_bench.cc)."""
     ms = {}
-    for b in load(ATTENTION_CORE)["benchmarks"]:
-        name, batch = b["name"].split("/")[:2]
-        assert b["time_unit"] == "ms", b["name"]
-        ms.setdefault(int(batch), {})[name] = b["real_time"]
+    for parts, t in benchmark_ms(ATTENTION_CORE):
+        ms.setdefault(int(parts[1]), {})[parts[0]] = t
     lines = ["| batch | ATen batched matmul ms | one GEMM per head ms | oneDNN ms | ATen / oneDNN |", "|---:|---:|---:|---:|---:|"]
     for batch, r in sorted(ms.items()):
         a, h, o = r["BM_AttentionCoreBatched"], r["BM_AttentionCorePerHead"], r["BM_AttentionCoreOneDnn"]
@@ -347,16 +358,11 @@ def attention_micro():
     """One attention block at BERT-base width, length 128, by heads kept (bench/attention_bench.cc); the
     median of the repetitions where the file has several."""
     ms = {}
-    runs = load(ATTENTION_MICRO)["benchmarks"]
-    if any(b.get("run_type") == "aggregate" for b in runs):  # repetitions: their medians
-        runs = [b for b in runs if b.get("aggregate_name") == "median"]
-    for b in runs:
-        parts = b["run_name"].split("/") if "run_name" in b else b["name"].split("/")
-        assert b["time_unit"] == "ms", b["name"]
+    for parts, t in benchmark_ms(ATTENTION_MICRO):
         if parts[0] == "BM_AttentionForward":
-            ms[(int(parts[2]), str(int(parts[1])))] = b["real_time"]
+            ms[(int(parts[2]), str(int(parts[1])))] = t
         else:
-            ms[(int(parts[1]), parts[0])] = b["real_time"]
+            ms[(int(parts[1]), parts[0])] = t
     kept = [("12", "12"), ("9", "9"), ("6", "6"), ("3", "3"), ("0", "0 (skipped)"),
             ("BM_AttentionHalfMasked", "12, 6 masked"), ("BM_AttentionUnfusedProjections", "12, unfused Q/K/V")]
     batches = sorted({b for b, _ in ms})
@@ -544,12 +550,21 @@ def scorecard_speed():
             % "; ".join(cells)]
 
 
+def llama_bench(l):
+    """The LLaMA study's bench records by (model, batch): a pruned model by its run directory (p50_head,
+    p50_group), the unpruned checkpoint by its own name (best)."""
+    rec = {}
+    for r in l["bench"]["records"]:
+        parts = r["model"].split("/")
+        rec[(parts[-2] if parts[-1] == "model" else parts[-1], r["batch"])] = r
+    return rec
+
+
 def scorecard_llama():
     """Grouped-query attention: query heads vs key/value groups (studies/llama_gqa.sh); no paper has it."""
     l = load(LLAMA)
     g, ft = curve_grid(l["curve"]), curve_grid(l["curve_finetuned"], "metric_finetuned")
-    bench = {(r["model"].split("/")[-2] if r["model"].endswith("/model") else "full", r["batch"]): r
-             for r in l["bench"]["records"]}
+    bench = llama_bench(l)
     return ["| question | ours, LLaMA-style decoder on Tiny Shakespeare (8 query heads / 2 key-value heads × 4 layers) "
             "| spread | command |", "|---|---|---|---|",
             "| at 50 %% of query heads, remove query heads or whole key/value groups? | validation perplexity "
@@ -607,16 +622,13 @@ def llama_speed():
     l = load(LLAMA)
     names = {"best": "unpruned", "p50_head": "16 query heads pruned (gradient)",
              "p50_group": "4 groups pruned (gradient:group)"}
-    rec = {}
-    for r in l["bench"]["records"]:
-        parts = r["model"].split("/")
-        rec.setdefault(parts[-2] if parts[-1] == "model" else parts[-1], {})[r["batch"]] = r
+    rec = llama_bench(l)
     batches = sorted({r["batch"] for r in l["bench"]["records"]})
     seq = l["bench"]["records"][0]["seq_len"]
     lines = ["| model | parameters | " + " | ".join("batch %d × %d ms | speedup (FLOP-ideal)" % (b, seq) for b in batches)
              + " |", "|---|---:|" + "---:|---:|" * len(batches)]
     for key, name in names.items():
-        r = rec[key]
+        r = {b: rec[(key, b)] for b in batches}
         cells = ["%s | ×%s (×%s)" % (fmt(r[b]["median_ms"], 2), fmt(r[b]["measured_speedup"], 3), fmt(r[b]["ideal_speedup"], 3))
                  for b in batches]
         lines.append("| %s | %s | %s |" % (name, thousands(r[batches[0]]["params"], 0), " | ".join(cells)))
