@@ -73,18 +73,19 @@ run_study() {  # NAME: the study's command at full or quick size
       if [ $q = 1 ]; then STEPS=4 REPS=2 PRUNED_REPS=2 bash bench/cpu_speed.sh "$work/bert_base" "$results"
       else bash bench/cpu_speed.sh runs/bert_base "$results"; fi ;;
     ops)
-      local t=0.3 ta=0.5
-      [ $q = 1 ] && t=0.01 ta=0.01
-      env -u OPENBLAS_CORETYPE build/bench/headprune_bench_linear \
-        --benchmark_filter='BM_(Linear|OneDnnSgemm|PackedMatmul)/(1|32|2048)/' --benchmark_min_time=$t \
-        --benchmark_out="$results/linear_engines.json" --benchmark_out_format=json > /dev/null
-      env -u OPENBLAS_CORETYPE build/bench/headprune_bench_attention --benchmark_filter=Core \
-        --benchmark_min_time=$ta --benchmark_out="$results/attention_core.json" --benchmark_out_format=json > /dev/null
-      env -u OPENBLAS_CORETYPE build/bench/headprune_bench_attention --benchmark_filter='BM_Attention(Forward|UnfusedProjections|HalfMasked)/' \
-        --benchmark_min_time=$ta --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
-        --benchmark_out="$results/attention_micro.json" --benchmark_out_format=json > /dev/null
-      local reps=30
-      [ $q = 1 ] && reps=3
+      local t=0.3 ta=0.5 reps=30
+      [ $q = 1 ] && t=0.01 ta=0.01 reps=3
+      # gbench BINARY FILTER RESULT [OPTION...]: a Google Benchmark binary's runs -> $results/RESULT.json
+      gbench() {
+        local bin=$1 filter=$2 out=$3
+        shift 3
+        env -u OPENBLAS_CORETYPE "build/bench/$bin" --benchmark_filter="$filter" "$@" \
+          --benchmark_out="$results/$out.json" --benchmark_out_format=json > /dev/null
+      }
+      gbench headprune_bench_linear 'BM_(Linear|OneDnnSgemm|PackedMatmul)/(1|32|2048)/' linear_engines --benchmark_min_time=$t
+      gbench headprune_bench_attention Core attention_core --benchmark_min_time=$ta
+      gbench headprune_bench_attention 'BM_Attention(Forward|UnfusedProjections|HalfMasked)/' attention_micro \
+        --benchmark_min_time=$ta --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
       env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/eager/gemm_engines.py --threads "$THREADS" --reps $reps --json "$results/gemm_engines.json" ;;
     synthetic)
       if [ $q = 1 ]; then
