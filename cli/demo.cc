@@ -3,14 +3,12 @@
 #include <ostream>
 
 #include "common.h"
-#include "headprune/io/files.h"
 #include "headprune/jobs/demo.h"
 
 namespace hp::cli {
 
 void register_demo(CLI::App& app, Context& ctx) {
   auto opts = std::make_shared<DemoOptions>();
-  auto json_path = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("demo", "Train, score, mask, prune and fine-tune each model family on the built-in synthetic task");
   add_out_option(sub, opts->out_dir, opts->overwrite, "directory for the checkpoints")->capture_default_str();
   add_parsed_list(sub, "--family", opts->families, parse_arch, "encoder_classifier, decoder_lm, encoder_decoder (default: all)");
@@ -22,11 +20,8 @@ void register_demo(CLI::App& app, Context& ctx) {
   sub->add_option("--finetune-steps", opts->finetune_steps, "fine-tuning steps after pruning")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  sub->add_option("--json", *json_path, "also write the results as JSON to this file");
-  sub->callback([&ctx, opts, json_path] {
-    const auto report = run_demo(*opts, start(ctx), ctx.out, stderr_events(ctx));
-    if (!json_path->empty()) write_json_file(*json_path, report);
-  });
+  sub->add_option("--json", opts->json_path, "also write the results as JSON to this file (OUT/summary.json: inside the demo's output)");
+  sub->callback([&ctx, opts] { run_demo(*opts, start(ctx), ctx.out, stderr_events(ctx)); });
 }
 
 }  // namespace hp::cli

@@ -19,6 +19,7 @@ void register_eval(CLI::App& app, Context& ctx) {
   sub->add_option("--beam", r->beams, "beam sizes for translation BLEU (1 = greedy)")->capture_default_str();
   sub->add_option("--length-penalty", r->length_penalty, "beam score / length^penalty")->capture_default_str();
   sub->add_option("--hyps", r->hyps_path, "write the translations of the last beam size to this file");
+  sub->add_flag("--overwrite", r->overwrite, "replace an existing --hyps file (refused without it)");
   sub->add_flag("--unigram-baseline", r->unigram_baseline, "LM: also report a unigram model's perplexity");
   sub->callback([&ctx, r, precision] {
     Runtime rt = start(ctx);

@@ -7,12 +7,15 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
+#include "headprune/io/files.h"
+#include "headprune/io/formats.h"
 #include "headprune/io/safetensors.h"
 #include "headprune/model/precision.h"
 #include "headprune/util/blas.h"
@@ -21,6 +24,28 @@
 #include "headprune/util/torch_compat.h"
 
 namespace hp {
+
+OutputFile bench_io_output(const std::string& path) {
+  OutputFile f{path, "--save-io", "a benchmark's inputs and logits (safetensors)", nullptr};
+  f.ours = [](const std::string& p) {  // the header's __metadata__.format
+    try {
+      const std::string head = read_file_head(p, 1 << 20);
+      if (head.size() < 8) return false;
+      uint64_t n = 0;
+      for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(head[static_cast<size_t>(i)]);
+      if (n > head.size() - 8) return false;
+      const auto j = parse_json(head.substr(8, n), p);
+      return j.contains("__metadata__") && j["__metadata__"].value("format", std::string()) == kBenchIoFormat;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  return f;
+}
+
+OutputFile bench_profile_output(const std::string& path) {
+  return {path, "--profile", "a profiler trace (Chrome trace JSON)", json_format_is(kTraceFormat)};
+}
 
 namespace {
 
@@ -149,7 +174,7 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
   if (!opts.train) inference.emplace();
   // The profiler starts at the first timed repetition and records to the end (a later shape's warm-up
   // included); its trace is written when it is destroyed, into a temporary file renamed at the end.
-  const std::string profile_tmp = opts.profile_path.empty() ? "" : opts.profile_path + ".tmp";
+  std::ostringstream trace;
   std::optional<torch::autograd::profiler::RecordProfile> profile;
   std::vector<BenchRecord> out;
   const int64_t total = static_cast<int64_t>(opts.batch_sizes.size() * opts.seq_lens.size());
@@ -162,7 +187,7 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
       std::vector<std::vector<double>> ms(models.size());
       std::vector<int64_t> device_peak(models.size(), 0);
       for (int64_t r = 0; r < opts.warmup + opts.reps; ++r) {
-        if (r == opts.warmup && !profile_tmp.empty() && !profile) profile.emplace(profile_tmp);
+        if (r == opts.warmup && !opts.profile_path.empty() && !profile) profile.emplace(trace);
         for (size_t i = 0; i < models.size(); ++i) {
           const auto device = inputs[i].input_ids.device();
           synchronize(device);
@@ -174,9 +199,11 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
           if (r >= opts.warmup) ms[i].push_back(e);
           device_peak[i] = std::max(device_peak[i], compat::peak_memory_bytes(device));
           if (r == 0 && i == 0 && out.empty() && !opts.io_path.empty() && !opts.train)
-            write_safetensors(opts.io_path, {{"input_ids", inputs[i].input_ids.cpu()},
-                                             {"attention_mask", inputs[i].attention_mask.cpu()},
-                                             {"logits", logits.to(torch::kCPU, torch::kFloat).contiguous()}});
+            write_output_file(bench_io_output(opts.io_path),
+                              serialize_safetensors({{"input_ids", inputs[i].input_ids.cpu()},
+                                                     {"attention_mask", inputs[i].attention_mask.cpu()},
+                                                     {"logits", logits.to(torch::kCPU, torch::kFloat).contiguous()}},
+                                                    {{"format", kBenchIoFormat}}));
         }
       }
       const size_t first = out.size();
@@ -210,8 +237,9 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
     }
   }
   if (profile) {
-    profile.reset();  // writes the trace
-    std::filesystem::rename(profile_tmp, opts.profile_path);
+    profile.reset();  // writes the trace (a JSON array of events) into `trace`
+    write_output_file(bench_profile_output(opts.profile_path),
+                      std::string("{\"format\": \"") + kTraceFormat + "\", \"traceEvents\": " + trace.str() + "}\n");
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <set>
 #include <vector>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "headprune/util/dist.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <dirent.h>
@@ -35,8 +37,9 @@ bool writes_files() { return dist::is_main(); }
 // A write as every rank sees it: rank 0 writes, and at the outermost write (not the files a
 // replace_directory fills) the others wait until it has, so they can read it next.
 int g_write_depth = 0;
-template <typename F>
-void rank0_writes(F&& write) {
+}  // namespace
+
+void collective_write(const std::function<void()>& write) {
   if (!dist::active()) {
     write();
     return;
@@ -57,7 +60,6 @@ void rank0_writes(F&& write) {
   }
   dist::barrier();
 }
-}  // namespace
 
 std::string read_file(const std::string& path, uint64_t max_bytes) {
   std::error_code ec;
@@ -74,36 +76,105 @@ std::string read_file(const std::string& path, uint64_t max_bytes) {
   return ss.str();
 }
 
+std::string read_file_head(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return "";
+  struct stat st {};
+  std::string out;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    out.resize(max_bytes);
+    size_t got = 0;
+    while (got < max_bytes) {
+      const ssize_t n = ::read(fd, out.data() + got, max_bytes - got);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    out.resize(got);
+  }
+  ::close(fd);
+  return out;
+}
+
 namespace {
+std::vector<std::pair<std::string, std::string>>& staged() {  // (staging, final), innermost last
+  static thread_local std::vector<std::pair<std::string, std::string>> s;
+  return s;
+}
+}  // namespace
+
+StagedAs::StagedAs(std::string staging, std::string final) : staging_(std::move(staging)) {
+  staged().emplace_back(staging_, std::move(final));
+}
+StagedAs::~StagedAs() {
+  auto& s = staged();
+  for (auto it = s.rbegin(); it != s.rend(); ++it)
+    if (it->first == staging_) {
+      s.erase(std::next(it).base());
+      break;
+    }
+}
+
+std::string display_path(const std::string& path) {
+  for (auto it = staged().rbegin(); it != staged().rend(); ++it) {
+    const auto& [staging, final] = *it;
+    if (path.compare(0, staging.size(), staging) == 0 && (path.size() == staging.size() || path[staging.size()] == '/'))
+      return final + path.substr(staging.size()) + " (staged in " + staging + ")";
+  }
+  return path;
+}
+
+namespace {
+std::string errno_text() { return std::strerror(errno); }
+
 void write_file_atomic_here(const std::string& path, const std::function<void(std::ostream&)>& write) {
-  static std::atomic<int> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  // The scratch file is created with O_EXCL under a name unique to this run: an existing file (a user's,
+  // or another run's) is never opened, let alone truncated.
+  const std::string shown = display_path(path);
+  std::string tmp;
+  for (int attempt = 0;; ++attempt) {
+    tmp = scratch_name(path, "tmp");
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::close(fd);
+      break;
+    }
+    if (errno != EEXIST || attempt > 16)
+      throw std::runtime_error(shown + ": cannot create a file beside it (" + errno_text() + ")");
+  }
   try {
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out) throw std::runtime_error(path + ": cannot open '" + tmp + "' for writing (" + std::strerror(errno) + ")");
+      if (!out) throw std::runtime_error(shown + ": cannot open '" + tmp + "' for writing (" + errno_text() + ")");
       write(out);
       out.flush();
-      if (!out) throw std::runtime_error(path + ": write failed (disk full?)");
+      if (!out) throw std::runtime_error(shown + ": write failed (" + errno_text() + "; disk full?)");
+      out.close();
+      if (!out) throw std::runtime_error(shown + ": write failed on close (" + errno_text() + "; disk full?)");
     }
-    int fd = ::open(tmp.c_str(), O_RDONLY);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) throw std::runtime_error(path + ": cannot rename temp file into place (" + ec.message() + ")");
+    const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error(shown + ": cannot reopen the written file (" + errno_text() + ")");
+    const int synced = ::fsync(fd);
+    const int sync_errno = errno;
+    ::close(fd);
+    if (synced != 0) throw std::runtime_error(shown + ": cannot sync the written file to disk (" + std::strerror(sync_errno) + ")");
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      throw std::runtime_error(shown + ": cannot move the written file into place (" + errno_text() + ")");
   } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
+    ::unlink(tmp.c_str());
     throw;
+  }
+  // The rename itself reaches the disk with the directory (best effort: some file systems refuse it).
+  const std::string parent = fs::path(path).parent_path().string();
+  const int dfd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
 }
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write) {
-  rank0_writes([&] { write_file_atomic_here(path, write); });
+  collective_write([&] { write_file_atomic_here(path, write); });
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
@@ -128,7 +199,8 @@ void make_directories(const std::string& path) {
   if (!writes_files()) return;
   std::error_code ec;
   fs::create_directories(path, ec);
-  if (ec || !fs::is_directory(path)) throw std::runtime_error(path + ": cannot create directory (" + ec.message() + ")");
+  if (ec || !fs::is_directory(path))
+    throw std::runtime_error(display_path(path) + ": cannot create directory (" + ec.message() + ")");
 }
 
 bool is_empty_or_missing_directory(const std::string& path) {
@@ -200,89 +272,60 @@ void remove_tree_or_throw(const std::string& path, const std::string& context) {
     throw std::runtime_error((context.empty() ? "" : context + ": ") + "cannot remove " + err);
 }
 
-void replace_directory(const std::string& dst, const std::function<void(const std::string& tmp)>& fill) {
-  rank0_writes([&] {
-    const std::string tmp = dst + ".tmp", old = dst + ".old";
-    remove_tree_or_throw(tmp);
-    fill(tmp);
-    remove_tree_or_throw(old);
-    if (fs::exists(dst)) fs::rename(dst, old);
-    fs::rename(tmp, dst);
-    remove_tree_or_throw(old);
-  });
+namespace {
+std::string random_hex(int digits) {
+  static std::mt19937_64 gen{std::random_device{}() ^ (static_cast<uint64_t>(::getpid()) << 32)};
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < digits; ++i) s += hex[gen() & 15];
+  return s;
 }
 
-namespace {
 std::string without_trailing_slashes(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   return p;
 }
+
+// DIR and NAME of a path ("." for a bare name).
+std::pair<std::string, std::string> split_parent(const std::string& path) {
+  const fs::path p(without_trailing_slashes(path));
+  std::string dir = p.parent_path().string();
+  return {dir.empty() ? "." : dir, p.filename().string()};
+}
+
+const std::string kScratchInfix = ".headprune-";
 }  // namespace
 
-PathLock::PathLock(const std::string& path) : lock_path_(without_trailing_slashes(path) + ".lock") {
+std::string scratch_name(const std::string& path, const std::string& tag) {
+  const auto [dir, name] = split_parent(path);
+  return join_path(dir, "." + name + kScratchInfix + tag + "." + std::to_string(::getpid()) + "." + random_hex(8));
+}
+
+void remove_stale_scratch(const std::string& path, const std::string& marker) {
   if (!writes_files()) return;
-  const std::string parent = fs::path(lock_path_).parent_path().string();
-  if (!parent.empty()) make_directories(parent);
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error(lock_path_ + ": cannot create the lock file (" + std::strerror(errno) + ")");
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      char buf[32] = {0};
-      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-      ::close(fd);
-      const std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
-      throw std::runtime_error(without_trailing_slashes(path) + ": another process (pid " + holder +
-                               ") is writing it (lock " + lock_path_ + "); wait for it or choose another output");
+  const auto [dir, name] = split_parent(path);
+  const std::string prefix = "." + name + kScratchInfix;
+  std::vector<DirEntry> entries;
+  if (!read_directory(dir, 0, entries)) return;
+  for (const auto& e : entries) {
+    if (e.name.compare(0, prefix.size(), prefix) != 0) continue;
+    // TAG.PID.RANDOM: TAG is letters, PID digits, RANDOM eight hex digits.
+    const std::string rest = e.name.substr(prefix.size());
+    const auto dot1 = rest.find('.'), dot2 = rest.rfind('.');
+    if (dot1 == std::string::npos || dot2 == dot1 || rest.size() - dot2 - 1 != 8) continue;
+    const std::string tag = rest.substr(0, dot1), pid_text = rest.substr(dot1 + 1, dot2 - dot1 - 1);
+    if (tag == "lock" || tag.empty() || pid_text.empty() || pid_text.size() > 9 ||
+        !std::all_of(pid_text.begin(), pid_text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask)
+    if (e.is_dir) {
+      if (!is_file(join_path(e.path, marker))) continue;
+    } else if (!e.is_file) {
+      continue;
     }
-    // The holder before us may have removed the file between our open and our lock: lock the file
-    // that is at the path now.
-    struct stat at_fd {}, at_path {};
-    if (::fstat(fd, &at_fd) == 0 && ::stat(lock_path_.c_str(), &at_path) == 0 && at_fd.st_ino == at_path.st_ino &&
-        at_fd.st_dev == at_path.st_dev) {
-      const std::string pid = std::to_string(::getpid());
-      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) { /* the pid is informative only */ }
-      fd_ = fd;
-      return;
-    }
-    ::close(fd);
+    remove_tree(e.path);
   }
-  throw std::runtime_error(lock_path_ + ": could not take the lock (the file keeps changing)");
-}
-
-PathLock::~PathLock() {
-  if (fd_ >= 0) {
-    ::unlink(lock_path_.c_str());  // while still holding it: a waiting opener re-checks the inode
-    ::close(fd_);
-  }
-}
-
-OutputDir::OutputDir(const std::string& out, const Options& options)
-    : final_(without_trailing_slashes(out)), staging_(final_ + ".partial"), lock_(final_) {
-  if (!writes_files()) {
-    committed_ = true;  // nothing staged, nothing to remove
-    return;
-  }
-  std::error_code ec;
-  if (fs::exists(final_, ec) && !fs::is_directory(final_, ec))
-    throw std::runtime_error(final_ + ": exists and is not a directory");
-  if (!is_empty_or_missing_directory(final_) && !options.overwrite &&
-      !(options.replaceable && options.replaceable(final_)))
-    throw std::runtime_error(final_ + ": the output directory is not empty; choose another or pass " + options.flag +
-                             " to replace it as a whole");
-  remove_tree(staging_);
-  make_directories(staging_);
-}
-
-OutputDir::~OutputDir() {
-  if (!committed_) remove_tree(staging_);
-}
-
-void OutputDir::commit() {
-  replace_directory(final_, [&](const std::string& tmp) {  // on rank 0; the others wait for it
-    remove_tree_or_throw(tmp);
-    fs::rename(staging_, tmp);
-  });
-  committed_ = true;
 }
 
 int64_t json_int(const nlohmann::json& v, const std::string& what) {

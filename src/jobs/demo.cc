@@ -11,6 +11,7 @@
 
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
+#include "headprune/io/outputs.h"
 #include "headprune/jobs/eval_job.h"
 #include "headprune/jobs/importance_job.h"
 #include "headprune/jobs/prune_job.h"
@@ -48,21 +49,42 @@ int64_t demo_train_steps(Arch family) {
   return family == Arch::EncoderDecoder ? synthetic_run_config(family).train.max_steps : 300;
 }
 
+OutputFile demo_json_output(const std::string& path) {
+  OutputFile f{path, "--json", "a demo result (JSON)", nullptr};
+  f.ours = [](const std::string& p) {  // {"families": [{"family", "stages", ...}], "environment", "wall_s"}
+    try {
+      const auto j = parse_json(read_file(p, 1 << 24), p);
+      if (!j.is_object() || !j.contains("environment") || !j.contains("families") || !j["families"].is_array())
+        return false;
+      for (const auto& f : j["families"])
+        if (!f.is_object() || !f.contains("family") || !f.contains("stages")) return false;
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  return f;
+}
+
 nlohmann::json run_demo(const DemoOptions& opts, const Runtime& rt, std::ostream& out, const JobEvents& events) {
   const auto t0 = std::chrono::steady_clock::now();
+  // --json inside OUT is written into the staged output (a file directly in it); elsewhere it is an
+  // output of its own, checked before any work.
+  std::string json_inside;
+  if (!opts.json_path.empty() && path_within(opts.json_path, opts.out_dir)) {
+    const std::string r = resolved_path(opts.json_path), o = resolved_path(opts.out_dir);
+    json_inside = r.size() > o.size() ? r.substr(o.size() + 1) : "";
+    if (json_inside.empty() || json_inside.find('/') != std::string::npos || json_inside.front() == '.')
+      throw std::invalid_argument("--json " + opts.json_path + ": inside --out " + opts.out_dir +
+                                  " it must name a file directly in it (e.g. " + join_path(opts.out_dir, "summary.json") + ")");
+  } else if (!opts.json_path.empty()) {
+    check_output_file(demo_json_output(opts.json_path));
+  }
   nlohmann::json report = nlohmann::json::array();
   OutputDir::Options oo;
+  oo.kind = "demo";
   oo.overwrite = opts.overwrite;
-  oo.replaceable = [](const std::string& d) {  // an earlier demo's output: family directories and JSON summaries
-    const auto names = arch_names().names();
-    for (const auto& e : list_directory(d)) {
-      const std::string& name = e.name;
-      const bool family = e.is_dir && std::find(names.begin(), names.end(), name) != names.end();
-      const bool summary = e.is_file && name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
-      if (!family && !summary) return false;
-    }
-    return true;
-  };
+  oo.replace_own = true;  // an earlier demo's output is replaced; anything else is refused
   OutputDir demo_dir(opts.out_dir, oo);
   for (Arch arch : opts.families) {
     const std::string dir = join_path(demo_dir.path(), to_string(arch));
@@ -129,12 +151,16 @@ nlohmann::json run_demo(const DemoOptions& opts, const Runtime& rt, std::ostream
                                  {"ideal_speedup", smaller.ideal_speedup}}},
                       {"checkpoint", join_path(final_dir, "pruned/model")}});
   }
-  demo_dir.commit();
   auto env = bench_environment();
   env["device"] = rt.device.str();
-  return {{"families", report},
-          {"environment", env},
-          {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
+  nlohmann::json result = {{"families", report},
+                           {"environment", env},
+                           {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
+  if (!json_inside.empty()) write_json_file(join_path(demo_dir.path(), json_inside), result);
+  demo_dir.commit();
+  if (!opts.json_path.empty() && json_inside.empty())
+    write_output_file(demo_json_output(opts.json_path), result.dump(2) + "\n");
+  return result;
 }
 
 }  // namespace hp

@@ -10,12 +10,20 @@
 #include "headprune/io/formats.h"
 #include "headprune/eval/textbook.h"
 #include "headprune/io/files.h"
+#include "headprune/io/outputs.h"
 #include "headprune/model/precision.h"
 #include "headprune/train/optimizer.h"
 
 namespace hp {
 
+namespace {
+OutputFile hyps_output(const EvalRequest& req) {  // plain text: replaced only with --overwrite
+  return {req.hyps_path, "--hyps", "translations (text)", nullptr, req.overwrite};
+}
+}  // namespace
+
 EvalReport run_eval(const EvalRequest& req, const Runtime& rt, const JobEvents& events) {
+  check_output_file(hyps_output(req), job_inputs(req.checkpoint, req.data));  // before any work
   DataSource data = req.data;
   data.synthetic_train = data.synthetic_examples;  // the unigram baseline's synthetic train split: as large
   JobInputs in(req.checkpoint, data, rt);
@@ -70,7 +78,7 @@ EvalReport run_eval(const EvalRequest& req, const Runtime& rt, const JobEvents& 
       if (!req.hyps_path.empty() && beam == req.beams.back()) {
         std::string all;
         for (const auto& h : te.hypotheses) all += h + "\n";
-        write_file_atomic(req.hyps_path, all);
+        write_output_file(hyps_output(req), all);
       }
     }
     out["bleu"] = bleu;
@@ -117,7 +125,23 @@ void BenchReport::print(std::ostream& out) const {
   out << "peak resident memory " << env["peak_rss_kb"].get<int64_t>() / 1024 << " MiB (whole process)\n";
 }
 
+OutputFile bench_json_output(const std::string& path) {
+  return {path, "--json", "a benchmark result (JSON)", json_format_is(format_tag(ResultKind::Bench))};
+}
+
 BenchReport run_bench(const BenchRequest& req, const Runtime& rt, const JobEvents& events) {
+  {  // the outputs, before any work (io/outputs.h)
+    std::vector<NamedPath> inputs;
+    for (const auto& c : req.checkpoints) inputs.push_back({c, "the checkpoint"});
+    const OutputFile files[] = {bench_json_output(req.json_path), bench_io_output(req.bench.io_path),
+                                bench_profile_output(req.bench.profile_path)};
+    std::vector<NamedPath> outputs;
+    for (const auto& f : files) {
+      check_output_file(f, inputs);
+      outputs.push_back({f.path, f.what});
+    }
+    check_outputs_apart(outputs, {});
+  }
   std::vector<BenchModel> models;
   for (const auto& c : req.checkpoints) {
     for (auto p : req.precisions) {
@@ -165,7 +189,7 @@ BenchReport run_bench(const BenchRequest& req, const Runtime& rt, const JobEvent
   rep.environment = bench_environment();  // after the runs: peak memory included
   if (req.bench.gemm_probe) rep.environment["gemm_peak_gflop_per_s"] = peak;
   rep.environment["device"] = rt.device.str();
-  if (!req.json_path.empty()) write_json_file(req.json_path, rep.to_json());
+  if (!req.json_path.empty()) write_output_file(bench_json_output(req.json_path), rep.to_json().dump(2) + "\n");
   return rep;
 }
 

@@ -7,12 +7,14 @@
 #include "headprune/data/model_dir.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
+#include "headprune/io/outputs.h"
 #include "headprune/io/hf.h"
 
 namespace hp {
 
 std::string run_export(const ExportRequest& req) {
   if (req.hf_dir.empty() && req.native_dir.empty()) throw std::invalid_argument("export: give --hf DIR and/or --native DIR");
+  check_outputs_apart({{req.hf_dir, "--hf"}, {req.native_dir, "--native"}}, {{req.checkpoint, "the model"}});  // before loading
   Transformer model{nullptr};
   nlohmann::json base = nlohmann::json::object();
   if (is_hf_dir(req.checkpoint)) {
@@ -24,8 +26,10 @@ std::string run_export(const ExportRequest& req) {
   }
   const auto files = tokenizer_files(req.checkpoint);
   std::optional<OutputDir> hf_out, native_out;  // both checked before either is written
-  if (!req.hf_dir.empty()) hf_out.emplace(req.hf_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
-  if (!req.native_dir.empty()) native_out.emplace(req.native_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
+  const std::vector<NamedPath> inputs = {{req.checkpoint, "the model"}};
+  if (!req.hf_dir.empty()) hf_out.emplace(req.hf_dir, OutputDir::Options{"export-hf", req.overwrite, false, inputs, "--hf"});
+  if (!req.native_dir.empty())
+    native_out.emplace(req.native_dir, OutputDir::Options{"checkpoint", req.overwrite, false, inputs, "--native"});
   std::string out;
   if (hf_out) {
     export_hf(hf_out->path(), *model, base, req.hf_layout);

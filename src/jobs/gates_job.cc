@@ -8,6 +8,7 @@
 
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
+#include "headprune/io/outputs.h"
 #include "headprune/io/formats.h"
 #include "headprune/model/remove_heads.h"
 #include "headprune/util/log.h"
@@ -77,7 +78,7 @@ void GatesResult::print(std::ostream& out) const {
 
 GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvents& events) {
   if (req.out_dir.empty()) throw std::invalid_argument("gates: an output directory is required (--out)");
-  OutputDir out(req.out_dir, {req.overwrite, {}, "--overwrite"});  // refused before any work if it holds something
+  OutputDir out(req.out_dir, {"gates", req.overwrite, false, job_inputs(req.checkpoint, req.data)});
   const std::string& dir = out.path();
   JobInputs in(req.checkpoint, req.data, rt);
   GatesResult res;

@@ -25,8 +25,9 @@ void ImportanceResult::print(std::ostream& out) const {
 }
 
 ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt, const JobEvents& events) {
-  std::optional<OutputDir> out;  // refused before any work if it holds something
-  if (!req.out_dir.empty()) out.emplace(req.out_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
+  std::optional<OutputDir> out;  // refused before any work (io/outputs.h)
+  if (!req.out_dir.empty())
+    out.emplace(req.out_dir, OutputDir::Options{"importance", req.overwrite, false, job_inputs(req.checkpoint, req.data)});
   JobInputs in(req.checkpoint, req.data, rt);
   bool needs_data = false;
   for (ScoreMethod m : req.methods) needs_data = needs_data || uses_data(m);

@@ -31,6 +31,37 @@ JobInputs::JobInputs(const std::string& checkpoint, const DataSource& data, cons
   }
 }
 
+namespace {
+// Every string of a data section that names an existing file or directory (relative to data_root, or
+// absolute): what the job will read.
+void data_paths(const nlohmann::json& j, const std::string& root, const std::string& source,
+                std::vector<NamedPath>& out) {
+  if (j.is_string()) {
+    const std::string s = j.get<std::string>();
+    if (s.empty() || s.size() > 4096) return;
+    const std::string p = s.front() == '/' ? s : join_path(root, s);
+    if (!path_type(p).empty()) out.push_back({p, "the data file of " + source});
+  } else if (j.is_structured()) {
+    for (const auto& v : j) data_paths(v, root, source, out);
+  }
+}
+}  // namespace
+
+std::vector<NamedPath> job_inputs(const std::string& checkpoint, const DataSource& data,
+                                  const std::vector<NamedPath>& extra) {
+  std::vector<NamedPath> v = extra;
+  if (!checkpoint.empty()) v.push_back({checkpoint, "the checkpoint"});
+  if (!data.config.empty()) {
+    v.push_back({data.config, "the run config"});
+    try {  // a config that cannot be read fails later with its own message
+      const auto j = read_json_file(data.config, /*allow_comments=*/true);
+      if (j.is_object() && j.contains("data")) data_paths(j["data"], data.data_root, data.config, v);
+    } catch (const std::exception&) {
+    }
+  }
+  return v;
+}
+
 EvalSet JobInputs::load_split(const std::string& split, int64_t max_examples) const {
   return load_eval_set(config(), loaded.tokenizer, spec_, spec_source_, split, data_.data_root, max_examples,
                        runtime_.seed);

@@ -36,6 +36,13 @@ double max_abs_diff(TransformerImpl& a, TransformerImpl& b, const Batch& batch) 
   return d;
 }
 
+// The files a plan specification reads (a given plan).
+std::vector<NamedPath> plan_inputs(const PlanSpec& spec) {
+  std::vector<NamedPath> v;
+  if (!spec.plan_file.empty()) v.push_back({spec.plan_file, "--plan"});
+  return v;
+}
+
 }  // namespace
 
 nlohmann::json PruneResult::to_json() const {
@@ -74,7 +81,7 @@ void PruneResult::print(std::ostream& out) const {
 
 PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvents& events) {
   if (req.out_dir.empty()) throw std::invalid_argument("prune: an output directory is required (--out)");
-  OutputDir out(req.out_dir, {req.overwrite, {}, "--overwrite"});  // refused before any work if it holds something
+  OutputDir out(req.out_dir, {"prune", req.overwrite, false, job_inputs(req.checkpoint, req.data, plan_inputs(req.plan))});
   const std::string& dir = out.path();
   JobInputs in(req.checkpoint, req.data, rt);
   PruneResult res;
@@ -182,8 +189,9 @@ void CurveResult::print(std::ostream& out) const {
 }
 
 CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvents& events) {
-  std::optional<OutputDir> out;  // refused before any work if it holds something
-  if (!req.out_dir.empty()) out.emplace(req.out_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
+  std::optional<OutputDir> out;  // refused before any work (io/outputs.h)
+  if (!req.out_dir.empty())
+    out.emplace(req.out_dir, OutputDir::Options{"curve", req.overwrite, false, job_inputs(req.checkpoint, req.data)});
   JobInputs in(req.checkpoint, req.data, rt);
   CurveResult res;
   res.checkpoint = req.checkpoint;
@@ -201,11 +209,17 @@ CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvent
   co.score.seed = rt.seed;
   co.score.metric = res.metric;
   co.min_per_layer = req.min_per_layer;
+  std::optional<ScratchDir> scratch;
   if (req.finetune.steps > 0) {
     co.finetune = in.finetune_options(req.finetune);
     co.finetune_steps = req.finetune.steps;
     co.train = &in.train_data();
-    co.work_dir = out ? out->path() : std::filesystem::temp_directory_path().string() + "/headprune-curve";
+    if (out) {
+      co.work_dir = out->path();
+    } else {  // a directory of this run's own, removed at the end
+      scratch.emplace("curve");
+      co.work_dir = scratch->path();
+    }
   }
   const size_t total = co.strategies.size() * req.fractions.size();
   size_t done = 0;

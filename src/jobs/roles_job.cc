@@ -59,6 +59,12 @@ std::pair<RoleCount, RoleCount> count_roles(const std::vector<HeadRoles>& heads,
   return {kept, gone};
 }
 
+std::vector<NamedPath> roles_inputs(const RolesRequest& req) {
+  const auto at_root = [&](const std::string& p) { return p.empty() || p.front() == '/' ? p : join_path(req.data_root, p); };
+  return {{req.checkpoint, "the checkpoint"}, {at_root(req.conllu), "--conllu"}, {at_root(req.freq_conllu), "the word counts"},
+          {req.importance, "--importance"}, {req.plan, "--plan"}};
+}
+
 }  // namespace
 
 void RolesResult::print(std::ostream& out) const {
@@ -156,8 +162,9 @@ std::string RolesResult::to_csv() const {
 }
 
 RolesResult run_roles(const RolesRequest& req, const Runtime& rt, const JobEvents& events) {
-  std::optional<OutputDir> out;  // refused before any work if it holds something
-  if (!req.out_dir.empty()) out.emplace(req.out_dir, OutputDir::Options{req.overwrite, {}, "--overwrite"});
+  std::optional<OutputDir> out;  // refused before any work (io/outputs.h)
+  if (!req.out_dir.empty())
+    out.emplace(req.out_dir, OutputDir::Options{"roles", req.overwrite, false, roles_inputs(req)});
   LoadedModel lm = open_model(req.checkpoint, rt.device);
   if (!lm.tokenizer)
     throw std::invalid_argument(req.checkpoint +

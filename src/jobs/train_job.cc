@@ -8,6 +8,7 @@
 #include "headprune/data/tasks.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
+#include "headprune/io/outputs.h"
 
 namespace hp {
 
@@ -30,7 +31,14 @@ TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvent
   topts.seed = rt.seed;
   topts.resume = req.resume;
   topts.overwrite = req.overwrite;
-  const RunDir run_dir(req.out_dir, topts);  // checked before any data is read: fails fast
+  std::vector<NamedPath> inputs;
+  if (!req.config.empty()) {
+    DataSource ds;
+    ds.config = req.config;
+    ds.data_root = req.data_root;
+    inputs = job_inputs("", ds);
+  }
+  const RunDir run_dir(req.out_dir, topts, inputs);  // checked before any data is read: fails fast
   if (req.max_steps > 0) topts.max_steps = req.max_steps;
   if (req.keep_every >= 0) topts.keep_every = req.keep_every;
   if (req.eval_every > 0) topts.eval_every = req.eval_every;
@@ -67,7 +75,7 @@ TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvent
 
 std::string run_init(const InitRequest& req, const Runtime& rt) {
   if (req.out_dir.empty()) throw std::invalid_argument("init: an output directory is required (--out)");
-  OutputDir out(req.out_dir, {req.overwrite, {}, "--overwrite"});
+  OutputDir out(req.out_dir, {"checkpoint", req.overwrite, false, {{req.config, "the model config"}}});
   torch::manual_seed(rt.seed);
   Transformer model(read_model_config(req.config));
   save_checkpoint(out.path(), *model);

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "headprune/io/files.h"
+#include "headprune/io/outputs.h"
 #include "headprune/version.h"
 
 namespace hp {
@@ -173,7 +174,9 @@ PlotResult run_plot(const PlotRequest& req) {
   if (res.figures.empty())
     throw std::invalid_argument("plot: nothing to draw (prune summaries alone draw the accuracy-latency front only "
                                 "together with a bench file)");
-  OutputDir out(req.out_dir, {req.overwrite, {}, "--overwrite"});
+  std::vector<NamedPath> inputs;
+  for (const auto& in : req.inputs) inputs.push_back({in.substr(0, in.find('#')), "the result"});
+  OutputDir out(req.out_dir, {"plot", req.overwrite, false, inputs});
   res.out_dir = req.out_dir;
   for (const auto& f : res.figures) {
     for (ImageFormat fmt : req.formats) {
@@ -375,12 +378,23 @@ void ReportResult::print(std::ostream& o) const {
   for (const auto& n : notes) o << "note: " << n << "\n";
 }
 
+namespace {
+// The report's marker: an HTML file whose head names headprune as its generator is an earlier report.
+constexpr const char* kGeneratorMeta = "<meta name=\"generator\" content=\"headprune ";
+OutputFile report_output(const std::string& path) {
+  return {path, "--out", "an HTML report", file_head_contains(kGeneratorMeta)};
+}
+}  // namespace
+
 ReportResult run_report(const ReportRequest& req) {
   if (req.runs.empty()) throw std::invalid_argument("report: no run directory given");
   if (req.out.empty()) throw std::invalid_argument("report: --out FILE.html is required");
   if (!req.labels.empty() && req.labels.size() != req.runs.size())
     throw std::invalid_argument("report: " + std::to_string(req.labels.size()) + " labels for " +
                                 std::to_string(req.runs.size()) + " runs (give one per run, or none)");
+  std::vector<NamedPath> inputs;
+  for (const auto& r : req.runs) inputs.push_back({r.substr(0, r.find('#')), "the run"});
+  check_output_file(report_output(req.out), inputs);  // before any work (io/outputs.h)
   ReportResult res;
   res.out = req.out;
   struct Run {
@@ -408,13 +422,8 @@ ReportResult run_report(const ReportRequest& req) {
   }
 
   // Figures are drawn as SVG into a scratch directory, then inlined as data: URIs.
-  std::string scratch = (fs::temp_directory_path() / ("headprune-report-" + std::to_string(getpid()))).string();
-  remove_tree_or_throw(scratch, "report");
-  make_directories(scratch);
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { remove_tree(dir); }
-  } cleanup{scratch};
+  const ScratchDir scratch_dir("report");
+  const std::string& scratch = scratch_dir.path();
   auto figure_html = [&](const Figure& f) {
     const std::string path = join_path(scratch, f.name + ".svg");
     render(f, ImageFormat::Svg, path);
@@ -471,13 +480,14 @@ ReportResult run_report(const ReportRequest& req) {
   }
 
   std::ostringstream html;
-  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" << html_escape(req.title)
+  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n" << kGeneratorMeta << HP_VERSION_STRING
+       << "\">\n<title>" << html_escape(req.title)
        << "</title>\n<style>" << kStyle << "</style></head>\n<body>\n<h1>" << html_escape(req.title) << "</h1>\n<p>"
        << "Written by headprune " << HP_VERSION_STRING << " from " << runs.size() << (runs.size() == 1 ? " run" : " runs")
        << ". Self-contained: the figures are inline SVG, drawn with gnuplot from the result files named under each "
           "one; <code>headprune plot</code> writes them as SVG, PNG or PDF.</p>\n"
        << body.str() << kCheckScript << "</body></html>\n";
-  write_file_atomic(req.out, html.str());
+  write_output_file(report_output(req.out), html.str());
   return res;
 }
 

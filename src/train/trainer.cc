@@ -10,6 +10,7 @@
 
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
+#include "headprune/io/outputs.h"
 #include "headprune/io/safetensors.h"
 #include "headprune/util/dist.h"
 #include "headprune/util/log.h"
@@ -105,7 +106,12 @@ double metric_of(const EvalResult& r, bool accuracy) {
 }  // namespace
 
 // The run directory's state decides what a start may do: nothing is replaced or mixed silently.
-RunDir::RunDir(const std::string& out_dir, const TrainOptions& opts) : lock_(out_dir), path_(out_dir) {
+RunDir::RunDir(const std::string& out_dir, const TrainOptions& opts, const std::vector<NamedPath>& inputs)
+    : path_(out_dir) {
+  check_outputs_apart({{out_dir, "--out"}}, inputs);
+  if (const std::string type = path_type(out_dir); !type.empty() && type != "a directory")  // before the lock beside it
+    throw std::runtime_error(out_dir + ": exists and is " + type + "; a training run needs a directory of its own");
+  lock_.emplace(out_dir);
   // Rank 0 alone decides and prepares (the others' file operations are no-ops); they go on once it
   // has, and fail at that point if it could not.
   if (!dist::is_main()) {
@@ -116,8 +122,22 @@ RunDir::RunDir(const std::string& out_dir, const TrainOptions& opts) : lock_(out
                                "every process reads)");
     return;
   }
+  const std::string type = path_type(out_dir);
+  if (!type.empty() && type != "a directory")
+    throw std::runtime_error(out_dir + ": exists and is " + type + "; a training run needs a directory of its own");
   const bool fresh = is_empty_or_missing_directory(out_dir);
   const std::string from = fresh ? "" : resume_dir(out_dir);
+  // A directory that holds something is a training run when it carries the marker, or (written before
+  // markers) when it has a resume point; anything else is the user's and never replaced.
+  if (!fresh) {
+    const auto kind = output_kind(out_dir);
+    if (kind && *kind != kRunKind)
+      throw std::runtime_error(out_dir + ": holds a headprune '" + *kind + "' output, not a training run; choose "
+                                         "another output");
+    if (!kind && from.empty())
+      throw std::runtime_error(out_dir + ": not empty and not a headprune training run (no " + kOutputMarker +
+                               "); headprune never replaces it, even with --overwrite: choose another output");
+  }
   if (opts.resume) {
     if (opts.overwrite) throw std::invalid_argument("train: --resume and --overwrite exclude each other");
     if (from.empty())
@@ -126,13 +146,9 @@ RunDir::RunDir(const std::string& out_dir, const TrainOptions& opts) : lock_(out
                                                   "point); --overwrite starts it again"));
   } else if (!fresh) {
     if (!opts.overwrite) {
-      if (from.empty())
-        throw std::runtime_error(out_dir + ": not empty and not a resumable headprune run; choose another output or "
-                                           "pass --overwrite to replace it");
       std::string at;
       try {
-        const auto js = read_json_file(from + "/trainer_state.json");
-        at = " (at step " + std::to_string(js.at("step").get<int64_t>()) + ")";
+        if (!from.empty()) at = " (at step " + std::to_string(read_json_file(from + "/trainer_state.json").at("step").get<int64_t>()) + ")";
       } catch (const std::exception&) {
       }
       throw std::runtime_error(out_dir + ": already holds a training run" + at +
@@ -142,6 +158,7 @@ RunDir::RunDir(const std::string& out_dir, const TrainOptions& opts) : lock_(out
       throw std::runtime_error(out_dir + ": cannot remove the earlier run (" + err + ")");
   }
   make_directories(out_dir);
+  if (!output_kind(out_dir)) write_output_marker(out_dir, kRunKind);
   dist::barrier();
 }
 

@@ -19,7 +19,8 @@ train=(train --family encoder_decoder --max-steps 60 --eval-every 20)
 
 "$bin" "${g[@]}" "${train[@]}" --out "$work/one" > "$work/one.json"
 "$bin" launch --nproc 2 -- "${g[@]}" "${train[@]}" --out "$work/two" > "$work/two.json"
-[ ! -e "$work/two.partial" ] || { echo "rank 1 wrote files"; exit 1; }
+left=$(cd "$work" && ls -A | grep headprune || true)  # scratch or locks (io/outputs.h) of any rank
+[ -z "$left" ] || { echo "left behind by the ranks: $left"; exit 1; }
 
 python3 - "$work" <<'EOF'
 import json, sys

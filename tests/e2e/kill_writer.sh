@@ -11,6 +11,7 @@ work=$3
 rm -rf "$work"
 mkdir -p "$work"
 out=$work/out
+lock=$work/.out.headprune-lock  # io/outputs.h: PathLock
 args=(--threads 1 --log-level error prune "$ckpt" --strategy random --target 0.5 --synthetic 64
       --finetune-steps 30 --synthetic-train 300 --overwrite --out "$out")
 
@@ -25,7 +26,7 @@ for delay in 0.3 1 2 3 4; do
   pid=$!
   # Wait until it holds the lock: the lock file names its pid (a killed run's lock file stays behind,
   # unlocked, so its mere existence proves nothing).
-  for _ in $(seq 600); do [ "$(cat "$out.lock" 2>/dev/null)" = "$pid" ] && break; sleep 0.05; done
+  for _ in $(seq 600); do [ "$(cat "$lock" 2>/dev/null)" = "$pid" ] && break; sleep 0.05; done
   if kill -0 "$pid" 2>/dev/null; then  # a second writer is refused at once, naming the lock holder
     if "$bin" "${args[@]}" > /dev/null 2> "$work/second.err"; then echo "second writer was not refused"; exit 1; fi
     grep -q "another process (pid $pid) is writing it" "$work/second.err" || { cat "$work/second.err"; exit 1; }
@@ -40,5 +41,8 @@ for delay in 0.3 1 2 3 4; do
 done
 "$bin" "${args[@]}" > /dev/null
 complete
-[ ! -e "$out.partial" ] && [ ! -e "$out.lock" ] || { echo "stale staging or lock left behind"; exit 1; }
+# The killed runs' staging directories are removed by the next run (their processes are gone); the lock
+# goes with the run that holds it.
+left=$(cd "$work" && ls -A | grep -v '^out$\|^second.err$' || true)
+[ -z "$left" ] || { echo "stale staging or lock left behind: $left"; exit 1; }
 echo "kill writer OK"

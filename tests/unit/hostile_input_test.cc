@@ -20,6 +20,7 @@
 #include "headprune/data/tokenizer.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
+#include "headprune/io/outputs.h"
 #include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
 #include "headprune/prune/plan.h"
@@ -130,25 +131,27 @@ TEST(HostileInput, CorruptResumePointNamesTheFile) {
 TEST(HostileInput, OutputDirectoryIsRefusedReplacedWholeAndLocked) {
   test::TempDir tmp;
   const std::string out = tmp / "out";
+  const OutputDir::Options plain{"prune"};
   {
-    OutputDir o(out, {});
+    OutputDir o(out, plain);
     write(o.path() + "/a.txt", "first");
     EXPECT_FALSE(fs::exists(out));  // nothing at OUT until the commit
     o.commit();
   }
   EXPECT_EQ(slurp(out + "/a.txt"), "first");
-  EXPECT_FALSE(fs::exists(out + ".lock"));
-  EXPECT_FALSE(fs::exists(out + ".partial"));
+  EXPECT_EQ(output_kind(out).value_or(""), "prune");
+  for (const auto& e : fs::directory_iterator(tmp.path))  // no lock, no staging left beside OUT
+    EXPECT_EQ(e.path().filename().string(), "out");
 
-  // Non-empty: refused without overwrite, before anything is written.
-  const std::string refused = error_of([&] { OutputDir o(out, {}); });
-  EXPECT_NE(refused.find(out + ": the output directory is not empty"), std::string::npos) << refused;
+  // An earlier output of the same kind: refused without overwrite, before anything is written.
+  const std::string refused = error_of([&] { OutputDir o(out, plain); });
+  EXPECT_NE(refused.find(out + ": holds an earlier 'prune' output"), std::string::npos) << refused;
   EXPECT_NE(refused.find("--overwrite"), std::string::npos) << refused;
 
   // A second writer fails at once while the first holds the lock.
+  OutputDir::Options ow = plain;
+  ow.overwrite = true;
   {
-    OutputDir::Options ow;
-    ow.overwrite = true;
     OutputDir first(out, ow);
     const std::string locked = error_of([&] { OutputDir second(out, ow); });
     EXPECT_NE(locked.find("another process (pid " + std::to_string(::getpid()) + ")"), std::string::npos) << locked;
@@ -161,14 +164,12 @@ TEST(HostileInput, OutputDirectoryIsRefusedReplacedWholeAndLocked) {
 
   // A job that fails (no commit) leaves OUT as it was and no staging directory.
   {
-    OutputDir::Options ow;
-    ow.overwrite = true;
     OutputDir failed(out, ow);
     write(failed.path() + "/half.txt", "x");
   }
   EXPECT_EQ(slurp(out + "/b.txt"), "second");
   EXPECT_FALSE(fs::exists(out + "/half.txt"));
-  EXPECT_FALSE(fs::exists(out + ".partial"));
+  for (const auto& e : fs::directory_iterator(tmp.path)) EXPECT_EQ(e.path().filename().string(), "out");
 }
 
 // ---- sizes are checked before anything is allocated ---------------------------------------------

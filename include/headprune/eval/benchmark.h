@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headprune/io/outputs.h"
 #include "headprune/config.h"
 #include "headprune/model/geometry.h"  // forward_flops
 #include "headprune/model/transformer.h"
@@ -40,6 +41,10 @@ struct BenchOptions {
   // comparable with an unprofiled run.
   std::string profile_path;
 };
+
+// The file outputs of a benchmark (io/outputs.h): each replaces only an earlier one of its kind.
+OutputFile bench_io_output(const std::string& path);       // --save-io (safetensors with kBenchIoFormat)
+OutputFile bench_profile_output(const std::string& path);  // --profile (a Chrome trace with kTraceFormat)
 
 struct BenchRecord {
   std::string model, precision = "fp32", mode = "inference";  // mode: inference | train

@@ -1,5 +1,6 @@
-// File helpers: whole-file reads with clear errors, and atomic writes (temp file in the
-// same directory, flushed, then renamed over the target) so no reader ever sees half a file.
+// File helpers: whole-file reads with clear errors, and atomic writes (a scratch file of this run in
+// the same directory, flushed, closed, synced, then renamed over the target) so no reader ever sees
+// half a file. What a command may write at all is the output policy of io/outputs.h.
 // In a run of several processes (util/dist.h) only rank 0 writes, and each write (file, replaced
 // directory, committed OutputDir) is a collective: the other ranks skip it and wait until rank 0 is
 // done, so all of them can read it next. Every rank must therefore make the same writes in the same
@@ -24,6 +25,8 @@ constexpr uint64_t kMaxLineBytes = 1ull << 24;      // 16 MiB
 
 // Throws std::runtime_error naming the path; a file larger than max_bytes is refused before it is read.
 std::string read_file(const std::string& path, uint64_t max_bytes = kMaxTextFileBytes);
+// At most the first max_bytes of a regular file (never follows a symbolic link); "" when it cannot be read.
+std::string read_file_head(const std::string& path, size_t max_bytes);
 void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write);
 void write_file_atomic(const std::string& path, const std::string& content);
 bool is_directory(const std::string& path);
@@ -55,52 +58,32 @@ std::string remove_tree(const std::string& path);
 // ("cannot remove ..." with an empty context).
 void remove_tree_or_throw(const std::string& path, const std::string& context = "");
 
-// Replaces directory `dst` as a whole: `fill` writes DST.tmp, then DST is renamed to DST.old, DST.tmp to
-// DST, and DST.old removed. A process killed at any point leaves DST complete (old or new) or absent
-// with DST.old complete; never a half-written DST.
-void replace_directory(const std::string& dst, const std::function<void(const std::string& tmp)>& fill);
+// A fresh name beside `path` for this run's scratch: DIR/.NAME.headprune-TAG.PID.RANDOM (not created;
+// the callers create it with mkdir or O_EXCL, so an existing entry is never taken over).
+std::string scratch_name(const std::string& path, const std::string& tag);
+// Removes DIR/.NAME.headprune-TAG.PID.RANDOM entries left beside `path` by killed runs: only when that
+// process is gone, and a directory only when it holds `marker` (io/outputs.h). Housekeeping: errors
+// are ignored. Rank 0 only.
+void remove_stale_scratch(const std::string& path, const std::string& marker);
 
-// An exclusive lock on a path that some process writes (PATH.lock beside it, flock: released by the
-// kernel when the process dies, removed on release). A second writer fails at once, naming the path
-// and the holder's pid.
-class PathLock {
+// While alive, the errors of write_file_atomic for a path inside `staging` name it as the same path
+// inside `final` (what the user asked for), with the staging directory in parentheses.
+class StagedAs {
  public:
-  explicit PathLock(const std::string& path);
-  ~PathLock();
-  PathLock(const PathLock&) = delete;
-  PathLock& operator=(const PathLock&) = delete;
+  StagedAs(std::string staging, std::string final);
+  ~StagedAs();
+  StagedAs(const StagedAs&) = delete;
+  StagedAs& operator=(const StagedAs&) = delete;
 
  private:
-  std::string lock_path_;
-  int fd_ = -1;
+  std::string staging_;
 };
+// The name under which an error reports `path` (see StagedAs).
+std::string display_path(const std::string& path);
 
-// An output directory that a job writes as a whole. The constructor locks OUT, refuses an existing
-// non-empty OUT unless `overwrite` (or `replaceable(OUT)` says it holds this job's own earlier
-// output), and creates the staging directory OUT.partial (a stale one from a killed run is removed).
-// The job writes into path(); commit() puts it in place of OUT as replace_directory does, so no stale
-// file of an earlier run survives and nothing half-written is ever at OUT. Destroyed uncommitted (an
-// error), the staging directory is removed and OUT is untouched.
-class OutputDir {
- public:
-  struct Options {
-    bool overwrite = false;
-    std::function<bool(const std::string& dir)> replaceable;  // optional
-    std::string flag = "--overwrite";                           // named in the refusal
-  };
-  OutputDir(const std::string& out, const Options& options);
-  ~OutputDir();
-  OutputDir(const OutputDir&) = delete;
-  OutputDir& operator=(const OutputDir&) = delete;
-  const std::string& path() const { return staging_; }  // write here
-  const std::string& final_path() const { return final_; }
-  void commit();
-
- private:
-  std::string final_, staging_;
-  PathLock lock_;
-  bool committed_ = false;
-};
+// Several processes (util/dist.h): `write` runs on rank 0 only and the others wait until it has.
+// write_file_atomic and the output directories of io/outputs.h are such writes.
+void collective_write(const std::function<void()>& write);
 
 // JSON files: a parse error is std::runtime_error "PATH: not valid JSON: ...". With allow_comments,
 // // and /* */ comments are skipped (run configs). Writes are atomic, indented, with a final newline.

@@ -21,6 +21,11 @@ enum class ResultKind {
   History,     // train's history.json: an array of evaluations (no format field: it is an array)
 };
 
+// Tags of the files headprune writes that are not results to plot: the output policy (io/outputs.h)
+// recognises them as headprune's own when a later run writes the same path.
+constexpr const char* kTraceFormat = "headprune-trace/1";      // bench --profile: {"format", "traceEvents"}
+constexpr const char* kBenchIoFormat = "headprune-bench-io/1";  // bench --save-io: safetensors __metadata__.format
+
 struct ResultFormat {
   ResultKind kind;
   const char* name;  // "importance": the tag is headprune-importance/VERSION

@@ -23,6 +23,9 @@ struct DemoOptions {
   // a directory holding anything else is refused unless `overwrite`.
   std::string out_dir = "runs/demo";
   bool overwrite = false;
+  // Also write the results here ("" = no). Inside out_dir (OUT/summary.json) it is part of the demo's
+  // output; elsewhere it replaces only an earlier demo result.
+  std::string json_path;
   double prune_fraction = 0.5;        // of all heads, including one emptied layer
   int64_t train_steps = 0;            // per family; 0 = the family's default (demo_train_steps)
   int64_t finetune_steps = 100;
@@ -30,6 +33,9 @@ struct DemoOptions {
 
 // Training steps the demo gives a family by default: enough for it to learn its task.
 int64_t demo_train_steps(Arch family);
+
+// The demo's --json output outside its directory (io/outputs.h).
+OutputFile demo_json_output(const std::string& path);
 
 nlohmann::json run_demo(const DemoOptions& opts, const Runtime& rt, std::ostream& out, const JobEvents& events = {});
 

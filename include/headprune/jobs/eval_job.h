@@ -23,6 +23,7 @@ struct EvalRequest {
   std::vector<int64_t> beams = {1, 4};  // translation: BLEU at each beam size (1 = greedy)
   double length_penalty = 1.0;
   std::string hyps_path;  // write the translations of the last beam size here ("" = no)
+  bool overwrite = false;  // replace an existing file at hyps_path (plain text carries no marker)
   bool unigram_baseline = false;  // language models: also a unigram model's perplexity
 };
 
@@ -40,6 +41,9 @@ struct BenchRequest {
   std::string json_path;  // also write the records and the environment here ("" = no)
   BenchOptions bench;
 };
+
+// bench --json: replaces only an earlier benchmark result (io/outputs.h).
+OutputFile bench_json_output(const std::string& path);
 
 struct BenchReport {
   std::vector<BenchRecord> records;

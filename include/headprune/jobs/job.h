@@ -17,6 +17,7 @@
 
 #include "headprune/data/model_dir.h"
 #include "headprune/eval/task_eval.h"
+#include "headprune/io/outputs.h"
 #include "headprune/train/run_config.h"
 #include "headprune/train/trainer.h"
 #include "headprune/util/runtime.h"
@@ -96,6 +97,12 @@ class JobInputs {
   std::optional<EvalSet> eval_, score_;
   std::optional<TrainData> train_;
 };
+
+// What a job reads, for the output policy (io/outputs.h: an output equal to, inside or holding one of
+// them is refused before any work): the checkpoint, the run config and the files its data section
+// names (relative to data_root, or absolute), and any `extra` paths.
+std::vector<NamedPath> job_inputs(const std::string& checkpoint, const DataSource& data,
+                                  const std::vector<NamedPath>& extra = {});
 
 // The metric (and loss) of a model at successive stages (before, masked, removed, fine-tuned).
 struct StageTable {

@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "headprune/data/dataset.h"
 #include "headprune/eval/evaluate.h"
 #include "headprune/io/files.h"
+#include "headprune/io/outputs.h"
 #include "headprune/model/transformer.h"
 #include "headprune/train/optimizer.h"
 
@@ -94,19 +96,22 @@ struct TrainHooks {
   bool save_checkpoints = true;                           // best/, last/, step-N/
 };
 
-// A run directory, locked for one writer (a second fails at once) and checked against the options:
-// a new run needs it missing or empty; `resume` needs its last/ resume point and says why it cannot;
-// `overwrite` removes an earlier run first. Anything else is a std::runtime_error naming the directory
-// and what to pass, so a finished run (its best/, history.json) is never replaced silently.
+// A run directory (io/outputs.h's policy, marker kind "train"), locked for one writer (a second fails
+// at once) and checked against the options: a new run needs it missing or empty; `resume` needs its
+// last/ resume point and says why it cannot; `overwrite` removes an earlier training run first, and
+// nothing else (a directory without the marker or a resume point is the user's). An output equal to,
+// inside or holding one of `inputs` is refused. Anything else is a std::runtime_error naming the
+// directory and what to pass, so a finished run (its best/, history.json) is never replaced silently.
 class RunDir {
  public:
-  RunDir(const std::string& out_dir, const TrainOptions& opts);
+  RunDir(const std::string& out_dir, const TrainOptions& opts, const std::vector<NamedPath>& inputs = {});
   const std::string& path() const { return path_; }
 
  private:
-  PathLock lock_;
+  std::optional<PathLock> lock_;
   std::string path_;
 };
+constexpr const char* kRunKind = "train";  // the marker kind of a training run's directory
 
 // Trains `model` in place (on resume it is replaced by the saved one). `extra_files` (e.g.
 // the tokenizer) are written into every checkpoint. The first form opens the RunDir itself.
