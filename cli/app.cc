@@ -25,6 +25,7 @@ Runtime start(const Context& ctx) {
   dist::init(env, std::chrono::milliseconds(static_cast<int64_t>(ctx.dist_timeout * 1000)));
   Runtime rt;
   rt.device = parse_device(ctx.device);
+  rt.dtype = parse_dtype(ctx.dtype);
   // The cores are shared by the processes of this machine unless --threads says otherwise.
   rt.threads = ctx.threads > 0 || env.local_world_size <= 1 ? ctx.threads
                                                             : std::max(1, hardware_threads() / env.local_world_size);
@@ -58,6 +59,9 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->check(CLI::Range(0, 4 * hardware_threads()));  // more only slows ATen and OpenBLAS down
   app.add_option("--seed", ctx.seed, "random seed");
   app.add_option("--device", ctx.device, "where models run: cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--dtype", ctx.dtype, "weights as loaded: auto (as the files store them), fp32, bf16 or f16")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "f16"}))
+      ->capture_default_str();
   app.add_option("--dist-timeout", ctx.dist_timeout,
                  "seconds a process of a multi-process run waits for the others (joining, and each exchange)")
       ->check(CLI::PositiveNumber)

@@ -21,6 +21,7 @@ struct Context {
   int threads = 0;    // 0 = all cores
   uint64_t seed = 1234;
   std::string device = "cpu";
+  std::string dtype = "auto";
   std::string log_level = "info";
   double dist_timeout = 300;  // seconds: rendezvous and each collective of a multi-process run
 };

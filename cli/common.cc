@@ -21,6 +21,15 @@ void add_data_options(CLI::App* sub, DataSource& d) {
   sub->add_option("--synthetic", d.synthetic_examples, "examples of the synthetic task when no --config")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  sub->add_option("--calibration", d.calibration,
+                  "calibration text file (read with the model's tokenizer) instead of a data config's split; "
+                  "'random' for random token ids (speed and memory checks only)");
+  sub->add_option("--calibration-length", d.calibration_length, "tokens per calibration sample")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
+      ->capture_default_str();
+  sub->add_option("--calibration-samples", d.calibration_samples, "calibration samples")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
 }
 
 void add_score_split_option(CLI::App* sub, DataSource& d) {

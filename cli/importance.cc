@@ -36,6 +36,12 @@ void register_importance(CLI::App& app, Context& ctx) {
   sub->add_option("--special-ids", r->special_ids, "confidence: key token ids excluded (default: the tokenizer's eos / [SEP])");
   add_out_option(sub, r->out_dir, r->overwrite, "write importance.json and importance.csv here");
   sub->add_flag("--json", *json, "print the maps as JSON instead of heat maps");
+  sub->add_flag("--layerwise", r->layerwise,
+                "gradient: one layer's graph at a time (memory: the weights and one layer; chosen by itself when the "
+                "whole graph would not fit)");
+  sub->add_flag("--pipeline", r->pipeline,
+                "gradient, several processes (launch, torchrun): each holds a contiguous slice of the layers and "
+                "sees every batch, instead of each seeing a share of the batches");
   sub->add_flag("--cost", r->cost, "also time one forward and one forward+backward pass over the data and report "
                                    "each method's cost as a multiple of them");
   sub->callback([&ctx, r, json] {

@@ -28,10 +28,10 @@ std::map<std::string, std::string> tokenizer_files(const std::string& dir) {
   return files;
 }
 
-LoadedModel open_model(const std::string& dir, const torch::Device& device) {
+LoadedModel open_model(const std::string& dir, const torch::Device& device, const LoadOptions& options) {
   LoadedModel m;
   m.dir = dir;
-  m.model = load_checkpoint(dir);
+  m.model = load_checkpoint(dir, options);
   if (device != torch::Device(torch::kCPU)) m.model->to(device);
   // headprune's own tokenizer.json ("type": "headprune-bpe"), else the HF tokenizer files (vocab.txt,
   // vocab.json + merges.txt, or HF's own tokenizer.json) of an HF directory or carried along into a

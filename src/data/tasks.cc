@@ -146,6 +146,41 @@ std::vector<Example> lm_blocks(const Tokenizer& tok, const std::vector<std::stri
   return out;
 }
 
+std::vector<Example> calibration_blocks(const std::optional<Tokenizer>& tok, const std::string& source, int64_t vocab,
+                                        int64_t length, int64_t count, uint64_t seed) {
+  if (length < 2 || count < 1)
+    throw std::invalid_argument("calibration: --calibration-length must be >= 2 and --calibration-samples >= 1");
+  std::vector<Example> out;
+  if (source == "random") {
+    std::mt19937_64 gen(seed);
+    std::uniform_int_distribution<int64_t> id(0, vocab - 1);
+    for (int64_t i = 0; i < count; ++i) {
+      Example e;
+      for (int64_t t = 0; t < length; ++t) e.src.push_back(id(gen));
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+  if (!tok) throw std::invalid_argument("calibration: " + source + " is text, but the model has no tokenizer to read it");
+  std::vector<int64_t> stream;
+  const auto need = static_cast<size_t>(length * count);
+  for (const auto& line : read_lines(source)) {
+    const auto ids = tok->encode(line);
+    stream.insert(stream.end(), ids.begin(), ids.end());
+    stream.push_back(tok->specials().eos);
+    if (stream.size() >= need) break;
+  }
+  if (stream.size() < need)
+    throw std::invalid_argument("calibration: " + source + " gives " + std::to_string(stream.size()) + " tokens, fewer than " +
+                                std::to_string(count) + " samples x " + std::to_string(length) + " tokens");
+  for (int64_t i = 0; i < count; ++i) {
+    Example e;
+    e.src.assign(stream.begin() + i * length, stream.begin() + (i + 1) * length);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const std::string& data_root,
                    const std::optional<Tokenizer>& tokenizer, const std::vector<std::string>& splits, uint64_t seed) {
   if (!spec.is_object()) throw std::invalid_argument("data spec: expected a JSON object");

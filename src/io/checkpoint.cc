@@ -49,14 +49,16 @@ ModelConfig load_config(const std::string& dir) {
   return config_of(read_json_file(path), path);
 }
 
-Transformer load_checkpoint(const std::string& dir) {
-  if (is_hf_dir(dir)) return import_hf(dir).model;  // HuggingFace BERT / GPT-2 directory
+Transformer load_checkpoint(const std::string& dir, const LoadOptions& options) {
+  if (is_hf_dir(dir)) return import_hf(dir, options).model;  // HuggingFace directory
   check_dir(dir);
   const std::string cpath = join_path(dir, kConfigFile);
   const nlohmann::json j = read_json_file(cpath);
   const int64_t version = checkpoint_version(j, cpath);
   ModelConfig cfg = config_of(j, cpath);
-  const std::string path = join_path(dir, kWeightsFile);
+  std::string path = join_path(dir, kWeightsFile);
+  const std::string index = join_path(dir, kWeightsIndexFile);
+  if (!is_file(path) && is_file(index)) path = index;
   if (!is_file(path)) {
     std::string hint;
     if (is_file(join_path(dir, "pytorch_model.bin")))
@@ -65,7 +67,12 @@ Transformer load_checkpoint(const std::string& dir) {
              "a downloaded file without weights_only=True)";
     throw std::runtime_error("checkpoint '" + dir + "': missing " + kWeightsFile + hint);
   }
-  auto file = read_safetensors(path);
+  SafetensorsFile file;
+  if (path == index) {
+    file.tensors = read_sharded_safetensors(index);
+  } else {
+    file = read_safetensors(path);
+  }
   if (version == 1) {  // version 1 named the mask buffers head_gate
     TensorMap renamed;
     const std::string old_name = ".head_gate", new_name = ".head_mask";
@@ -77,8 +84,12 @@ Transformer load_checkpoint(const std::string& dir) {
     file.tensors = std::move(renamed);
   }
   check_tensors_fit(cfg, file.tensors, path);  // a config.json sized beyond its weights allocates nothing
-  Transformer model(cfg);
-  load_state_strict(*model, file.tensors, path);
+  Transformer model{nullptr};
+  {
+    DeferredInit deferred;  // every parameter comes from the file: build without allocating
+    model = Transformer(cfg);
+  }
+  load_state_strict(*model, file.tensors, path, options.state());
   model->eval();
   return model;
 }
@@ -93,7 +104,11 @@ void save_checkpoint(const std::string& dir, TransformerImpl& model, const std::
   for (const auto& kv : extra_files) write_file_atomic(join_path(dir, kv.first), kv.second);
   nlohmann::json j = {{"format", "headprune"}, {"version", kCheckpointVersion}};
   j.update(model.config().to_json());
-  write_safetensors(join_path(dir, kWeightsFile), state_dict(model), {{"format", "headprune"}});
+  std::map<std::string, LazyTensor> tensors;
+  for (const auto& [name, t] : state_dict(model)) tensors.emplace(name, LazyTensor::of(t));
+  // One file up to 5 GiB (every model before the 7B-class ones), else HF's shards and index; a
+  // directory written before holds nothing stale (the caller writes into a fresh one).
+  write_safetensors_sharded(dir, "model", tensors, {{"format", "headprune"}});
   write_json_file(join_path(dir, kConfigFile), j);
 }
 

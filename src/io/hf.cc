@@ -47,7 +47,7 @@ std::string bert_layer(int64_t l, bool hf) {
 }
 std::string gpt2_layer(int64_t l, bool hf) { return (hf ? "h." : "decoder.layers.") + std::to_string(l) + "."; }
 
-HfModel import_bert(const nlohmann::json& c, const TensorMap& tensors, const std::string& source,
+HfModel import_bert(const nlohmann::json& c, const TensorMap& tensors, const std::string& source, const LoadOptions& lo,
                     const std::string& csrc) {
   ModelConfig cfg;
   cfg.arch = Arch::EncoderClassifier;
@@ -116,12 +116,12 @@ HfModel import_bert(const nlohmann::json& c, const TensorMap& tensors, const std
   }
   t.drop_if([](const std::string& n) { return n == "embeddings.position_ids"; });
   t.expect_empty();
-  load_state_strict(*out.model, s, source);
+  load_state_strict(*out.model, s, source, lo.state());
   out.model->eval();
   return out;
 }
 
-HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std::string& source,
+HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std::string& source, const LoadOptions& lo,
                     const std::string& csrc) {
   ModelConfig cfg;
   cfg.arch = Arch::DecoderLM;
@@ -161,7 +161,7 @@ HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std
   }
   const int64_t C = cfg.d_model;
   auto wte = t.take("wte.weight", {cfg.vocab_size, C});
-  if (lm_head.defined() && !(lm_head.sizes() == wte.sizes() && torch::equal(lm_head.to(torch::kFloat), wte))) {
+  if (lm_head.defined() && !(lm_head.sizes() == wte.sizes() && torch::equal(lm_head.to(wte.scalar_type()), wte))) {
     cfg.tie_embeddings = false;
     cfg.finalize();
   }
@@ -202,7 +202,7 @@ HfModel import_gpt2(const nlohmann::json& c, const TensorMap& tensors, const std
   // Causal-mask buffers of older files.
   t.drop_if([](const std::string& n) { return ends_with(n, ".attn.bias") || ends_with(n, ".attn.masked_bias"); });
   t.expect_empty();
-  load_state_strict(*out.model, s, source);
+  load_state_strict(*out.model, s, source, lo.state());
   out.model->eval();
   return out;
 }
@@ -221,23 +221,23 @@ bool is_hf_dir(const std::string& dir) {
 }
 
 HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source,
-                  const std::string& config_source) {
+                  const std::string& config_source, const LoadOptions& lo) {
   if (!config.is_object() || !config.contains("model_type") || !config.at("model_type").is_string())
     fail(config_source, "no model_type (a string such as \"bert\" or \"gpt2\")");
   const auto type = config.at("model_type").get<std::string>();
-  if (type == "bert") return import_bert(config, tensors, source, config_source);
-  if (type == "gpt2") return import_gpt2(config, tensors, source, config_source);
-  if (is_llama_family(type)) return import_llama_family(config, tensors, source, config_source);
+  if (type == "bert") return import_bert(config, tensors, source, lo, config_source);
+  if (type == "gpt2") return import_gpt2(config, tensors, source, lo, config_source);
+  if (is_llama_family(type)) return import_llama_family(config, tensors, source, config_source, lo);
   fail(config_source, "model_type '" + type + "' is not supported (bert, gpt2, llama, qwen2, mistral)");
 }
 
-HfModel import_hf(const std::string& dir) {
+HfModel import_hf(const std::string& dir, const LoadOptions& lo) {
   const std::string cpath = join_path(dir, kConfigFile);
   if (!is_file(cpath)) throw std::runtime_error("HF checkpoint '" + dir + "': missing config.json");
   const nlohmann::json config = read_json_file(cpath);
   const std::string wpath = join_path(dir, kWeightsFile);
-  const std::string index = join_path(dir, "model.safetensors.index.json");
-  if (!is_file(wpath) && is_file(index)) return import_hf(config, read_sharded_safetensors(index), index, cpath);
+  const std::string index = join_path(dir, kWeightsIndexFile);
+  if (!is_file(wpath) && is_file(index)) return import_hf(config, read_sharded_safetensors(index), index, cpath, lo);
   if (!is_file(wpath)) {
     if (is_file(join_path(dir, "pytorch_model.bin")))
       throw std::runtime_error(
@@ -249,7 +249,7 @@ HfModel import_hf(const std::string& dir) {
     throw std::runtime_error("HF checkpoint '" + dir + "': missing model.safetensors");
   }
   // Errors name the file at fault: config.json for its fields, model.safetensors for its tensors.
-  return import_hf(config, read_safetensors(wpath).tensors, wpath, cpath);
+  return import_hf(config, read_safetensors(wpath).tensors, wpath, cpath, lo);
 }
 
 TensorMap read_sharded_safetensors(const std::string& index_path) {

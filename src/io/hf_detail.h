@@ -146,7 +146,7 @@ class HfTensors {
       fail(source_, "tensor '" + original_[name] + "' has shape " + shape_str(t.sizes()) + ", expected " +
                         shape_str(shape) + " (from config.json and its pruned_heads)");
     left_.erase(it);
-    return t.to(torch::kFloat);
+    return t;  // as stored (a view into the mapped file); loading decides the dtype
   }
   void drop_if(const std::function<bool(const std::string&)>& ignorable) {
     for (auto it = left_.begin(); it != left_.end();) it = ignorable(it->first) ? left_.erase(it) : std::next(it);
@@ -166,7 +166,7 @@ class HfTensors {
 // The LLaMA family (hf_llama.cc): LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM.
 bool is_llama_family(const std::string& model_type);
 HfModel import_llama_family(const nlohmann::json& config, const TensorMap& tensors, const std::string& source,
-                            const std::string& config_source);
+                            const std::string& config_source, const LoadOptions& options);
 // Dense masked export: the config's head counts, removed or masked heads zeroed.
 HfExport to_hf_llama(TransformerImpl& model, const nlohmann::json& base_config);
 

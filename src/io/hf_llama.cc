@@ -89,7 +89,7 @@ nlohmann::json rope_json(const RopeScaling& s) {
 bool is_llama_family(const std::string& t) { return t == "llama" || t == "qwen2" || t == "mistral"; }
 
 HfModel import_llama_family(const nlohmann::json& c, const TensorMap& tensors, const std::string& source,
-                            const std::string& csrc) {
+                            const std::string& csrc, const LoadOptions& lo) {
   const std::string type = c.at("model_type").get<std::string>();
   ModelConfig cfg;
   cfg.arch = Arch::DecoderLM;
@@ -156,7 +156,10 @@ HfModel import_llama_family(const nlohmann::json& c, const TensorMap& tensors, c
   HfModel out;
   out.model_type = type;
   out.config = c;
-  out.model = Transformer(cfg);
+  {
+    DeferredInit deferred;  // every parameter comes from the file: build without allocating
+    out.model = Transformer(cfg);
+  }
   TensorMap s = state_dict(*out.model);
   auto put = [&](const std::string& ours, const std::string& hf) { s[ours] = t.take(hf, s.at(ours).sizes().vec()); };
   auto linear = [&](const std::string& ours, const std::string& hf) {
@@ -175,14 +178,15 @@ HfModel import_llama_family(const nlohmann::json& c, const TensorMap& tensors, c
     const auto want = s.at("lm_head.weight").sizes().vec();
     if (lm_head.sizes().vec() != want)
       fail(source, "tensor 'lm_head.weight' has shape " + shape_str(lm_head.sizes()) + ", expected " + shape_str(want));
-    s["lm_head.weight"] = lm_head.to(torch::kFloat);
-  } else if (lm_head.defined() && !torch::equal(lm_head.to(torch::kFloat), s.at("decoder.embed_tokens.weight"))) {
+    s["lm_head.weight"] = lm_head;
+  } else if (const auto& embed = s.at("decoder.embed_tokens.weight");
+             lm_head.defined() && !torch::equal(lm_head.to(embed.scalar_type()), embed)) {
     fail(source, "tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
   }
   // Rotary tables some older files carry.
   t.drop_if([](const std::string& n) { return ends_with(n, ".rotary_emb.inv_freq"); });
   t.expect_empty();
-  load_state_strict(*out.model, s, source);
+  load_state_strict(*out.model, s, source, lo.state());
   out.model->eval();
   return out;
 }

@@ -2,9 +2,17 @@
 #include "headprune/io/safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -41,23 +49,46 @@ std::string safetensors_dtype_name(torch::ScalarType t) {
   throw std::invalid_argument(std::string("safetensors: unsupported dtype ") + c10::toString(t));
 }
 
-SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& source) {
-  if (!host_is_little_endian()) throw std::runtime_error(source + ": big-endian hosts are not supported");
-  auto fail = [&](const std::string& msg) -> std::runtime_error { return std::runtime_error(source + ": " + msg); };
-  if (bytes.size() < 8)
-    throw fail("file is too short (" + std::to_string(bytes.size()) + " bytes) to hold a safetensors header");
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  if (n > kMaxHeader) throw fail("header length " + std::to_string(n) + " is implausibly large (not a safetensors file?)");
-  if (8 + n > bytes.size())
-    throw fail("header length " + std::to_string(n) + " exceeds the file size " + std::to_string(bytes.size()) +
-               " (truncated file?)");
-  const nlohmann::json header = parse_json(bytes.substr(8, n), source + ": header");
-  if (!header.is_object()) throw fail("header must be a JSON object, got " + std::string(header.type_name()));
+namespace {
 
-  const char* data = bytes.data() + 8 + n;
-  const uint64_t data_size = bytes.size() - 8 - n;
-  SafetensorsFile out;
+// A parsed and checked header: every tensor's dtype, shape and byte span inside the data section.
+struct HeaderEntry {
+  std::string name;
+  torch::ScalarType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+struct Header {
+  std::vector<HeaderEntry> entries;
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;  // 8 + header length: where the data section begins in the file
+};
+
+// The header length from the file's first 8 bytes, checked against the file size.
+uint64_t header_length(const char* first8, uint64_t file_size, const std::string& source) {
+  if (!host_is_little_endian()) throw std::runtime_error(source + ": big-endian hosts are not supported");
+  if (file_size < 8)
+    throw std::runtime_error(source + ": file is too short (" + std::to_string(file_size) +
+                             " bytes) to hold a safetensors header");
+  uint64_t n = 0;
+  std::memcpy(&n, first8, 8);
+  if (n > kMaxHeader)
+    throw std::runtime_error(source + ": header length " + std::to_string(n) +
+                             " is implausibly large (not a safetensors file?)");
+  if (8 + n > file_size)
+    throw std::runtime_error(source + ": header length " + std::to_string(n) + " exceeds the file size " +
+                             std::to_string(file_size) + " (truncated file?)");
+  return n;
+}
+
+// `json` is the header's n bytes; the file is file_size bytes long. Every span is checked against it.
+Header parse_header(const std::string& json, uint64_t file_size, const std::string& source) {
+  auto fail = [&](const std::string& msg) -> std::runtime_error { return std::runtime_error(source + ": " + msg); };
+  const nlohmann::json header = parse_json(json, source + ": header");
+  if (!header.is_object()) throw fail("header must be a JSON object, got " + std::string(header.type_name()));
+  const uint64_t data_size = file_size - 8 - json.size();
+  Header out;
+  out.data_start = 8 + json.size();
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -113,9 +144,7 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
       throw fail(where + ": data [" + std::to_string(b) + ", " + std::to_string(en) +
                  ") lies beyond the end of the data section (" + std::to_string(data_size) + " bytes; truncated file?)");
     spans.push_back({b, en});
-    auto t = torch::empty(shape, torch::TensorOptions().dtype(d->second));
-    if (en > b) std::memcpy(t.data_ptr(), data + b, en - b);
-    out.tensors[name] = t;
+    out.entries.push_back({name, d->second, shape, b, en});
   }
   std::sort(spans.begin(), spans.end());
   for (size_t i = 1; i < spans.size(); ++i)
@@ -123,37 +152,203 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
   return out;
 }
 
-SafetensorsFile read_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+// A read-only view of a whole file in memory (MAP_PRIVATE with write permission: an in-place change
+// to a tensor stays in this process, the file is never written). Unmapped with its last tensor.
+struct Mapping {
+  void* addr = nullptr;
+  size_t len = 0;
+  ~Mapping() {
+    if (addr) ::munmap(addr, len);
+  }
+};
 
-std::string serialize_safetensors(const TensorMap& tensors, const std::map<std::string, std::string>& metadata) {
+}  // namespace
+
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& source) {
+  const uint64_t n = header_length(bytes.data(), bytes.size(), source);
+  const Header h = parse_header(bytes.substr(8, n), bytes.size(), source);
+  SafetensorsFile out;
+  out.metadata = h.metadata;
+  const char* data = bytes.data() + h.data_start;
+  for (const auto& e : h.entries) {
+    auto t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype));
+    if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, e.end - e.begin);
+    out.tensors[e.name] = t;
+  }
+  return out;
+}
+
+namespace {
+struct OpenFile {
+  int fd = -1;
+  uint64_t size = 0;
+  std::string header_json;
+  ~OpenFile() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Opens `path` and reads (only) its header.
+void open_header(const std::string& path, OpenFile& f) {
+  if (is_directory(path)) throw std::runtime_error(path + ": is a directory, expected a safetensors file");
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) throw std::runtime_error(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) throw std::runtime_error(path + ": not a regular file");
+  f.size = static_cast<uint64_t>(st.st_size);
+  char first8[8] = {0};
+  const ssize_t got = f.size >= 8 ? ::pread(f.fd, first8, 8, 0) : 0;
+  if (f.size >= 8 && got != 8) throw std::runtime_error(path + ": read error (" + std::strerror(errno) + ")");
+  const uint64_t n = header_length(first8, f.size, path);
+  f.header_json.resize(n);
+  uint64_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(f.fd, f.header_json.data() + done, n - done, static_cast<off_t>(8 + done));
+    if (r <= 0) throw std::runtime_error(path + ": read error in the header (" + std::strerror(errno) + ")");
+    done += static_cast<uint64_t>(r);
+  }
+}
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  OpenFile f;
+  open_header(path, f);
+  const Header h = parse_header(f.header_json, f.size, path);
+  auto map = std::make_shared<Mapping>();
+  map->len = static_cast<size_t>(f.size);
+  void* addr = ::mmap(nullptr, map->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd, 0);
+  if (addr == MAP_FAILED) throw std::runtime_error(path + ": cannot map the file (" + std::strerror(errno) + ")");
+  map->addr = addr;
+  SafetensorsFile out;
+  out.metadata = h.metadata;
+  char* data = static_cast<char*>(addr) + h.data_start;
+  for (const auto& e : h.entries) {
+    const auto opts = torch::TensorOptions().dtype(e.dtype);
+    char* p = data + e.begin;
+    if (e.end == e.begin) {
+      out.tensors[e.name] = torch::empty(e.shape, opts);
+    } else if (reinterpret_cast<uintptr_t>(p) % c10::elementSize(e.dtype) != 0) {  // unaligned: a copy
+      auto t = torch::empty(e.shape, opts);
+      std::memcpy(t.data_ptr(), p, e.end - e.begin);
+      out.tensors[e.name] = t;
+    } else {  // a view into the mapping, which lives as long as any of its tensors
+      out.tensors[e.name] = torch::from_blob(p, e.shape, [map](void*) {}, opts);
+    }
+  }
+  return out;
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  OpenFile f;
+  open_header(path, f);
+  const Header h = parse_header(f.header_json, f.size, path);
+  SafetensorsHeader out;
+  out.metadata = h.metadata;
+  out.file_bytes = f.size;
+  for (const auto& e : h.entries) out.tensors[e.name] = {e.dtype, e.shape};
+  return out;
+}
+
+LazyTensor LazyTensor::of(const torch::Tensor& t) {
+  const torch::Tensor held = t.detach();
+  return {held.scalar_type(), held.sizes().vec(), [held] { return held; }};
+}
+
+namespace {
+uint64_t nbytes_of(const LazyTensor& t) {
+  uint64_t n = c10::elementSize(t.dtype);
+  for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+// One file: the header, then each tensor's bytes in name order, made one at a time.
+void write_stream(std::ostream& out, const std::map<std::string, LazyTensor>& tensors,
+                  const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<torch::Tensor> blobs;
   uint64_t offset = 0;
-  for (const auto& kv : tensors) {  // std::map: sorted names, deterministic files
-    auto t = kv.second.detach().to(torch::kCPU).contiguous();
-    const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-    header[kv.first] = {{"dtype", safetensors_dtype_name(t.scalar_type())},
-                        {"shape", t.sizes().vec()},
-                        {"data_offsets", {offset, offset + nbytes}}};
-    offset += nbytes;
-    blobs.push_back(t);
+  for (const auto& [name, t] : tensors) {  // std::map: sorted names, deterministic files
+    const uint64_t n = nbytes_of(t);
+    header[name] = {{"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
   }
   std::string h = header.dump();
   while (h.size() % 8 != 0) h.push_back(' ');  // align the data section
-  std::string out;
-  out.reserve(8 + h.size() + offset);
-  const uint64_t n = h.size();
-  out.append(reinterpret_cast<const char*>(&n), 8);
-  out += h;
-  for (const auto& t : blobs)
-    out.append(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel()) * t.element_size());
-  return out;
+  const uint64_t hn = h.size();
+  out.write(reinterpret_cast<const char*>(&hn), 8);
+  out.write(h.data(), static_cast<std::streamsize>(h.size()));
+  for (const auto& [name, lazy] : tensors) {
+    const torch::Tensor t = lazy.make().detach().to(torch::kCPU).contiguous();
+    if (t.scalar_type() != lazy.dtype || t.sizes().vec() != lazy.shape)
+      throw std::logic_error("safetensors writer: tensor '" + name + "' is not the declared " +
+                             safetensors_dtype_name(lazy.dtype) + " " + shape_str(lazy.shape));
+    // In pieces of at most 1 GiB (a stream's write takes a signed size).
+    const char* p = static_cast<const char*>(t.data_ptr());
+    uint64_t left = nbytes_of(lazy);
+    while (left > 0 && out) {
+      const uint64_t k = std::min<uint64_t>(left, 1ull << 30);
+      out.write(p, static_cast<std::streamsize>(k));
+      p += k;
+      left -= k;
+    }
+  }
+}
+
+std::map<std::string, LazyTensor> lazies(const TensorMap& tensors) {
+  std::map<std::string, LazyTensor> m;
+  for (const auto& [name, t] : tensors) m.emplace(name, LazyTensor::of(t));
+  return m;
+}
+}  // namespace
+
+std::string serialize_safetensors(const TensorMap& tensors, const std::map<std::string, std::string>& metadata) {
+  std::ostringstream out;
+  write_stream(out, lazies(tensors), metadata);
+  return out.str();
 }
 
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  write_file_atomic(path, serialize_safetensors(tensors, metadata));
+  const auto m = lazies(tensors);
+  write_file_atomic(path, [&](std::ostream& out) { write_stream(out, m, metadata); });
+}
+
+std::vector<std::string> write_safetensors_sharded(const std::string& dir, const std::string& stem,
+                                                   const std::map<std::string, LazyTensor>& tensors,
+                                                   const std::map<std::string, std::string>& metadata,
+                                                   uint64_t max_shard_bytes) {
+  // Shards in name order, a new one when the next tensor would pass the limit (a larger tensor gets
+  // one of its own), as HF's save_pretrained splits.
+  std::vector<std::map<std::string, LazyTensor>> shards(1);
+  uint64_t in_shard = 0, total = 0;
+  for (const auto& [name, t] : tensors) {
+    const uint64_t n = nbytes_of(t);
+    if (in_shard > 0 && in_shard + n > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().emplace(name, t);
+    in_shard += n;
+    total += n;
+  }
+  std::vector<std::string> files;
+  if (shards.size() == 1) {
+    files.push_back(stem + ".safetensors");
+    write_file_atomic(join_path(dir, files.back()), [&](std::ostream& out) { write_stream(out, shards[0], metadata); });
+    return files;
+  }
+  nlohmann::json map = nlohmann::json::object();
+  char name[64];
+  for (size_t i = 0; i < shards.size(); ++i) {
+    std::snprintf(name, sizeof name, "-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    files.push_back(stem + name);
+    write_file_atomic(join_path(dir, files.back()), [&](std::ostream& out) { write_stream(out, shards[i], metadata); });
+    for (const auto& kv : shards[i]) map[kv.first] = files.back();
+  }
+  write_json_file(join_path(dir, stem + ".safetensors.index.json"),
+                  {{"metadata", {{"total_size", total}}}, {"weight_map", map}});
+  files.push_back(stem + ".safetensors.index.json");
+  return files;
 }
 
 }  // namespace hp

@@ -19,7 +19,9 @@ std::function<void(const std::string&, int64_t, int64_t)> JobEvents::phase_callb
 
 JobInputs::JobInputs(const std::string& checkpoint, const DataSource& data, const Runtime& runtime)
     : data_(data), runtime_(runtime) {
-  loaded = open_model(checkpoint, runtime.device);
+  LoadOptions lo;
+  lo.dtype = runtime.dtype;
+  loaded = open_model(checkpoint, runtime.device, lo);
   if (data.config.empty()) {
     run_ = synthetic_run_config(loaded.model->config().arch);
     spec_ = synthetic_data_spec(data.synthetic_train, data.synthetic_examples, data.synthetic_examples);
@@ -51,6 +53,7 @@ std::vector<NamedPath> job_inputs(const std::string& checkpoint, const DataSourc
                                   const std::vector<NamedPath>& extra) {
   std::vector<NamedPath> v = extra;
   if (!checkpoint.empty()) v.push_back({checkpoint, "the checkpoint"});
+  if (!data.calibration.empty() && data.calibration != "random") v.push_back({data.calibration, "--calibration"});
   if (!data.config.empty()) {
     v.push_back({data.config, "the run config"});
     try {  // a config that cannot be read fails later with its own message
@@ -63,6 +66,14 @@ std::vector<NamedPath> job_inputs(const std::string& checkpoint, const DataSourc
 }
 
 EvalSet JobInputs::load_split(const std::string& split, int64_t max_examples) const {
+  if (!data_.calibration.empty()) {
+    EvalSet s;
+    s.name = data_.calibration == "random" ? "random calibration ids" : "calibration text " + data_.calibration;
+    s.examples = calibration_blocks(loaded.tokenizer, data_.calibration, config().vocab_size, data_.calibration_length,
+                                    data_.calibration_samples, runtime_.seed);
+    if (max_examples > 0 && static_cast<int64_t>(s.examples.size()) > max_examples) s.examples.resize(static_cast<size_t>(max_examples));
+    return s;
+  }
   return load_eval_set(config(), loaded.tokenizer, spec_, spec_source_, split, data_.data_root, max_examples,
                        runtime_.seed);
 }

@@ -10,10 +10,30 @@
 
 namespace hp {
 
+namespace {
+thread_local int g_deferred = 0;
+}  // namespace
+
+DeferredInit::DeferredInit() { ++g_deferred; }
+DeferredInit::~DeferredInit() { --g_deferred; }
+bool DeferredInit::active() { return g_deferred > 0; }
+
+torch::Tensor new_weight(at::IntArrayRef shape, const std::function<torch::Tensor()>& make) {
+  if (DeferredInit::active()) return torch::zeros({1}).expand(shape);
+  return make();
+}
+
+torch::nn::Embedding new_embedding(int64_t V, int64_t C) {
+  if (DeferredInit::active()) return torch::nn::Embedding(torch::nn::EmbeddingOptions(V, C)._weight(new_weight({V, C}, {})));
+  // As always built (its own initialization draws first): the same random numbers as before.
+  torch::nn::Embedding e(V, C);
+  torch::nn::init::normal_(e->weight, 0.0, 0.02);
+  return e;
+}
+
 DenseImpl::DenseImpl(int64_t in, int64_t out, bool with_bias) {
-  weight = register_parameter("weight", torch::empty({out, in}));
-  torch::nn::init::normal_(weight, 0.0, 0.02);
-  if (with_bias) bias = register_parameter("bias", torch::zeros({out}));
+  weight = register_parameter("weight", new_weight({out, in}, [&] { return torch::empty({out, in}).normal_(0.0, 0.02); }));
+  if (with_bias) bias = register_parameter("bias", new_weight({out}, [&] { return torch::zeros({out}); }));
 }
 
 torch::Tensor DenseImpl::forward(const torch::Tensor& x) const {
@@ -25,8 +45,8 @@ torch::Tensor DenseImpl::forward(const torch::Tensor& x) const {
 void DenseImpl::quantize_int8() { int8_ = int8::pack_linear(weight, bias); }
 
 NormImpl::NormImpl(int64_t dim, double eps, NormKind kind) : eps_(eps), kind_(kind) {
-  weight = register_parameter("weight", torch::ones({dim}));
-  if (kind_ == NormKind::LayerNorm) bias = register_parameter("bias", torch::zeros({dim}));
+  weight = register_parameter("weight", new_weight({dim}, [&] { return torch::ones({dim}); }));
+  if (kind_ == NormKind::LayerNorm) bias = register_parameter("bias", new_weight({dim}, [&] { return torch::zeros({dim}); }));
 }
 
 torch::Tensor NormImpl::forward(const torch::Tensor& x) const {

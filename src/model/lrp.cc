@@ -127,7 +127,9 @@ torch::Tensor mix(const torch::Tensor& probs, const torch::Tensor& v) {
 }
 
 torch::Tensor probe(const torch::Tensor& ctx, const torch::Tensor& p) {
-  if (!g_active) return ctx * p;
+  // In the context's dtype (an fp32 probe on a bf16 model would turn o_proj's input into fp32); the
+  // probe's gradient comes back through the cast in its own dtype.
+  if (!g_active) return ctx * (p.scalar_type() == ctx.scalar_type() ? p : p.to(ctx.scalar_type()));
   const auto held = p.detach();
   return ctx * held + (p - held).expand(ctx.sizes());
 }

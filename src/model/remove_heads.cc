@@ -93,12 +93,17 @@ std::pair<ModelConfig, TensorMap> restore_head_shapes(const ModelConfig& cfg, co
   return {out_cfg, out};
 }
 
-Transformer remove_heads(TransformerImpl& model, const std::vector<HeadId>& heads) {
+Transformer remove_heads(TransformerImpl& model, const std::vector<HeadId>& heads, bool share_untouched) {
   auto pruned = remove_heads(model.config(), state_dict(model), heads);
-  Transformer fresh(pruned.first);
-  auto any = model.parameters().front();
-  fresh->to(any.device(), any.scalar_type());
-  load_state_strict(*fresh, pruned.second, "remove_heads");
+  Transformer fresh{nullptr};
+  {
+    DeferredInit deferred;  // the state fills it: nothing to allocate or initialize first
+    fresh = Transformer(pruned.first);
+  }
+  LoadStateOptions o;
+  o.share = share_untouched;
+  o.check_finite = false;  // the model's own weights
+  load_state_strict(*fresh, pruned.second, "remove_heads", o);
   fresh->train(model.is_training());
   return fresh;
 }

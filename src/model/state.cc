@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -30,7 +32,8 @@ TensorMap state_dict(TransformerImpl& model) {
   return out;
 }
 
-void load_state_strict(TransformerImpl& model, const TensorMap& state, const std::string& source) {
+void load_state_strict(TransformerImpl& model, const TensorMap& state, const std::string& source,
+                       const LoadStateOptions& options) {
   auto expected = state_dict(model);
   for (const auto& kv : expected) {
     const auto& name = kv.first;
@@ -53,15 +56,45 @@ void load_state_strict(TransformerImpl& model, const TensorMap& state, const std
     if (!expected.count(kv.first))
       throw std::runtime_error(source + ": unexpected tensor '" + kv.first + "' (shape " +
                                shape_str(kv.second.sizes()) + ") that the model does not have");
-  for (const auto& kv : state) {
-    if (!at::isFloatingType(kv.second.scalar_type())) continue;
-    const int64_t bad = kv.second.numel() - torch::isfinite(kv.second).sum().item<int64_t>();
-    if (bad > 0)
+  if (options.check_finite) {
+    for (const auto& kv : state) {
+      if (!at::isFloatingType(kv.second.scalar_type())) continue;
+      if (torch::isfinite(kv.second).all().item<bool>()) continue;
+      const int64_t bad = kv.second.numel() - torch::isfinite(kv.second).sum().item<int64_t>();
       throw std::runtime_error(source + ": tensor '" + kv.first + "' holds " + std::to_string(bad) +
                                " NaN or infinite values (a diverged or corrupted model?)");
+    }
   }
   torch::NoGradGuard no_grad;
-  for (auto& kv : expected) kv.second.copy_(state.at(kv.first));
+  // The model's own tensors (not detached aliases): set_data swaps what each one holds, keeping its
+  // requires_grad. Shared: the state's tensor itself (a view into a mapped file stays one); copied: a
+  // clone. Either way in the state's dtype and device.
+  std::vector<torch::Tensor> held;
+  for (const auto& p : model.named_parameters(true)) {
+    torch::Tensor t = p.value();
+    const auto& src = state.at(p.key());
+    t.set_data(options.share ? src.detach() : src.detach().clone());
+    held.push_back(t);
+  }
+  for (const auto& b : model.named_buffers(true)) {
+    torch::Tensor t = b.value();
+    const auto& src = state.at(b.key());
+    t.set_data(options.share ? src.detach() : src.detach().clone());
+    held.push_back(t);
+  }
+  // One floating dtype for the whole model: the one that holds most of its parameters (a few fp32
+  // norms in a bf16 file, or a bf16 tensor in an fp32 one, are converted; small copies).
+  std::map<torch::ScalarType, int64_t> by_dtype;
+  for (const auto& t : model.parameters(true))
+    if (at::isFloatingType(t.scalar_type())) by_dtype[t.scalar_type()] += t.numel();
+  if (by_dtype.size() > 1 || (options.dtype && !by_dtype.empty())) {
+    auto main = options.dtype ? *options.dtype
+                              : std::max_element(by_dtype.begin(), by_dtype.end(), [](const auto& a, const auto& b) {
+                                  return a.second < b.second;
+                                })->first;
+    for (auto& t : held)
+      if (at::isFloatingType(t.scalar_type()) && t.scalar_type() != main) t.set_data(t.detach().to(main));
+  }
 }
 
 void check_tensors_fit(const ModelConfig& cfg, const TensorMap& tensors, const std::string& source) {

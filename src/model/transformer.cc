@@ -80,11 +80,9 @@ torch::Tensor TransformerLayerImpl::forward(torch::Tensor x, const torch::Tensor
 // ---------------------------------------------------------------------------------------
 StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, bool with_segments)
     : dropout_(cfg.dropout), max_positions_(cfg.max_positions) {
-  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(vocab, cfg.d_model));
-  torch::nn::init::normal_(embed_tokens->weight, 0.0, 0.02);
+  embed_tokens = register_module("embed_tokens", new_embedding(vocab, cfg.d_model));
   if (cfg.positional == Positional::Learned) {
-    embed_positions = register_module("embed_positions", torch::nn::Embedding(cfg.max_positions, cfg.d_model));
-    torch::nn::init::normal_(embed_positions->weight, 0.0, 0.02);
+    embed_positions = register_module("embed_positions", new_embedding(cfg.max_positions, cfg.d_model));
   } else if (cfg.positional == Positional::Rotary) {
     inv_freq_ = rope_inv_freq(cfg);  // positions enter inside attention
   } else {
@@ -101,8 +99,7 @@ StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, 
     embed_scale_ = std::sqrt(static_cast<double>(cfg.d_model));
   }
   if (with_segments && cfg.n_segments > 0) {
-    embed_segments = register_module("embed_segments", torch::nn::Embedding(cfg.n_segments, cfg.d_model));
-    torch::nn::init::normal_(embed_segments->weight, 0.0, 0.02);
+    embed_segments = register_module("embed_segments", new_embedding(cfg.n_segments, cfg.d_model));
   }
   if (cfg.embed_layer_norm) embed_norm = register_module("embed_norm", Norm(cfg.d_model, cfg.layer_norm_eps, cfg.norm_kind));
   layers = register_module("layers", torch::nn::ModuleList());
@@ -114,11 +111,8 @@ StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, 
     final_norm = register_module("final_norm", Norm(cfg.d_model, cfg.layer_norm_eps, cfg.norm_kind));
 }
 
-torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& segment_ids,
-                                 const torch::Tensor& self_mask, const torch::Tensor& memory,
-                                 const torch::Tensor& cross_mask, std::vector<torch::Tensor>* self_probs,
-                                 std::vector<torch::Tensor>* cross_probs, int64_t position_offset,
-                                 std::vector<KVCache>* self_caches, std::vector<KVCache>* cross_caches) {
+StackImpl::Embedded StackImpl::embed(const torch::Tensor& ids, const torch::Tensor& segment_ids,
+                                     int64_t position_offset) {
   const int64_t T = ids.size(1);
   const int64_t max_pos = embed_positions    ? embed_positions->weight.size(0)
                           : sinusoid_.defined() ? sinusoid_.size(0)
@@ -126,15 +120,16 @@ torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& 
   if (position_offset + T > max_pos)
     throw std::invalid_argument("sequence of length " + std::to_string(position_offset + T) +
                                 " exceeds max_positions " + std::to_string(max_pos));
-  auto x = embed_tokens(ids);
+  Embedded e;
+  auto& x = e.x;
+  x = embed_tokens(ids);
   if (embed_scale_ != 1.0) x = lrp::elementwise(x * embed_scale_, x);
   auto positions = torch::arange(position_offset, position_offset + T, ids.options());
-  std::optional<Rope> rope;
   if (embed_positions) {
     x = lrp::add(x, embed_positions(positions).unsqueeze(0));
   } else if (inv_freq_.defined()) {
     if (inv_freq_.device() != x.device()) inv_freq_ = inv_freq_.to(x.device());
-    rope = rope_tables(inv_freq_, position_offset, T, x.scalar_type());
+    e.rope = rope_tables(inv_freq_, position_offset, T, x.scalar_type());
   } else {
     if (sinusoid_.device() != x.device() || sinusoid_.scalar_type() != x.scalar_type())
       sinusoid_ = sinusoid_.to(x.device(), x.scalar_type());
@@ -145,6 +140,17 @@ torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& 
   }
   if (embed_norm) x = embed_norm(x);
   x = torch::dropout(x, dropout_, is_training());
+  return e;
+}
+
+torch::Tensor StackImpl::finish(const torch::Tensor& x) { return final_norm ? final_norm(x) : x; }
+
+torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& segment_ids,
+                                 const torch::Tensor& self_mask, const torch::Tensor& memory,
+                                 const torch::Tensor& cross_mask, std::vector<torch::Tensor>* self_probs,
+                                 std::vector<torch::Tensor>* cross_probs, int64_t position_offset,
+                                 std::vector<KVCache>* self_caches, std::vector<KVCache>* cross_caches) {
+  auto [x, rope] = embed(ids, segment_ids, position_offset);
   const int64_t L = n_layers();
   if (self_probs) self_probs->assign(L, {});
   if (cross_probs) cross_probs->assign(L, {});
@@ -156,15 +162,14 @@ torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& 
                          self_caches ? &(*self_caches)[l] : nullptr,
                          cross_caches ? &(*cross_caches)[l] : nullptr, rope ? &*rope : nullptr);
   }
-  if (final_norm) x = final_norm(x);
-  return x;
+  return finish(x);
 }
 
 // ---------------------------------------------------------------------------------------
 TransformerImpl::TransformerImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {
   cfg_.finalize();
   const double bytes = cfg_.approx_parameters() * 4.0, memory = static_cast<double>(physical_memory_bytes());
-  if (memory > 0 && bytes > memory) {
+  if (memory > 0 && bytes > memory && !DeferredInit::active()) {  // deferred: the loader checks what it maps
     char buf[160];
     std::snprintf(buf, sizeof buf, "config: the model needs about %.1f GiB for its parameters, more than this machine's %.1f GiB",
                   bytes / (1ull << 30), memory / (1ull << 30));
@@ -208,6 +213,54 @@ torch::Tensor TransformerImpl::encode(const Batch& batch, std::map<AttnType, std
                           attn ? &(*attn)[AttnType::EncoderSelf] : nullptr, nullptr);
 }
 
+torch::Tensor TransformerImpl::classify(const torch::Tensor& h) {
+  auto first = pooler(h.select(1, 0));  // first token ([CLS])
+  auto pooled = lrp::elementwise(torch::tanh(first), first);
+  pooled = torch::dropout(pooled, cfg_.dropout, is_training());
+  return classifier(pooled);
+}
+
+torch::Tensor TransformerImpl::decoder_lm_mask(const Batch& batch) const {
+  check_ids(batch.input_ids, "input_ids");
+  const auto dtype = decoder->embed_tokens->weight.scalar_type();
+  const int64_t T = batch.input_ids.size(1);
+  return causal_mask(T, batch.input_ids.device(), dtype, cfg_.sliding_window) +
+         padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id), dtype);
+}
+
+Stack& TransformerImpl::single_stack() {
+  if (cfg_.arch == Arch::EncoderDecoder)
+    throw std::invalid_argument("layer-by-layer execution covers single-stack models (decoder_lm, "
+                                "encoder_classifier), not an encoder-decoder");
+  return cfg_.arch == Arch::DecoderLM ? decoder : encoder;
+}
+
+TransformerImpl::StackState TransformerImpl::stack_begin(const Batch& batch) {
+  Stack& s = single_stack();
+  StackState st;
+  if (cfg_.arch == Arch::DecoderLM) {
+    st.mask = decoder_lm_mask(batch);
+  } else {
+    check_ids(batch.input_ids, "input_ids");
+    st.mask = padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id),
+                           encoder->embed_tokens->weight.scalar_type());
+  }
+  auto e = s->embed(batch.input_ids, cfg_.arch == Arch::DecoderLM ? torch::Tensor() : batch.segment_ids);
+  st.x = e.x;
+  st.rope = e.rope;
+  return st;
+}
+
+torch::Tensor TransformerImpl::stack_layer(int64_t l, const torch::Tensor& x, const StackState& st) {
+  return single_stack()->layer(l).forward(x, st.mask, {}, {}, nullptr, nullptr, nullptr, nullptr,
+                                          st.rope ? &*st.rope : nullptr);
+}
+
+torch::Tensor TransformerImpl::stack_end(const torch::Tensor& x) {
+  auto h = single_stack()->finish(x);
+  return cfg_.arch == Arch::DecoderLM ? output_projection(h) : classify(h);
+}
+
 torch::Tensor TransformerImpl::output_projection(const torch::Tensor& hidden) const {
   if (lm_head) return lm_head->forward(hidden);
   return lrp::linear(hidden, decoder->embed_tokens->weight, {});
@@ -217,23 +270,13 @@ ModelOutput TransformerImpl::forward(const Batch& batch, const ForwardOptions& o
   ModelOutput out;
   auto* attn = opts.return_attention ? &out.attention : nullptr;
   switch (cfg_.arch) {
-    case Arch::EncoderClassifier: {
-      auto h = encode(batch, attn);                                     // [B, T, C]
-      auto first = pooler(h.select(1, 0));                             // first token ([CLS])
-      auto pooled = lrp::elementwise(torch::tanh(first), first);
-      pooled = torch::dropout(pooled, cfg_.dropout, is_training());
-      out.logits = classifier(pooled);                                  // [B, n_classes]
+    case Arch::EncoderClassifier:
+      out.logits = classify(encode(batch, attn));  // [B, T, C] -> [B, n_classes]
       break;
-    }
     case Arch::DecoderLM: {
-      check_ids(batch.input_ids, "input_ids");
-      const auto dtype = decoder->embed_tokens->weight.scalar_type();
-      const int64_t T = batch.input_ids.size(1);
-      auto mask = causal_mask(T, batch.input_ids.device(), dtype, cfg_.sliding_window) +
-                  padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id), dtype);
-      auto h = decoder->forward(batch.input_ids, {}, mask, {}, {},
+      auto h = decoder->forward(batch.input_ids, {}, decoder_lm_mask(batch), {}, {},
                                 attn ? &(*attn)[AttnType::DecoderSelf] : nullptr, nullptr);
-      out.logits = output_projection(h);                                // [B, T, V]
+      out.logits = output_projection(h);  // [B, T, V]
       break;
     }
     case Arch::EncoderDecoder: {

@@ -75,14 +75,14 @@ torch::Tensor key_mask(const Batch& b, AttnType t, Arch arch) {
 }
 
 void for_each_batch(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts, const std::string& what,
-                    const std::function<void(const Batch&)>& fn) {
+                    const std::function<void(const Batch&)>& fn, bool every_rank) {
   const auto& cfg = model.config();
   const auto device = model.parameters().front().device();
   const auto batches = make_token_batches(data.examples, opts.batch_tokens, opts.max_batch, false, 0);
   int64_t done = 0;
   for (size_t k = 0; k < batches.size(); ++k) {
     ++done;
-    if (!dist::owns(static_cast<int64_t>(k))) continue;  // several processes: whole batches per rank
+    if (!every_rank && !dist::owns(static_cast<int64_t>(k))) continue;  // several processes: whole batches per rank
     std::vector<const Example*> ex;
     for (size_t i : batches[k]) ex.push_back(&data.examples[i]);
     fn(collate(ex, cfg.arch, cfg.pad_id).to(device));
@@ -166,11 +166,73 @@ torch::Device device_of(TransformerImpl& model) { return model.parameters().fron
 
 int64_t query_len(const Batch& b, AttnType t, Arch arch) { return detail::query_mask(b, t, arch).size(1); }
 
+// d loss / d probe of every attention layer of a single-stack model for one batch, one layer's graph at
+// a time: a forward pass without autograd keeps each layer's input, then from the top down each layer
+// is run again with its probe and the gradient of its output, which gives the probe's gradient and the
+// gradient of its input for the layer below. In a pipeline (opts.pipeline, several processes) this
+// rank runs its slice of the layers: the hidden state comes from the rank before and goes to the next,
+// its gradient comes back from the next and goes to the one before; the last rank computes the loss.
+// Returns one tensor per entry of `layers` (undefined where this rank has no gradient).
+std::vector<torch::Tensor> layerwise_probe_grads(TransformerImpl& model, const Batch& b, const std::vector<AttnLayer>& layers,
+                                                 const std::vector<torch::Tensor>& probes, const ScoreOptions& opts) {
+  const int64_t L = model.single_stack()->n_layers();
+  const auto [first, last] = opts.pipeline ? dist::slice(L) : std::pair<int64_t, int64_t>{0, L};
+  const int rank = dist::rank(), world = opts.pipeline ? dist::world_size() : 1;
+  const bool first_rank = !opts.pipeline || rank == 0, last_rank = !opts.pipeline || rank == world - 1;
+  std::vector<size_t> index_of(static_cast<size_t>(L), layers.size());  // layer -> entry of `layers`
+  for (size_t i = 0; i < layers.size(); ++i) index_of[static_cast<size_t>(layers[i].layer)] = i;
+  TransformerImpl::StackState st;
+  std::vector<torch::Tensor> xs(static_cast<size_t>(L + 1));
+  {
+    torch::NoGradGuard no_grad;
+    st = model.stack_begin(b);
+    torch::Tensor x = first_rank ? st.x : dist::recv_like(st.x, rank - 1);
+    xs[static_cast<size_t>(first)] = x;
+    for (int64_t l = first; l < last; ++l) xs[static_cast<size_t>(l + 1)] = x = model.stack_layer(l, x, st);
+    if (!last_rank) dist::send(x, rank + 1);
+  }
+  torch::Tensor grad;  // d loss / d (output of layer l), going down
+  if (last_rank) {
+    auto top = xs[static_cast<size_t>(L)].detach().requires_grad_(true);
+    ModelOutput out;
+    out.logits = model.stack_end(top);
+    auto loss = per_example_nll(model, out, b).first.sum();  // sum of per-example losses L(x)
+    grad = torch::autograd::grad({loss}, {top})[0];
+  } else {
+    grad = dist::recv_like(xs[static_cast<size_t>(last)], rank + 1);
+  }
+  std::vector<torch::Tensor> grads(layers.size());
+  for (int64_t l = last - 1; l >= first; --l) {
+    const size_t i = index_of[static_cast<size_t>(l)];
+    const bool probed = i < layers.size() && probes[i].defined();
+    const bool need_x = l > first || !first_rank;  // the layer below (here or on the rank before) needs it
+    auto x = xs[static_cast<size_t>(l)].detach().requires_grad_(need_x);
+    std::vector<torch::Tensor> wrt;
+    if (need_x) wrt.push_back(x);
+    if (probed) {
+      layers[i].module->head_probe = probes[i];
+      wrt.push_back(probes[i]);
+    }
+    if (wrt.empty()) continue;
+    auto y = model.stack_layer(l, x, st);
+    auto g = torch::autograd::grad({y}, wrt, {grad}, false, false, true);
+    if (probed) {
+      grads[i] = g.back();
+      layers[i].module->head_probe = torch::Tensor();
+    }
+    if (need_x) grad = g.front();
+  }
+  if (!first_rank) dist::send(grad, rank - 1);
+  return grads;
+}
+
 HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
   detail::ModelState state(model);
   state.freeze_parameters();
   const auto& cfg = model.config();
   auto layers = detail::attention_layers(model);
+  const bool layerwise = opts.layerwise || opts.pipeline;
+  if (layerwise) model.single_stack();  // refuses an encoder-decoder, naming why
   // Groups: each layer's signed per-head gradients are summed into their key/value group (the
   // gradient of one gate on the whole group) before the absolute value.
   const bool groups = opts.unit == ScoreUnit::KvGroup;
@@ -184,27 +246,42 @@ HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const Sc
   const bool per_token = opts.granularity == Granularity::Token;
   int64_t passes = 0;
   detail::for_each_batch(model, data, opts, "gradient", [&](const Batch& b) {
-    std::vector<torch::Tensor> probes;
-    std::vector<size_t> which;
+    std::vector<torch::Tensor> probes(layers.size());
     const int64_t B = b.size();
+    bool any = false;
     for (size_t i = 0; i < layers.size(); ++i) {
       const int64_t H = static_cast<int64_t>(layers[i].heads.size());
       if (H == 0) continue;
       const int64_t T = per_token ? query_len(b, layers[i].type, cfg.arch) : 1;
-      auto p = torch::ones({B, H, T, 1}, torch::TensorOptions().dtype(torch::kFloat).device(b.input_ids.device()))
-                   .requires_grad_(true);
-      layers[i].module->head_probe = p;
-      probes.push_back(p);
-      which.push_back(i);
+      probes[i] = torch::ones({B, H, T, 1}, torch::TensorOptions().dtype(torch::kFloat).device(b.input_ids.device()))
+                      .requires_grad_(true);
+      any = true;
     }
-    if (probes.empty()) return;
-    auto out = model.forward(b);
-    auto loss = per_example_nll(model, out, b).first.sum();  // sum of per-example losses L(x)
-    auto grads = torch::autograd::grad({loss}, probes, {}, false, false, true);
+    if (!any) return;
+    std::vector<torch::Tensor> grads(layers.size());
+    if (layerwise) {
+      grads = layerwise_probe_grads(model, b, layers, probes, opts);
+    } else {
+      std::vector<torch::Tensor> wrt;
+      for (size_t i = 0; i < layers.size(); ++i)
+        if (probes[i].defined()) {
+          layers[i].module->head_probe = probes[i];
+          wrt.push_back(probes[i]);
+        }
+      auto out = model.forward(b);
+      auto loss = per_example_nll(model, out, b).first.sum();  // sum of per-example losses L(x)
+      auto g = torch::autograd::grad({loss}, wrt, {}, false, false, true);
+      size_t k = 0;
+      for (size_t i = 0; i < layers.size(); ++i) {
+        if (!probes[i].defined()) continue;
+        grads[i] = g[k].defined() ? g[k] : torch::zeros_like(probes[i]);
+        ++k;
+      }
+    }
     ++passes;
-    for (size_t k = 0; k < probes.size(); ++k) {
-      const size_t i = which[k];
-      auto g = grads[k].defined() ? grads[k].squeeze(-1) : torch::zeros_like(probes[k]).squeeze(-1);  // [B,H,T]
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (!grads[i].defined()) continue;  // no heads, or (pipeline) another rank's layer
+      auto g = grads[i].to(torch::kFloat).squeeze(-1);  // [B,H,T]
       if (groups) {
         const int64_t G = static_cast<int64_t>(keys[i].heads.size());
         g = torch::zeros({g.size(0), G, g.size(2)}, g.options()).index_add_(1, group_of[i], g);  // [B,G,T]
@@ -214,13 +291,16 @@ HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const Sc
                              : torch::ones({B, 1}, torch::TensorOptions().dtype(torch::kBool).device(g.device()));
       acc.add_masked(i, g.detach(), qmask.to(g.device()));
     }
-  });
+  }, /*every_rank=*/opts.pipeline);
   HeadScores s = acc.mean(keys);
   s.unit = opts.unit;
   s.info["granularity"] = per_token ? "token" : "example";
-  s.info["forward_passes"] = 1;
+  s.info["forward_passes"] = layerwise ? 2 : 1;
   s.info["backward_passes"] = 1;
-  s.info["batches"] = static_cast<int64_t>(dist::all_reduce_sum(static_cast<double>(passes)));
+  if (layerwise) s.info["layerwise"] = opts.pipeline ? "pipeline over " + std::to_string(dist::world_size()) + " processes"
+                                                     : "one layer's graph at a time";
+  s.info["batches"] = opts.pipeline ? passes
+                                    : static_cast<int64_t>(dist::all_reduce_sum(static_cast<double>(passes)));
   return s;
 }
 

@@ -27,9 +27,10 @@ torch::Tensor query_mask(const Batch& b, AttnType t, Arch arch);
 torch::Tensor key_ids(const Batch& b, AttnType t, Arch arch);
 torch::Tensor key_mask(const Batch& b, AttnType t, Arch arch);
 
-// The scorers' batching of the data (length-sorted, deterministic), reporting progress.
+// The scorers' batching of the data (length-sorted, deterministic), reporting progress. Several
+// processes split the batches between them, unless every_rank (a pipeline: every rank runs every batch).
 void for_each_batch(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts, const std::string& what,
-                    const std::function<void(const Batch&)>& fn);
+                    const std::function<void(const Batch&)>& fn, bool every_rank = false);
 
 // Puts the model in eval mode for scoring and restores, on destruction, its mode, the
 // parameters' requires_grad and the analysis hooks (head probes, context observers).

@@ -211,6 +211,37 @@ void broadcast(std::vector<torch::Tensor> tensors, int root) {
 #endif
 }
 
+void send(const torch::Tensor& t, int dst) {
+  if (!active()) throw std::logic_error("dist::send outside a multi-process run");
+#ifdef HP_HAVE_GLOO
+  // As bytes: any dtype travels, and the receiver knows the shape.
+  std::vector<at::Tensor> io = {t.detach().to(torch::kCPU).contiguous().flatten().view(torch::kUInt8)};
+  try {
+    state().group->send(io, dst, /*tag=*/0)->wait();
+  } catch (const std::exception& e) {
+    collective_failed("send", e);
+  }
+#else
+  (void)t, (void)dst;
+#endif
+}
+
+torch::Tensor recv_like(const torch::Tensor& like, int src) {
+  if (!active()) throw std::logic_error("dist::recv_like outside a multi-process run");
+  auto bytes = torch::empty({like.numel() * static_cast<int64_t>(like.element_size())}, torch::kUInt8);
+#ifdef HP_HAVE_GLOO
+  std::vector<at::Tensor> io = {bytes};
+  try {
+    state().group->recv(io, src, /*tag=*/0)->wait();
+  } catch (const std::exception& e) {
+    collective_failed("recv", e);
+  }
+#else
+  (void)src;
+#endif
+  return bytes.view(like.scalar_type()).view(like.sizes()).to(like.device());
+}
+
 std::vector<std::string> all_gather(const std::string& mine) {
   if (!active()) return {mine};
   const int w = world_size();

@@ -29,6 +29,23 @@ const NameTable<Precision>& precision_names() {
   return t;
 }
 Precision parse_precision(const std::string& s) { return precision_names().parse(s); }
+
+std::optional<torch::ScalarType> parse_dtype(const std::string& s) {
+  if (s == "auto") return std::nullopt;
+  if (s == "fp32" || s == "float32") return torch::kFloat;
+  if (s == "bf16" || s == "bfloat16") return torch::kBFloat16;
+  if (s == "f16" || s == "fp16" || s == "float16") return torch::kHalf;
+  throw std::invalid_argument("--dtype '" + s + "': expected auto (as stored), fp32, bf16 or f16");
+}
+
+std::string dtype_name(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat: return "fp32";
+    case torch::kBFloat16: return "bf16";
+    case torch::kHalf: return "f16";
+    default: return c10::toString(t);
+  }
+}
 std::string to_string(Precision p) { return precision_names().name(p); }
 
 torch::Device parse_device(const std::string& s) {
@@ -149,6 +166,24 @@ uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
 }
+
+namespace {
+uint64_t proc_kib(const char* file, const char* key) {  // "Key:   123 kB" -> 123 * 1024
+  std::ifstream in(file);
+  std::string line;
+  const std::string k = std::string(key) + ":";
+  while (std::getline(in, line))
+    if (line.rfind(k, 0) == 0) return std::strtoull(line.c_str() + k.size(), nullptr, 10) * 1024;
+  return 0;
+}
+}  // namespace
+
+uint64_t available_memory_bytes(const torch::Device& device) {
+  if (device.is_cuda()) return compat::device_free_bytes(device);
+  return proc_kib("/proc/meminfo", "MemAvailable");
+}
+
+uint64_t peak_rss_bytes() { return proc_kib("/proc/self/status", "VmHWM"); }
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");

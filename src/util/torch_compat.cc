@@ -10,6 +10,8 @@
 
 #ifdef HP_HAVE_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace hp::compat {
@@ -100,6 +102,21 @@ int64_t peak_memory_bytes(const torch::Device& device) {
   if (device.is_cuda()) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
     return stats.allocated_bytes[0].peak;  // 0: the aggregate over pool types
+  }
+#else
+  (void)device;
+#endif
+  return 0;
+}
+
+uint64_t device_free_bytes(const torch::Device& device) {
+#ifdef HP_HAVE_CUDA
+  if (device.is_cuda()) {
+    size_t free = 0, total = 0;
+    c10::cuda::CUDAGuard guard(device.index() < 0 ? 0 : device.index());
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    return free + static_cast<uint64_t>(stats.reserved_bytes[0].current - stats.allocated_bytes[0].current);
   }
 #else
   (void)device;

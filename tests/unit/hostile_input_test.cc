@@ -94,11 +94,15 @@ TEST(HostileInput, TrainRefusesToStartOverAFinishedRun) {
   const std::string nothing = error_of([&] { run.train(tmp / "never-started", resume); });
   EXPECT_NE(nothing.find("nothing to resume"), std::string::npos) << nothing;
 
-  // A directory holding something else is refused too.
+  // A directory holding something else is refused too, even with --overwrite (issue 50).
   fs::create_directories(tmp / "foreign");
   write(tmp / "foreign/notes.txt", "mine");
   const std::string foreign = error_of([&] { run.train(tmp / "foreign", run.opts); });
-  EXPECT_NE(foreign.find("not a resumable headprune run"), std::string::npos) << foreign;
+  EXPECT_NE(foreign.find("not a headprune training run"), std::string::npos) << foreign;
+  TrainOptions force = run.opts;
+  force.overwrite = true;
+  const std::string forced = error_of([&] { run.train(tmp / "foreign", force); });
+  EXPECT_NE(forced.find("never replaces it, even with --overwrite"), std::string::npos) << forced;
   EXPECT_EQ(slurp(tmp / "foreign/notes.txt"), "mine");
 
   // --overwrite starts again from scratch: the old files are gone.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/data/synthetic.h"
+#include "headprune/model/remove_heads.h"
 #include "headprune/eval/evaluate.h"
 #include "headprune/model/lrp.h"
 #include "headprune/score/importance.h"
@@ -225,6 +226,45 @@ TEST(Importance, KeyValueGroupScores) {
     EXPECT_NEAR(v, sum, 1e-9 * std::max(1.0, sum)) << to_string(id);
   }
   EXPECT_THROW(score_heads(*model, set, ScoreMethod::AllButOne, opts), std::invalid_argument);
+}
+
+TEST(Importance, LayerwiseGradientsEqualTheWholeGraph) {
+  // Recomputing one layer's graph at a time gives the whole graph's gate gradients, per head and per
+  // key/value group, per example and per token, on every single-stack family (with heads removed and a
+  // layer emptied); an encoder-decoder is refused with the reason.
+  for (test::Fam f : {test::Fam::EncoderClassifier, test::Fam::DecoderLM, test::Fam::Llama}) {
+    SCOPED_TRACE(test::name_of(f));
+    const ModelConfig cfg = test::config_of(f);
+    auto model = test::make_model(cfg, 7, torch::kDouble);
+    const AttnType t = cfg.attn_types().front();
+    std::vector<HeadId> drop;
+    for (int64_t h = 0; h < cfg.n_heads; ++h) drop.push_back({t, 0, h});  // layer 0 emptied
+    drop.push_back({t, 1, 1});
+    model = remove_heads(*model, drop);
+    const EvalSet set = synthetic_set(cfg, 9, 5);
+    for (ScoreUnit unit : {ScoreUnit::Head, ScoreUnit::KvGroup}) {
+      for (Granularity g : {Granularity::Example, Granularity::Token}) {
+        ScoreOptions whole;
+        whole.normalize = Normalization::None;
+        whole.unit = unit;
+        whole.granularity = g;
+        whole.batch_tokens = 40;  // several batches
+        ScoreOptions layerwise = whole;
+        layerwise.layerwise = true;
+        const auto a = score_heads(*model, set, ScoreMethod::Gradient, whole);
+        const auto b = score_heads(*model, set, ScoreMethod::Gradient, layerwise);
+        ASSERT_EQ(a.scores.size(), b.scores.size());
+        for (const auto& [head, v] : a.scores) EXPECT_NEAR(b.at(head), v, 1e-9 * std::max(1.0, std::abs(v)));
+        EXPECT_EQ(b.info.value("layerwise", ""), "one layer's graph at a time");
+      }
+    }
+  }
+  auto mt = test::make_model(test::config_of(test::Fam::EncoderDecoder), 7, torch::kDouble);
+  ScoreOptions o;
+  o.layerwise = true;
+  const std::string e = test::error_of(
+      [&] { score_heads(*mt, synthetic_set(mt->config(), 4, 5), ScoreMethod::Gradient, o); });
+  EXPECT_NE(e.find("single-stack models"), std::string::npos) << e;
 }
 
 TEST(Importance, ScoresAreDeterministic) {

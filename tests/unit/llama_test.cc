@@ -3,6 +3,8 @@
 // and a sharded BF16 Llama (linear RoPE scaling, every bias); query heads and whole key/value groups
 // masked and removed; the dense masked HF export; KV-cache decoding; bad input.
 #include <cmath>
+#include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -59,9 +61,11 @@ std::vector<HeadId> zeros_of(const torch::Tensor& mask) {
 }
 
 TEST(LlamaHf, MatchesTheReferenceWithHeadsAndGroupsMasked) {
+  LoadOptions fp32;  // the references are computed in fp32 (the BF16 fixture's too)
+  fp32.dtype = torch::kFloat;
   for (const char* name : kFixtures) {
     SCOPED_TRACE(name);
-    auto hf = import_hf(fixture(name));
+    auto hf = import_hf(fixture(name), fp32);
     const auto& cfg = hf.model->config();
     EXPECT_EQ(cfg.positional, Positional::Rotary);
     EXPECT_EQ(cfg.norm_kind, NormKind::RmsNorm);
@@ -86,6 +90,49 @@ TEST(LlamaHf, MatchesTheReferenceWithHeadsAndGroupsMasked) {
   EXPECT_TRUE(qwen.tie_embeddings && qwen.qkv_bias && !qwen.o_bias);
   EXPECT_EQ(import_hf(fixture("mistral_window")).model->config().sliding_window, 3);
   EXPECT_EQ(import_hf(fixture("llama_gqa")).model->config().rope_scaling.type, RopeScalingType::Llama3);
+}
+
+// The address ranges of this process's mappings of files whose path ends with `suffix`.
+std::vector<std::pair<uintptr_t, uintptr_t>> mappings_of(const std::string& suffix) {
+  std::vector<std::pair<uintptr_t, uintptr_t>> out;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.size() < suffix.size() || line.compare(line.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    uintptr_t a = 0, b = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &a, &b) == 2) out.push_back({a, b});
+  }
+  return out;
+}
+
+TEST(LlamaHf, Bf16WeightsStayBf16InTheMappedFiles) {
+  // Loaded as stored: every weight is BF16 and lies inside a mapping of a shard file (no fp32 copy,
+  // no copy at all); computed in bf16, the logits are the fp32 reference's to bf16's precision.
+  auto hf = import_hf(fixture("llama_sharded_bf16"));
+  std::vector<std::pair<uintptr_t, uintptr_t>> maps;
+  for (const char* shard : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}) {
+    const auto m = mappings_of(shard);
+    maps.insert(maps.end(), m.begin(), m.end());
+  }
+  ASSERT_FALSE(maps.empty());
+  for (const auto& p : hf.model->named_parameters()) {
+    SCOPED_TRACE(p.key());
+    EXPECT_EQ(p.value().scalar_type(), torch::kBFloat16);
+    const auto at = reinterpret_cast<uintptr_t>(p.value().data_ptr());
+    EXPECT_TRUE(std::any_of(maps.begin(), maps.end(), [&](const auto& r) { return at >= r.first && at < r.second; }));
+  }
+  const Golden g("llama_sharded_bf16");
+  const auto out = logits(*hf.model, g.batch);
+  EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
+  const double scale = g.t.at("logits").abs().max().item<double>();
+  EXPECT_LT(g.diff(out.to(torch::kFloat), "logits"), 0.05 * scale);
+  // The same heads removed in bf16: the pruned model keeps the untouched layers' mapped weights.
+  const std::vector<HeadId> drop = zeros_of(g.t.at("mask_group"));
+  auto pruned = remove_heads(*hf.model, drop, /*share_untouched=*/true);
+  EXPECT_EQ(pruned->decoder->embed_tokens->weight.data_ptr(), hf.model->decoder->embed_tokens->weight.data_ptr());
+  hf.model->mask_heads(drop);
+  EXPECT_LT(test::max_abs_diff(logits(*pruned, g.batch).to(torch::kFloat), logits(*hf.model, g.batch).to(torch::kFloat)),
+            0.02 * scale);
 }
 
 TEST(LlamaHf, PrunedCheckpointAndDenseExportRoundTrip) {

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "headprune/data/tokenizer.h"
+#include "headprune/io/load_options.h"
 #include "headprune/model/transformer.h"
 
 namespace hp {
@@ -27,7 +28,7 @@ struct LoadedModel {
 // Loads the model (strictly) and moves it to `device`; reads headprune's tokenizer.json, else an HF
 // tokenizer (vocab.txt or vocab.json + merges.txt). A tokenizer larger than the model's vocabulary is
 // an error naming the directory.
-LoadedModel open_model(const std::string& dir, const torch::Device& device = torch::kCPU);
+LoadedModel open_model(const std::string& dir, const torch::Device& device = torch::kCPU, const LoadOptions& options = {});
 
 // Whether a tokenizer.json is headprune's own BPE ("type": "headprune-bpe") rather than HF's.
 bool is_headprune_tokenizer(const std::string& path);

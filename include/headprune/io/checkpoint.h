@@ -11,17 +11,21 @@
 
 #include "headprune/config.h"
 #include "headprune/io/files.h"
+#include "headprune/io/load_options.h"
 #include "headprune/model/transformer.h"
 
 namespace hp {
 
 constexpr const char* kConfigFile = "config.json";
 constexpr const char* kWeightsFile = "model.safetensors";
+constexpr const char* kWeightsIndexFile = "model.safetensors.index.json";  // sharded (HF's layout)
 constexpr int64_t kCheckpointVersion = 2;
 
 ModelConfig load_config(const std::string& dir);  // dir/config.json, strictly validated
-// A headprune checkpoint, or a HuggingFace BERT / GPT-2 directory (see io/hf.h), on the CPU in eval mode.
-Transformer load_checkpoint(const std::string& dir);
+// A headprune checkpoint, or a HuggingFace directory (see io/hf.h), on the CPU in eval mode: its
+// weights mapped from the files (model.safetensors, or the shards of model.safetensors.index.json)
+// and held as they are stored unless `options` ask for a dtype.
+Transformer load_checkpoint(const std::string& dir, const LoadOptions& options = {});
 
 // Creates dir if needed; overwrites config.json, model.safetensors and each extra file
 // (name -> bytes, e.g. the tokenizer) atomically.

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headprune/io/load_options.h"
 #include "headprune/model/state.h"
 #include "headprune/model/transformer.h"
 
@@ -46,14 +47,14 @@ struct HfModel {
 };
 
 // dir: config.json with model.safetensors, or with model.safetensors.index.json and its shards.
-HfModel import_hf(const std::string& dir);
+HfModel import_hf(const std::string& dir, const LoadOptions& options = {});
 // Every tensor of a sharded checkpoint: each shard the index names must exist and hold exactly the
 // tensors the index puts there (errors name the index or the shard).
 TensorMap read_sharded_safetensors(const std::string& index_path);
 // The same, from a config and tensors with HF names (what import_hf reads from the directory).
 // Errors name `source` (the tensors' file) or `config_source` (the config's), whichever is at fault.
 HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source,
-                  const std::string& config_source = "config.json");
+                  const std::string& config_source = "config.json", const LoadOptions& options = {});
 
 // The HF tensors and config of a model (masked heads are removed first). `base_config` (e.g.
 // the imported one) supplies fields headprune does not model (id2label, token ids ...); the model

@@ -31,6 +31,11 @@ struct ImportanceRequest {
   double alpha = 0.01;
   std::vector<int64_t> special_ids;  // confidence; empty: the tokenizer's eos ([SEP]), or </s> without one
   bool cost = false;  // also time one forward and one forward+backward pass as units of cost
+  // Gradient scores one layer's graph at a time (ScoreOptions::layerwise); also chosen by the job when
+  // the whole graph would not fit in memory and this does.
+  bool layerwise = false;
+  // Several processes: each holds a contiguous slice of the layers (ScoreOptions::pipeline).
+  bool pipeline = false;
   DataSource data;
 };
 

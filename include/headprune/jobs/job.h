@@ -33,6 +33,13 @@ struct DataSource {
   int64_t max_examples = 0;                  // only the first N examples of that split (0 = all)
   int64_t synthetic_examples = 500;          // synthetic task: examples of an evaluation split
   int64_t synthetic_train = 4000;            // synthetic task: training examples (fine-tuning, gates)
+  // Calibration text instead of a split (pruning an LLM with a few sequences, as Minitron and
+  // LLM-Pruner do): a text file tokenized with the model's tokenizer, cut into calibration_samples
+  // blocks of calibration_length tokens (every split reads them); "random" draws uniformly random token
+  // ids instead (speed and memory checks of models with random weights only).
+  std::string calibration;
+  int64_t calibration_length = 128;
+  int64_t calibration_samples = 16;
 };
 
 // Recovery fine-tuning after pruning: the run config's training options with these overrides.

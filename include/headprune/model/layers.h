@@ -5,12 +5,32 @@
 // Dense can be switched to a dynamic int8 linear for inference (precision.h).
 #pragma once
 
+#include <functional>
+
 #include <torch/torch.h>
 
 #include "headprune/config.h"
 #include "headprune/model/lrp.h"
 
 namespace hp {
+
+// While one is alive (on this thread), the modules being built allocate no weights: each parameter
+// is a placeholder of its shape without storage of its own (one element, expanded) and is not
+// initialized. For models that are loaded right after they are built (model/state.h puts the stored
+// tensors in the placeholders' place): building a 7B model the ordinary way would allocate and
+// initialize 28 GiB of fp32 first.
+class DeferredInit {
+ public:
+  DeferredInit();
+  ~DeferredInit();
+  DeferredInit(const DeferredInit&) = delete;
+  DeferredInit& operator=(const DeferredInit&) = delete;
+  static bool active();
+};
+// A parameter of `shape`: the placeholder under DeferredInit, else `make()`.
+torch::Tensor new_weight(at::IntArrayRef shape, const std::function<torch::Tensor()>& make);
+// An embedding table of V x C (normal(0, 0.02) initialized, or a placeholder under DeferredInit).
+torch::nn::Embedding new_embedding(int64_t V, int64_t C);
 
 class DenseImpl : public torch::nn::Module {
  public:

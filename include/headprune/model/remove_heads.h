@@ -29,7 +29,10 @@ std::pair<ModelConfig, TensorMap> remove_heads(const ModelConfig& cfg, const Ten
 std::pair<ModelConfig, TensorMap> restore_head_shapes(const ModelConfig& cfg, const TensorMap& state);
 
 // Builds a fresh model of the pruned config and loads the sliced weights; keeps the
-// device, dtype and train/eval mode of `model`. (Rebuild any optimizer afterwards.)
-Transformer remove_heads(TransformerImpl& model, const std::vector<HeadId>& heads);
+// device, dtype and train/eval mode of `model`. (Rebuild any optimizer afterwards.) Only the
+// attention layers that lose heads are sliced (new tensors); with share_untouched the pruned model
+// holds every other tensor of `model` itself (no copy: for models as large as memory; training one
+// changes the other), else copies.
+Transformer remove_heads(TransformerImpl& model, const std::vector<HeadId>& heads, bool share_untouched = false);
 
 }  // namespace hp

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include <torch/torch.h>
@@ -19,10 +20,21 @@ std::string attention_prefix(AttnType type, int64_t layer);
 // Parameters and buffers by their module path, detached (sharing storage with the model).
 TensorMap state_dict(TransformerImpl& model);
 
-// Copies `state` into `model` strictly. Floating tensors of another floating dtype are
-// converted; anything else that differs is a std::runtime_error naming `source`, the tensor
-// and expected vs got (missing tensor, unexpected tensor, shape, dtype).
-void load_state_strict(TransformerImpl& model, const TensorMap& state, const std::string& source);
+// How load_state_strict puts the tensors in the model.
+struct LoadStateOptions {
+  // true: the model holds the state's tensors themselves (views into a mapped file stay views: no
+  // copy, no memory); false: copies, so the state and the model can change independently.
+  bool share = false;
+  bool check_finite = true;                 // refuse NaN/Inf weights (reads every weight once)
+  std::optional<torch::ScalarType> dtype;  // every floating tensor in this dtype (copies where it differs)
+};
+
+// Loads `state` into `model` strictly: every name present, shapes equal, nothing left over, integer
+// dtypes equal; anything else is a std::runtime_error naming `source`, the tensor and expected vs got.
+// The model takes the state's device and floating dtype (the dtype that holds most parameters, unless
+// options.dtype; the few others are converted). The model may have been built under DeferredInit.
+void load_state_strict(TransformerImpl& model, const TensorMap& state, const std::string& source,
+                       const LoadStateOptions& options = {});
 
 // Before a model is built from a config read beside a weights file: the parameters the config asks
 // for (ModelConfig::approx_parameters) must be about what the file holds, else std::runtime_error

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <vector>
 
 #include <torch/torch.h>
@@ -81,6 +82,14 @@ class StackImpl : public torch::nn::Module {
                         std::vector<KVCache>* self_caches = nullptr,
                         std::vector<KVCache>* cross_caches = nullptr);
 
+  // forward() in pieces: the embedded input with the rotary tables of its positions; the final norm.
+  struct Embedded {
+    torch::Tensor x;          // [B, T, C]
+    std::optional<Rope> rope;  // rotary models
+  };
+  Embedded embed(const torch::Tensor& ids, const torch::Tensor& segment_ids, int64_t position_offset = 0);
+  torch::Tensor finish(const torch::Tensor& x);
+
   torch::nn::Embedding embed_tokens{nullptr}, embed_positions{nullptr}, embed_segments{nullptr};
   Norm embed_norm{nullptr}, final_norm{nullptr};
   torch::nn::ModuleList layers{nullptr};
@@ -118,6 +127,20 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor encode(const Batch& batch, std::map<AttnType, std::vector<torch::Tensor>>* attn = nullptr);
   torch::Tensor output_projection(const torch::Tensor& hidden) const;  // [.., C] -> [.., V]
 
+  // Layer by layer, for single-stack models (decoder_lm, encoder_classifier): forward() in pieces
+  // that can be recomputed one layer at a time (scoring a model whose whole graph does not fit) or run
+  // by different processes (a pipeline). stack_end(stack_layer(...stack_layer(stack_begin(b).x)...))
+  // gives forward(b).logits. Encoder-decoder models are std::invalid_argument.
+  struct StackState {
+    torch::Tensor x;           // [B, T, C] the embedded input
+    torch::Tensor mask;        // the additive attention mask of every layer
+    std::optional<Rope> rope;  // rotary models
+  };
+  StackState stack_begin(const Batch& batch);
+  torch::Tensor stack_layer(int64_t layer, const torch::Tensor& x, const StackState& state);
+  torch::Tensor stack_end(const torch::Tensor& x);  // final norm and the output head: the logits
+  Stack& single_stack();
+
   MultiHeadAttentionImpl& attention(AttnType type, int64_t layer);
   std::vector<HeadMaskView> head_masks();  // every attention layer, in model order
   // Masking: set one head's mask entry (original id; 0 masks, 1 unmasks); throws
@@ -137,6 +160,8 @@ class TransformerImpl : public torch::nn::Module {
   Dense pooler{nullptr}, classifier{nullptr}, lm_head{nullptr};
 
  private:
+  torch::Tensor classify(const torch::Tensor& hidden);          // the pooler and classifier on the first token
+  torch::Tensor decoder_lm_mask(const Batch& batch) const;     // causal (and windowed) plus padding
   ModelConfig cfg_;
 };
 TORCH_MODULE(Transformer);

@@ -73,6 +73,14 @@ struct ScoreOptions {
   lrp::Rules lrp;
   uint64_t seed = 1;                               // random scores, bootstrap resamples
   ScoreUnit unit = ScoreUnit::Head;                // query heads, or key/value groups
+  // Gradient: recompute one layer at a time (single-stack models): a hidden state per layer is kept
+  // and each layer's graph is built again on the way back, so memory is the weights, one layer's
+  // activations and one hidden state per layer, whatever the depth. The same scores as the whole graph.
+  bool layerwise = false;
+  // Gradient, several processes (util/dist.h): each process holds a contiguous slice of the layers
+  // and every process sees every batch (hidden states forward, their gradients back, the loss on the
+  // last process), instead of splitting the batches. Implies layerwise.
+  bool pipeline = false;
   // Called as work progresses: (what, done, total).
   std::function<void(const std::string&, int64_t, int64_t)> progress;
 };

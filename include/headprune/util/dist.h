@@ -54,6 +54,11 @@ inline bool owns(int64_t k) { return k % world_size() == rank(); }
 // at most one; empty when n < world and this rank comes last).
 std::pair<int64_t, int64_t> slice(int64_t n);
 
+// Point to point (a pipeline of layers): send blocks until `dst` has received; recv_like receives a
+// tensor of the shape, dtype and device of `like` from `src`.
+void send(const torch::Tensor& t, int dst);
+torch::Tensor recv_like(const torch::Tensor& like, int src);
+
 // Sums every tensor over the ranks, in place (any dtype and device; the tensors are packed into one
 // buffer per dtype, so one call costs one round per dtype).
 void all_reduce_sum(std::vector<torch::Tensor> tensors);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <torch/torch.h>
@@ -24,12 +25,18 @@ class NameTable;
 // (fp32 master weights; run configs' "bf16").
 enum class Precision { Float32, BFloat16, Int8 };
 Precision parse_precision(const std::string& s);  // "fp32", "bf16", "int8"
+// "auto" (unset: as stored), "fp32", "bf16", "f16"; anything else is std::invalid_argument.
+std::optional<torch::ScalarType> parse_dtype(const std::string& s);
+std::string dtype_name(torch::ScalarType t);  // "fp32", "bf16", "f16", else LibTorch's name
 std::string to_string(Precision p);
 const NameTable<Precision>& precision_names();
 
 struct Runtime {
   torch::Device device = torch::kCPU;
   Precision precision = Precision::Float32;
+  // The weights' dtype as loaded (--dtype): unset keeps what the files store (a bf16 checkpoint stays
+  // bf16 and is computed in bf16, norms and softmax statistics in fp32); fp32, bf16 or f16 converts.
+  std::optional<torch::ScalarType> dtype;
   int threads = 0;  // ATen intra-op threads; 0 = all cores
   uint64_t seed = 1234;
 };
@@ -79,6 +86,11 @@ std::string cpu_model();
 // Physical memory in bytes (0 when unknown): the bound a model's parameters are checked against
 // before they are allocated.
 uint64_t physical_memory_bytes();
+// What a job may still use: the kernel's MemAvailable on the CPU (free memory plus what the page cache
+// can give back), the device's free memory plus this process's cached blocks on a GPU; 0 when unknown.
+uint64_t available_memory_bytes(const torch::Device& device = torch::kCPU);
+// Peak resident set of this process so far (VmHWM), in bytes; 0 when unknown.
+uint64_t peak_rss_bytes();
 
 // glibc maps every allocation above its mmap ceiling (32 MiB) afresh and unmaps it when freed, so a
 // large activation pays its page faults again on every forward pass: BERT-base at batch 64 x 128 ran

@@ -51,5 +51,7 @@ void set_adam_moments(torch::optim::Adam& opt, const torch::Tensor& param, const
 // last reset, in bytes. 0 on the CPU and in builds without CUDA.
 void reset_peak_memory(const torch::Device& device);
 int64_t peak_memory_bytes(const torch::Device& device);
+// Free memory of a GPU plus what this process's caching allocator holds unused (0 without CUDA).
+uint64_t device_free_bytes(const torch::Device& device);
 
 }  // namespace hp::compat
