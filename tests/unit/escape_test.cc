@@ -142,5 +142,259 @@ TEST(GnuplotEscape, ProgramCheckPassesTheFiguresOfTheStudies) {
   EXPECT_GT(checked, 30);
 }
 
+// ---- hostile result files, run through plot and report ---------------------------------------
+
+// gnuplot code that creates `marker`, written without a slash (a directory name cannot hold one):
+// gnuplot's double-quoted strings read \057 as '/'.
+std::string touch(const std::string& marker) {
+  std::string octal;
+  for (char c : marker) octal += c == '/' ? std::string("\\057") : std::string(1, c);
+  return "system(\"touch " + octal + "\")";
+}
+// Breaks out of a datablock row: closes the quoted label, ends the block, runs the command, and opens
+// a block that swallows the rest of the row so the program stays valid and the attack unnoticed.
+std::string out_of_datablock(const std::string& marker) {
+  return "\"\nEOD\n" + touch(marker) + "\n$junk << EOD\n";
+}
+// Breaks out of a comment line (the caption at the top of a program) or a single-quoted string. (No
+// '#': a result's path with one reads as PATH#/json/pointer.)
+std::string out_of_line(const std::string& marker) { return "'\n" + touch(marker) + "\n'"; }
+
+nlohmann::json two_stages() {
+  return {{{"stage", "before"}, {"heads", 8}, {"params", 1000.0}, {"loss", 0.5}, {"metric", 0.9}},
+          {{"stage", "removed"}, {"heads", 4}, {"params", 600.0}, {"loss", 0.6}, {"metric", 0.85}}};
+}
+
+// Every SVG in `dir` (NAME.svg) or inside the HTML page `file` (data: URIs) parsed by Python's XML
+// parser (expat); "" when all are well-formed, else what Python said.
+std::string xml_problems(const std::string& scratch, const std::string& target) {
+  const std::string script = scratch + "/check_xml.py", out = scratch + "/check_xml.out";
+  std::ofstream(script) << R"(import base64, os, re, sys
+import xml.etree.ElementTree as ET
+target, bad, n = sys.argv[1], [], 0
+if os.path.isdir(target):
+    docs = [(f, open(os.path.join(target, f), 'rb').read()) for f in sorted(os.listdir(target)) if f.endswith('.svg')]
+else:
+    page = open(target, 'rb').read()
+    docs = [('figure %d' % i, base64.b64decode(m))
+            for i, m in enumerate(re.findall(rb'data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)', page))]
+for name, d in docs:
+    try:
+        ET.fromstring(d)
+        n += 1
+    except ET.ParseError as e:
+        bad.append('%s: %s' % (name, e))
+if not docs:
+    bad.append('no SVG in ' + target)
+print('; '.join(bad) if bad else 'ok %d' % n)
+)";
+  const std::string cmd = "python3 '" + script + "' '" + target + "' > '" + out + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::string said = read_file(out);
+  while (!said.empty() && said.back() == '\n') said.pop_back();
+  if (rc != 0) return "python3 failed (" + std::to_string(rc) + "): " + said;
+  return said.rfind("ok ", 0) == 0 ? "" : said;
+}
+
+struct HostileRun {
+  std::string dir;                   // the run directory
+  std::vector<std::string> markers;  // files a successful attack would create
+};
+
+// A run directory whose prune summary and bench file would each run a command in the programs that
+// `plot` and `report` wrote before issue 50; with `hostile_name`, the directory's own name would too
+// (a label in the figures, and a part of every caption and source path).
+HostileRun hostile_run(const test::TempDir& tmp, bool hostile_name) {
+  HostileRun h;
+  for (const char* m : {"ran_checkpoint", "ran_model", "ran_dirname"}) h.markers.push_back(tmp / m);
+  h.dir = tmp / "run";
+  if (hostile_name) {
+    h.dir = tmp / ("run" + out_of_line(h.markers[2]) + out_of_datablock(h.markers[2]) + " \\\"]]> <b>\xff\xfe\\");
+    try {
+      make_directories(h.dir);
+    } catch (const std::exception&) {
+      h.dir = tmp / "run";  // a file system that refuses such names: the file contents still attack
+    }
+  }
+  make_directories(h.dir);
+  // The starting checkpoint is drawn as "<checkpoint's last two path components>, unpruned". (JSON
+  // text is UTF-8 by definition: bytes that are no UTF-8 come through the directory name.)
+  const std::string checkpoint = "runs/base" + out_of_datablock(h.markers[0]) + "]]> <script>alert(1)</script> é" +
+                                 "\x01\x1b[31m\xef\xbf\xbf";
+  const std::string model = "pruned'model" + out_of_datablock(h.markers[1]) + out_of_line(h.markers[1]);
+  nlohmann::json summary = {{"checkpoint", checkpoint}, {"metric", "accuracy"}, {"plan", nlohmann::json::object()},
+                            {"stages", two_stages()}, {"model", model}};
+  stamp_format(summary, ResultKind::Summary);
+  write_json_file(h.dir + "/summary.json", summary);
+  nlohmann::json bench = {{"environment", {{"host", "x\nEOD\n" + touch(h.markers[1]) + std::string(1, '\0') + "<b>"}}},
+                          {"records", nlohmann::json::array()}};
+  for (int batch : {1, 2})
+    for (const auto& [m, ms, heads] : {std::tuple<std::string, double, int>{checkpoint, 10.0, 8}, {model, 6.0, 4}})
+      bench["records"].push_back({{"model", m}, {"batch", batch}, {"seq_len", 32}, {"precision", "fp32"},
+                                  {"median_ms", ms * batch}, {"heads", heads}, {"params", 1000},
+                                  {"measured_speedup", 10.0 / ms}, {"ideal_speedup", 8.0 / heads}});
+  stamp_format(bench, ResultKind::Bench);
+  write_json_file(h.dir + "/bench.json", bench);
+  return h;
+}
+
+void expect_no_marker(const HostileRun& h, const std::string& when) {
+  for (const auto& m : h.markers) EXPECT_FALSE(is_file(m)) << when << " ran a command from a result file: " << m;
+}
+
+std::string error_of_call(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// `plot` of the run's files, and gnuplot on the saved programs ("edit and rerun").
+void plot_and_rerun(const test::TempDir& tmp, const HostileRun& h, const std::string& out) {
+  PlotRequest plot;
+  plot.inputs = {h.dir + "/bench.json", h.dir + "/summary.json"};
+  plot.out_dir = out;
+  plot.formats = {ImageFormat::Svg, ImageFormat::Png};
+  EXPECT_EQ(error_of_call([&] { run_plot(plot); }), "");
+  expect_no_marker(h, "plot");
+  ASSERT_TRUE(is_file(out + "/pareto.svg"));
+  EXPECT_TRUE(is_file(out + "/pareto.png"));
+  EXPECT_EQ(xml_problems(tmp.path, out), "");
+  int programs = 0;
+  for (const auto& e : list_directory(out)) {
+    if (e.name.size() < 3 || e.name.substr(e.name.size() - 3) != ".gp") continue;
+    ++programs;
+    EXPECT_EQ(gnuplot_program_problem(read_file(e.path)), "") << e.name;
+    const std::string cmd = "cd '" + out + "' && gnuplot '" + e.name + "' > /dev/null 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << e.name;
+  }
+  EXPECT_EQ(programs, 2);  // bench and pareto
+  expect_no_marker(h, "gnuplot on a saved NAME.gp");
+  EXPECT_EQ(xml_problems(tmp.path, out), "");
+}
+
+void report_and_check(const test::TempDir& tmp, const HostileRun& h) {
+  ReportRequest report;
+  report.runs = {h.dir};
+  report.out = tmp / "report.html";
+  report.title = "report <script>" + out_of_line(h.markers[2]);
+  EXPECT_EQ(error_of_call([&] { run_report(report); }), "");
+  expect_no_marker(h, "report");
+  ASSERT_TRUE(is_file(report.out));
+  EXPECT_EQ(xml_problems(tmp.path, report.out), "");
+  const std::string html = read_file(report.out);
+  EXPECT_NE(html.find("data-figure=\""), std::string::npos);
+  EXPECT_EQ(html.find("<script>"), html.rfind("<script>"));  // the page's own script; the labels' are text
+  EXPECT_EQ(html.find("<b>"), std::string::npos);
+}
+
+TEST(HostileLabels, PlotRunsNoCommandFromAResultFile) {
+  test::TempDir tmp;
+  const HostileRun h = hostile_run(tmp, false);
+  plot_and_rerun(tmp, h, tmp / "plot");
+}
+
+TEST(HostileLabels, ReportRunsNoCommandFromAResultFile) {
+  test::TempDir tmp;
+  report_and_check(tmp, hostile_run(tmp, false));
+}
+
+TEST(HostileLabels, RunDirectoryNameRunsNoCommand) {
+  test::TempDir tmp;
+  const HostileRun h = hostile_run(tmp, true);
+  EXPECT_NE(h.dir, tmp / "run") << "this file system refuses the hostile name: only the file contents were tried";
+  plot_and_rerun(tmp, h, tmp / "plot");
+  report_and_check(tmp, h);
+}
+
+// gnuplot's SVG terminal escapes '<' and '&' in text but not '>', nor control characters: a "]]>"
+// (which may not occur in XML character data), a C0 control or U+FFFF in a label made the SVG
+// unreadable, and the HTML report's figure with it (issue 50, 7a).
+TEST(HostileLabels, LabelsKeepTheSvgValidXml) {
+  test::TempDir tmp;
+  nlohmann::json history = nlohmann::json::array();
+  for (int step = 1; step <= 2; ++step)
+    history.push_back({{"step", step}, {"train_loss", 2.0 / step}, {"loss", 2.1 / step}, {"accuracy", 0.5 + 0.1 * step}});
+  make_directories(tmp / "run");
+  write_json_file(tmp / "run/history.json", history);
+  const std::string label = "a ]]> b <c> & d \x01\x1b[31m \xef\xbf\xbf é";
+  PlotRequest plot;
+  plot.inputs = {tmp / "run/history.json"};
+  plot.labels = {label};
+  plot.out_dir = tmp / "plot";
+  plot.formats = {ImageFormat::Svg};
+  EXPECT_EQ(error_of_call([&] { run_plot(plot); }), "");
+  EXPECT_EQ(xml_problems(tmp.path, tmp / "plot"), "");
+  // the text is drawn as it was, but for the invisible space that parts "]]" from ">"
+  const std::string svg = is_file(tmp / "plot/history.svg") ? read_file(tmp / "plot/history.svg") : "";
+  EXPECT_NE(svg.find("a ]]\u200b> b &lt;c> &amp; d"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("\xef\xbf\xbd é: training"), std::string::npos);  // U+FFFF, no XML character, became U+FFFD
+
+  ReportRequest report;
+  report.runs = {tmp / "run"};
+  report.labels = {label};
+  report.out = tmp / "report.html";
+  EXPECT_EQ(error_of_call([&] { run_report(report); }), "");
+  EXPECT_EQ(xml_problems(tmp.path, report.out), "");
+}
+
+// A figure is named after what it draws (an importance map after its method): a method from a
+// result file becomes a file-name part, so "../" cannot put a figure outside the output directory.
+TEST(HostileLabels, FigureNamesStayInsideTheOutput) {
+  test::TempDir tmp;
+  nlohmann::json heads = nlohmann::json::array();
+  for (int h = 0; h < 2; ++h) heads.push_back({{"attn_type", "encoder_self"}, {"layer", 0}, {"head", h}, {"score", 0.5 * h}});
+  nlohmann::json imp = {{"maps", {{{"method", "../../escaped"}, {"heads", heads}}}}};
+  stamp_format(imp, ResultKind::Importance);
+  make_directories(tmp / "a/b");
+  write_json_file(tmp / "a/b/importance.json", imp);
+  PlotRequest plot;
+  plot.inputs = {tmp / "a/b/importance.json"};
+  plot.out_dir = tmp / "a/b/plot";
+  plot.formats = {ImageFormat::Svg};
+  EXPECT_EQ(error_of_call([&] { run_plot(plot); }), "");
+  EXPECT_TRUE(is_file(tmp / "a/b/plot/importance_______escaped.svg"));
+  EXPECT_FALSE(is_file(tmp / "a/escaped.svg"));
+  EXPECT_FALSE(is_file(tmp / "escaped.svg"));
+}
+
+// A NUL ends a line for gnuplot (it reads lines as C strings): the rest of the line, the closing
+// quote and a continuation backslash with it, was lost, and the next line read as a command.
+TEST(HostileLabels, NulInATextKeepsTheProgramWhole) {
+  test::TempDir tmp;
+  nlohmann::json curve = {{"metric", "accuracy"}, {"n_heads", 8}, {"points", nlohmann::json::array()}};
+  for (const std::string& st : {std::string("a") + std::string(1, '\0') + "b", std::string("c\r\n\t\x7f\xc2\x85" "d")})
+    for (int k = 1; k <= 2; ++k)
+      curve["points"].push_back({{"strategy", st}, {"fraction", k / 8.0}, {"n_pruned", k}, {"metric", 0.9 - 0.1 * k}});
+  stamp_format(curve, ResultKind::Curve);
+  write_json_file(tmp / "curve.json", curve);
+  PlotRequest plot;
+  plot.inputs = {tmp / "curve.json"};
+  plot.out_dir = tmp / "plot";
+  plot.formats = {ImageFormat::Svg};
+  EXPECT_EQ(error_of_call([&] { run_plot(plot); }), "");
+  EXPECT_EQ(xml_problems(tmp.path, tmp / "plot"), "");
+  const std::string svg = is_file(tmp / "plot/curve.svg") ? read_file(tmp / "plot/curve.svg") : "";
+  EXPECT_NE(svg.find("a b"), std::string::npos);  // each control character drawn as a space
+  EXPECT_NE(svg.find("c     d"), std::string::npos);
+}
+
+TEST(HostileLabels, CommandLineLabelsRunNoCommand) {
+  test::TempDir tmp;
+  const HostileRun h = hostile_run(tmp, false);
+  const std::string label = "cli" + out_of_datablock(h.markers[2]) + out_of_line(h.markers[2]) + "\xc3\x28";
+  std::vector<std::string> args = {"headprune", "plot", h.dir + "/bench.json", h.dir + "/summary.json", "--label",
+                                   label, "--label", label + "2", "--format", "svg", "--out", tmp / "cli"};
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::run(static_cast<int>(argv.size()), argv.data(), out, err), 0) << err.str();
+  expect_no_marker(h, "headprune plot");
+  EXPECT_TRUE(is_file(tmp / "cli/pareto.svg"));
+  EXPECT_EQ(xml_problems(tmp.path, tmp / "cli"), "");
+}
+
 }  // namespace
 }  // namespace hp
