@@ -1,7 +1,5 @@
 #include "headprune/report/report.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -388,8 +386,14 @@ ReportResult run_report(const ReportRequest& req) {
     runs.push_back(std::move(run));
   }
 
-  // Figures are drawn as SVG into a scratch directory, then inlined as data: URIs.
-  std::string scratch = (fs::temp_directory_path() / ("headprune-report-" + std::to_string(getpid()))).string();
+  // Figures are drawn as SVG into OUT.partial/ beside the page, then inlined as data: URIs. Not into
+  // the system's temp directory: a report killed there (SIGKILL cannot be caught) left its figures,
+  // tens of megabytes, where nothing removes them; OUT.partial is removed by the next report to OUT,
+  // as OutputDir does with its staging directory, and the lock keeps two reports off one OUT.
+  std::string out = req.out;
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  const PathLock lock(out);
+  const std::string scratch = out + ".partial";
   remove_tree_or_throw(scratch, "report");
   make_directories(scratch);
   struct Cleanup {

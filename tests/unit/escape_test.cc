@@ -396,5 +396,39 @@ TEST(HostileLabels, CommandLineLabelsRunNoCommand) {
   EXPECT_EQ(xml_problems(tmp.path, tmp / "cli"), "");
 }
 
+// `report` draws its figures into OUT.partial beside the page, never into the system's temp
+// directory, where a killed report left them (issue 50, 7b; tests/e2e/report_killed.sh kills one);
+// a stale OUT.partial of a killed report is removed by the next.
+TEST(ReportScratch, BesideThePageAndRemovedByTheNextReport) {
+  test::TempDir tmp;
+  nlohmann::json history = nlohmann::json::array();
+  for (int step = 1; step <= 2; ++step) history.push_back({{"step", step}, {"train_loss", 1.0 / step}, {"loss", 1.1 / step}});
+  make_directories(tmp / "run");
+  write_json_file(tmp / "run/history.json", history);
+  make_directories(tmp / "report.html.partial");
+  write_file_atomic(tmp / "report.html.partial/stale.svg", "from a killed report");
+  // a "gnuplot" that says where it was run, then draws
+  std::ofstream(tmp / "gnuplot.sh") << "#!/bin/sh\npwd >> '" << tmp / "where.txt" << "'\nexec gnuplot \"$@\"\n";
+  ASSERT_EQ(::chmod((tmp / "gnuplot.sh").c_str(), 0755), 0);
+  make_directories(tmp / "systmp");
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string saved = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", (tmp / "systmp").c_str(), 1);
+  ::setenv("HP_GNUPLOT", (tmp / "gnuplot.sh").c_str(), 1);
+  ReportRequest report;
+  report.runs = {tmp / "run"};
+  report.out = tmp / "report.html";
+  const std::string error = error_of_call([&] { run_report(report); });
+  ::unsetenv("HP_GNUPLOT");
+  if (old_tmpdir) ::setenv("TMPDIR", saved.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  EXPECT_EQ(error, "");
+  EXPECT_TRUE(is_file(report.out));
+  EXPECT_EQ(read_file(tmp / "where.txt"), tmp.path + "/report.html.partial\n");
+  EXPECT_FALSE(is_directory(tmp / "report.html.partial"));
+  EXPECT_FALSE(is_file(tmp / "report.html.lock"));
+  EXPECT_TRUE(list_directory(tmp / "systmp").empty());
+}
+
 }  // namespace
 }  // namespace hp
