@@ -122,6 +122,17 @@ def main():
     # gzip streams
     put("gzip", "lines", gzip.compress(b"first line\nsecond line\r\n\xef\xbb\xbfthird\n", mtime=0))
     put("gzip", "empty", gzip.compress(b"", mtime=0))
+    # figure writers: the label, and two strings for the other text fields (method, type, model, ...)
+    put("figures", "plain", b"SST-2" + SEP + b"gradient" + SEP + b"encoder_self")
+    put("figures", "paths", b"runs/sst2/p50" + SEP + b"runs/sst2/best" + SEP + b"runs/sst2-p50/model")
+    put("figures", "datablock_escape", b'x"\nEOD\nsystem("touch /tmp/hp-marker")\n$junk << EOD\n' + SEP +
+        b"runs/base\"\nEOD\nsystem(\"id\")\n" + SEP + b"encoder_self\nEOD")
+    put("figures", "quotes", b"it's ''quoted'' '" + SEP + b"'a''" + SEP + b"''")
+    put("figures", "comment_escape", b"x'\nsystem('id')\n# \\" + SEP + b"`id` @m \\" + SEP + b"a;b!c")
+    put("figures", "markup", b"]]> <script>alert(1)</script> & <b>" + SEP + b"a]]]>b" + SEP + b"\"<'>&")
+    put("figures", "bytes", b"\xff\xfe\x00\x01\x1b[31m" + SEP + b"\xc3\x28\xed\xa0\x80" + SEP + b"\xef\xbf\xbf\xc2\x85")
+    put("figures", "unicode", "naïve Ünïcödé 日本語 ✓".encode() + SEP + "métode".encode() + SEP + "typ:é".encode())
+    put("figures", "pipe", b"|touch x" + SEP + b"<touch y" + SEP + b"../../escaped")
     # Inputs that were findings, kept as seeds so every smoke run tries them again
     put("tokenizer_json", "finding-number-overflow", b"91e999223372033720355")
     put("importance", "finding-float-layer", json.dumps(

@@ -324,6 +324,18 @@ ScratchDir::ScratchDir(const std::string& tag, const std::string& parent) {
   if (dist::active()) path_ = dist::all_gather(path_).front();
 }
 
+ScratchDir ScratchDir::beside(const std::string& path, const std::string& tag) {
+  ScratchDir d;
+  if (dist::is_main()) {
+    remove_stale_scratch(path, kOutputMarker);
+    d.path_ = make_scratch_directory(path, tag);
+    d.owner_ = true;
+    write_output_marker(d.path_, "scratch");
+  }
+  if (dist::active()) d.path_ = dist::all_gather(d.path_).front();
+  return d;
+}
+
 ScratchDir::~ScratchDir() {
   if (owner_) remove_tree(path_);
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <stdexcept>
 
 #include "headprune/io/files.h"
+#include "headprune/report/escape.h"
 
 namespace hp {
 
@@ -35,17 +37,6 @@ int point_type(size_t i) {
   return kTypes[i % 8];
 }
 
-// A string as a gnuplot single-quoted literal.
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += "''";
-    else if (c == '\n') out += ' ';
-    else out += c;
-  }
-  return out + "'";
-}
-
 std::string num(double v) {
   if (!std::isfinite(v)) return "NaN";
   std::ostringstream o;
@@ -53,7 +44,8 @@ std::string num(double v) {
   return o.str();
 }
 
-// A datablock: $NAME << EOD, rows, EOD.
+// A datablock: $NAME << EOD, rows, EOD. Rows hold numbers and headprune's own short tokens, never
+// text from a result (report/escape.h says why).
 struct Block {
   Block() = default;
   explicit Block(std::string n) : name(std::move(n)) {}
@@ -188,7 +180,7 @@ std::vector<Figure> importance_figures(const LabeledResult& r) {
     if (!(hi > lo)) hi = lo + 1;
     const size_t n_types = type_order.size();
     Figure f;
-    const std::string key = method + (groups ? "_groups" : "");
+    const std::string key = file_name_part(method) + (groups ? "_groups" : "");  // the name is a file name
     f.name = "importance_" + key + (seen[key]++ ? "_" + std::to_string(seen[key]) : "");
     f.width = static_cast<int>(std::max<size_t>(1, n_types)) * 420 + 100;
     f.height = 400;
@@ -212,18 +204,18 @@ std::vector<Figure> importance_figures(const LabeledResult& r) {
     s << kCommon << kViridis << "set style fill solid 1.0 noborder\nunset grid\n"
       << "set key at screen 0.5, screen 0.015 center bottom horizontal\nset bmargin 5\n";
     s << "set cbrange [" << num(lo) << ":" << num(hi) << "]\n";
-    s << "set cblabel " << quote(method + " score" + (norm != "none" ? " (" + norm + "-normalized)" : "") +
-                                 (higher ? "" : ", lower = more important")) << "\n";
-    s << "set multiplot layout 1," << n_types << " title " << quote(r.label + ": " + method + " importance of each " +
-                                                                    (groups ? "key/value group" : "head")) << "\n";
+    s << "set cblabel " << gnuplot_string(method + " score" + (norm != "none" ? " (" + norm + "-normalized)" : "") +
+                                          (higher ? "" : ", lower = more important")) << "\n";
+    s << "set multiplot layout 1," << n_types << " title "
+      << gnuplot_string(r.label + ": " + method + " importance of each " + (groups ? "key/value group" : "head")) << "\n";
     for (size_t t = 0; t < n_types; ++t) {
       int64_t width = groups ? 0 : n_heads_cfg;
       for (const auto& [layer, hs] : cells[type_order[t]])
         for (const auto& [head, v] : hs) width = std::max(width, head + 1);
       int64_t layers = 0;
       for (const auto& [layer, hs] : cells[type_order[t]]) layers = std::max(layers, layer + 1);
-      s << "set title " << quote(type_order[t]) << "\n";
-      s << "set xlabel " << quote(groups ? "key/value group" : "head (original id)") << "\n";
+      s << "set title " << gnuplot_string(type_order[t]) << "\n";
+      s << "set xlabel " << gnuplot_string(groups ? "key/value group" : "head (original id)") << "\n";
       s << "set ylabel 'layer'\n";
       s << "set xrange [-0.5:" << width - 0.5 << "]\nset yrange [-0.5:" << layers - 0.5 << "]\n";
       s << "set xtics 0,1," << width - 1 << " out\nset ytics 0,1," << layers - 1 << " out\n";
@@ -239,8 +231,8 @@ std::vector<Figure> importance_figures(const LabeledResult& r) {
     }
     s << "unset multiplot\n";
     f.script = s.str();
-    f.caption = r.label + ": " + method + " importance" + (groups ? " of key/value groups" : "") +
-                (any_sig_column ? "; framed: significant in the bootstrap test" : "") + " (" + r.source + ")";
+    f.caption = display_text(r.label + ": " + method + " importance" + (groups ? " of key/value groups" : "") +
+                             (any_sig_column ? "; framed: significant in the bootstrap test" : "") + " (" + r.source + ")");
     figs.push_back(std::move(f));
   }
   return figs;
@@ -309,24 +301,24 @@ Figure curve_figure(const std::vector<LabeledResult>& curves, CurveAxis axis) {
   for (const auto& b : blocks) s << b.text();
   s << kCommon;
   s << "set key outside right top vertical Left reverse samplen 3 spacing 1.2\n";
-  s << "set title " << quote(curves.size() > 1 ? "pruning curves" : curves.front().label + ": pruning curve") << "\n";
+  s << "set title " << gnuplot_string(curves.size() > 1 ? "pruning curves" : curves.front().label + ": pruning curve") << "\n";
   if (axis == CurveAxis::HeadsKept) s << "set xlabel 'attention heads kept'\nset xrange [*:*] reverse\n";
   else s << "set xlabel 'heads pruned (% of all attention heads)'\nset xrange [0:*]\n";
-  s << "set ylabel " << quote(metric_axis(metric)) << "\n";
+  s << "set ylabel " << gnuplot_string(metric_axis(metric)) << "\n";
   if (metric == "perplexity") s << "set logscale y\n";
   s << "plot ";
   for (size_t i = 0; i < blocks.size(); ++i) {
     s << (i ? ", \\\n     " : "") << "$" << blocks[i].name << " using 1:2 with linespoints lw 2 pt " << point_type(colour[i])
       << " ps 1.1 lc rgb '" << series_colour(colour[i]) << "' dt " << (series[i].second ? 2 : 1) << " title "
-      << quote(series[i].first);
+      << gnuplot_string(series[i].first);
   }
   s << "\n";
   f.script = s.str();
   f.width = 860;
   std::string src;
   for (const auto& x : sources) src += (src.empty() ? "" : ", ") + x;
-  f.caption = metric + " against " + (axis == CurveAxis::HeadsKept ? "heads kept" : "the share of heads pruned") +
-              " for each strategy (" + src + ")";
+  f.caption = display_text(metric + " against " + (axis == CurveAxis::HeadsKept ? "heads kept" : "the share of heads pruned") +
+                           " for each strategy (" + src + ")");
   return f;
 }
 
@@ -383,7 +375,7 @@ Figure gates_figure(const LabeledResult& r) {
   for (const auto& b : per_head) s << b.text();
   if (expected.rows.str().empty()) expected.rows << "NaN NaN\n";
   s << expected.text() << kCommon;
-  s << "set multiplot title " << quote(r.label + ": " + method + " gates over training") << "\n";
+  s << "set multiplot title " << gnuplot_string(r.label + ": " + method + " gates over training") << "\n";
   s << "set lmargin at screen 0.09\nset rmargin at screen 0.72\n";
   s << "set tmargin at screen 0.90\nset bmargin at screen 0.42\n";
   s << "set key outside right top vertical Left reverse samplen 3\n";
@@ -396,7 +388,7 @@ Figure gates_figure(const LabeledResult& r) {
       << series_colour(group_colour[g]) << "' dt " << (closed.count(id) ? 2 : 1);
   }
   for (size_t k = 0; k < group_order.size(); ++k)
-    s << ", \\\n     NaN with lines lw 2 lc rgb '" << series_colour(k) << "' title " << quote(group_order[k]);
+    s << ", \\\n     NaN with lines lw 2 lc rgb '" << series_colour(k) << "' title " << gnuplot_string(group_order[k]);
   if (!closed.empty()) s << ", \\\n     NaN with lines lw 1.5 dt 2 lc rgb '#555555' title 'closed at the end'";
   s << "\n";
   s << "set tmargin at screen 0.36\nset bmargin at screen 0.09\n";
@@ -406,8 +398,9 @@ Figure gates_figure(const LabeledResult& r) {
     s << ", " << num(target) << " with lines lw 1.5 dt 3 lc rgb '#D55E00' title 'target (" << num(target) << ")'";
   s << "\nunset multiplot\n";
   f.script = s.str();
-  f.caption = r.label + ": probability that each gate is open over " + method +
-              " training (colour: layer; dashed: closed at the end), and the expected number open (" + r.source + ")";
+  f.caption = display_text(r.label + ": probability that each gate is open over " + method +
+                           " training (colour: layer; dashed: closed at the end), and the expected number open (" +
+                           r.source + ")");
   return f;
 }
 
@@ -453,7 +446,7 @@ Figure roles_figure(const LabeledResult& r) {
   f.height = std::max<int>(320, static_cast<int>(layers) * 55 + 150);
   std::ostringstream s;
   s << cells.text() << (any_text ? text.text() : "") << crossed.text() << kCommon << "unset grid\nset style fill solid 1.0 border lc rgb 'white'\n";
-  s << "set title " << quote(r.label + ": head roles (" + type + ")") << "\n";
+  s << "set title " << gnuplot_string(r.label + ": head roles (" + type + ")") << "\n";
   s << "set xlabel 'head (original id)'\nset ylabel 'layer'\n";
   s << "set xrange [-0.5:" << width - 0.5 << "]\nset yrange [-0.5:" << layers - 0.5 << "]\n";
   s << "set xtics 0,1," << width - 1 << " out\nset ytics 0,1," << layers - 1 << " out\n";
@@ -464,8 +457,8 @@ Figure roles_figure(const LabeledResult& r) {
   for (const auto& c : cats) s << ", \\\n     NaN with boxes fs solid 1.0 lc rgb '" << c.colour << "' title '" << c.name << "'";
   s << "\n";
   f.script = s.str();
-  f.caption = r.label + ": the role of each head (positional heads labelled with the offset they attend to" +
-              std::string(crossed.rows.str() != "NaN NaN\n" ? "; crossed: pruned" : "") + ") (" + r.source + ")";
+  f.caption = display_text(r.label + ": the role of each head (positional heads labelled with the offset they attend to" +
+                           std::string(crossed.rows.str() != "NaN NaN\n" ? "; crossed: pruned" : "") + ") (" + r.source + ")");
   return f;
 }
 
@@ -524,16 +517,16 @@ Figure bench_figure(const LabeledResult& r) {
   }
   s << kCommon << "set logscale x 2\nset key outside right top vertical Left reverse samplen 3\n";
   if (several_models) {
-    s << "set multiplot title " << quote(r.label + ": latency and speedup") << "\n";
+    s << "set multiplot title " << gnuplot_string(r.label + ": latency and speedup") << "\n";
     s << "set lmargin at screen 0.09\nset rmargin at screen 0.62\nset tmargin at screen 0.90\nset bmargin at screen 0.52\n";
     s << "set format x ''\n";
   } else {
-    s << "set title " << quote(r.label + ": latency") << "\nset xlabel 'batch size (sequences)'\n";
+    s << "set title " << gnuplot_string(r.label + ": latency") << "\nset xlabel 'batch size (sequences)'\n";
   }
   s << "set logscale y\nset ylabel 'median latency (ms)'\nplot ";
   for (size_t i = 0; i < order.size(); ++i)
     s << (i ? ", \\\n     " : "") << "$b" << i << " using 1:2 with linespoints lw 2 pt " << point_type(i)
-      << " lc rgb '" << series_colour(i) << "' title " << quote(order[i]);
+      << " lc rgb '" << series_colour(i) << "' title " << gnuplot_string(order[i]);
   s << "\n";
   if (several_models) {
     s << "set tmargin at screen 0.46\nset bmargin at screen 0.09\nunset logscale y\nset format x '%g'\n"
@@ -544,9 +537,9 @@ Figure bench_figure(const LabeledResult& r) {
     s << ", \\\n     NaN with lines lw 1.5 dt 2 lc rgb '#555555' title 'FLOP ideal'\nunset multiplot\n";
   }
   f.script = s.str();
-  f.caption = r.label + ": median latency per batch" +
-              std::string(several_models ? "; measured speedup over the first model (solid) and the FLOP ideal (dashed)" : "") +
-              " (" + r.source + ")";
+  f.caption = display_text(r.label + ": median latency per batch" +
+                           std::string(several_models ? "; measured speedup over the first model (solid) and the FLOP ideal (dashed)" : "") +
+                           " (" + r.source + ")");
   return f;
 }
 
@@ -570,18 +563,18 @@ Figure history_figure(const LabeledResult& r) {
   f.width = 860;
   std::ostringstream s;
   s << b.text() << kCommon << "set key outside right top vertical Left reverse samplen 3\n";
-  s << "set title " << quote(r.label + ": training") << "\nset xlabel 'training step'\nset ylabel 'loss (nats per target)'\n";
+  s << "set title " << gnuplot_string(r.label + ": training") << "\nset xlabel 'training step'\nset ylabel 'loss (nats per target)'\n";
   if (!metric.empty())
-    s << "set y2tics\nset y2label " << quote(metric_axis(metric)) << "\n" << (metric == "perplexity" ? "set logscale y2\n" : "");
+    s << "set y2tics\nset y2label " << gnuplot_string(metric_axis(metric)) << "\n" << (metric == "perplexity" ? "set logscale y2\n" : "");
   s << "plot $h using 1:2 with linespoints lw 2 pt 7 ps 0.7 lc rgb '#0072B2' title 'train loss', \\\n"
        "     $h using 1:3 with linespoints lw 2 pt 5 ps 0.7 lc rgb '#D55E00' title 'validation loss'";
   if (!metric.empty())
     s << ", \\\n     $h using 1:4 axes x1y2 with linespoints lw 2 dt 2 pt 9 ps 0.9 lc rgb '#009E73' title "
-      << quote("validation " + metric + " (right axis)");
+      << gnuplot_string("validation " + metric + " (right axis)");
   s << "\n";
   f.script = s.str();
-  f.caption = r.label + ": training and validation loss" + (metric.empty() ? "" : " and validation " + metric) +
-              " over training (" + r.source + ")";
+  f.caption = display_text(r.label + ": training and validation loss" + (metric.empty() ? "" : " and validation " + metric) +
+                           " over training (" + r.source + ")");
   return f;
 }
 
@@ -672,6 +665,9 @@ Figure pareto_figure(const LabeledResult& bench, const std::vector<LabeledResult
   // before (an earlier point's label reaching this point's x, within about a label's height) takes
   // the next free line: below the point, two lines above, two below; where all four are taken, the
   // first. Widths are estimated from the characters at the figure's size.
+  // A line's label positions are a datablock; their text, which comes from result files (checkpoint
+  // paths, run directories, --label), is a string array of single-quoted literals beside it, indexed
+  // by the row ($0): a datablock field cannot hold every text exactly, nor safely (report/escape.h).
   auto y_of = [&](const ParetoPoint& p) { return metric == "perplexity" ? std::log(p.metric) : p.metric; };  // as drawn
   double x0 = pts.front().latency_ms, x1 = pts.back().latency_ms, y0 = y_of(pts.front()), y1 = y0;
   for (const auto& p : pts) y0 = std::min(y0, y_of(p)), y1 = std::max(y1, y_of(p));
@@ -682,6 +678,7 @@ Figure pareto_figure(const LabeledResult& bench, const std::vector<LabeledResult
   };
   std::array<std::vector<Placed>, 4> placed;
   std::vector<Block> labels;
+  std::array<std::vector<std::string>, 4> texts;
   for (size_t i = 0; i < lines.size(); ++i) labels.emplace_back("labels" + std::to_string(i));
   Block all{"pts"}, front{"front"};
   for (const auto& p : pts) {
@@ -696,7 +693,8 @@ Figure pareto_figure(const LabeledResult& bench, const std::vector<LabeledResult
     if (line == lines.size()) line = 0;
     placed[line].push_back({p.latency_ms, y_of(p), per_char * static_cast<double>(text.size() + 2)});
     all.rows << num(p.latency_ms) << " " << num(p.metric) << "\n";
-    labels[line].rows << num(p.latency_ms) << " " << num(p.metric) << " \"" << text << "\"\n";
+    labels[line].rows << num(p.latency_ms) << " " << num(p.metric) << "\n";
+    texts[line].push_back(text);
     if (p.front) front.rows << num(p.latency_ms) << " " << num(p.metric) << "\n";
   }
   Figure f;
@@ -704,23 +702,28 @@ Figure pareto_figure(const LabeledResult& bench, const std::vector<LabeledResult
   f.width = 860;
   std::ostringstream s;
   s << all.text();
-  for (const auto& l : labels)
-    if (!l.rows.str().empty()) s << l.text();  // (gnuplot 5.4 crashes on a labels plot without labels)
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (texts[i].empty()) continue;  // (gnuplot 5.4 crashes on a labels plot without labels)
+    const std::string& name = labels[i].name;
+    s << labels[i].text() << "array " << name << "[" << texts[i].size() << "]\n";
+    for (size_t k = 0; k < texts[i].size(); ++k) s << name << "[" << k + 1 << "] = " << gnuplot_string(texts[i][k]) << "\n";
+  }
   s << front.text() << kCommon << "set key below horizontal\n";
-  s << "set title " << quote(bench.label + ": " + metric + " against latency") << "\n";
-  s << "set xlabel " << quote("median latency (ms), batch " + std::to_string(o.batch) + " x length " +
-                             std::to_string(o.seq_len) + ", " + o.precision) << "\n";
-  s << "set ylabel " << quote(metric_axis(metric)) << "\nset offsets graph 0.08, graph 0.25, graph 0.08, graph 0.08\n";
+  s << "set title " << gnuplot_string(bench.label + ": " + metric + " against latency") << "\n";
+  s << "set xlabel " << gnuplot_string("median latency (ms), batch " + std::to_string(o.batch) + " x length " +
+                                       std::to_string(o.seq_len) + ", " + o.precision) << "\n";
+  s << "set ylabel " << gnuplot_string(metric_axis(metric)) << "\nset offsets graph 0.08, graph 0.25, graph 0.08, graph 0.08\n";
   if (metric == "perplexity") s << "set logscale y\n";
   s << "plot $front using 1:2 with steps lw 2 lc rgb '#0072B2' title 'Pareto front', \\\n"
        "     $pts using 1:2 with points pt 7 ps 1.4 lc rgb '#D55E00' title 'models'";
   for (size_t i = 0; i < lines.size(); ++i)
-    if (!labels[i].rows.str().empty())
-      s << ", \\\n     $" << labels[i].name << " using 1:2:3 with labels left offset 1," << lines[i] << " font ',9'";
+    if (!texts[i].empty())
+      s << ", \\\n     $" << labels[i].name << " using 1:2:(" << labels[i].name << "[$0+1]) with labels left offset 1,"
+        << lines[i] << " font ',9'";
   s << "\n";
   f.script = s.str();
-  f.caption = metric + " against measured latency of each model, the non-dominated ones joined (" + bench.source + " with " +
-              std::to_string(runs.size()) + " run file" + (runs.size() == 1 ? "" : "s") + ")";
+  f.caption = display_text(metric + " against measured latency of each model, the non-dominated ones joined (" + bench.source +
+                           " with " + std::to_string(runs.size()) + " run file" + (runs.size() == 1 ? "" : "s") + ")");
   return f;
 }
 
@@ -728,7 +731,7 @@ Figure pareto_figure(const LabeledResult& bench, const std::vector<LabeledResult
 
 std::string gnuplot_program(const Figure& fig, ImageFormat format, const std::string& output) {
   std::ostringstream s;
-  s << "# " << fig.caption << "\n# Drawn by headprune with gnuplot; edit and rerun: gnuplot THIS_FILE\n";
+  s << "# " << gnuplot_comment(fig.caption) << "\n# Drawn by headprune with gnuplot; edit and rerun: gnuplot THIS_FILE\n";
   switch (format) {
     case ImageFormat::Svg:
       s << "set terminal svg size " << fig.width << "," << fig.height
@@ -743,7 +746,9 @@ std::string gnuplot_program(const Figure& fig, ImageFormat format, const std::st
         << "in noenhanced font 'DejaVu Sans,9'\n";
       break;
   }
-  s << "set output " << quote(output) << "\n" << fig.script << "unset output\n";
+  // gnuplot reads an output that begins with '|' as a command to pipe the figure into
+  s << "set output " << gnuplot_string(output.rfind('|', 0) == 0 ? "./" + output : output) << "\n" << fig.script
+    << "unset output\n";
   return s.str();
 }
 
@@ -754,8 +759,9 @@ std::string gnuplot_program_name() {
   return e && *e ? e : "gnuplot";
 }
 
-// Runs gnuplot on a script file; its stderr goes to err_path. Returns the exit status (127: not found).
-int run_gnuplot(const std::string& script_path, const std::string& err_path) {
+// Runs gnuplot in directory `dir` on the script file `script_name` there; its stderr goes to err_path.
+// Returns the exit status (127: not found, 126: cannot enter dir).
+int run_gnuplot(const std::string& dir, const std::string& script_name, const std::string& err_path) {
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("plot: fork failed: ") + std::strerror(errno));
   if (pid == 0) {
@@ -763,8 +769,12 @@ int run_gnuplot(const std::string& script_path, const std::string& err_path) {
     (void)err;
     FILE* out = std::freopen("/dev/null", "w", stdout);
     (void)out;
+    if (chdir(dir.c_str()) != 0) {
+      std::fprintf(stderr, "cannot enter %s: %s", dir.c_str(), std::strerror(errno));
+      _exit(126);
+    }
     const std::string prog = gnuplot_program_name();
-    execlp(prog.c_str(), prog.c_str(), script_path.c_str(), static_cast<char*>(nullptr));
+    execlp(prog.c_str(), prog.c_str(), script_name.c_str(), static_cast<char*>(nullptr));
     std::fprintf(stderr, "%s", std::strerror(errno));
     _exit(127);
   }
@@ -778,10 +788,20 @@ int run_gnuplot(const std::string& script_path, const std::string& err_path) {
 }  // namespace
 
 void render(const Figure& fig, ImageFormat format, const std::string& path) {
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  const std::string script = tmp + ".gp", err = tmp + ".err";
-  write_file_atomic(script, gnuplot_program(fig, format, tmp));
-  const int status = run_gnuplot(script, err);
+  // gnuplot runs in the figure's directory and writes a file whose name headprune makes, renamed to
+  // `path` when complete: the path, which may hold any byte, never goes into the program.
+  static std::atomic<unsigned> counter{0};
+  const std::string dir = parent_directory(path);
+  const std::string tmp_name = "figure.tmp" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  const std::string tmp = join_path(dir, tmp_name), script = tmp + ".gp", err = tmp + ".err";
+  const std::string program = gnuplot_program(fig, format, tmp_name);
+  // Every program is checked before it runs: text from a result that escaped its string literal would
+  // be a bug in the writers above, and is refused rather than run.
+  if (const std::string problem = gnuplot_program_problem(program); !problem.empty())
+    throw std::runtime_error("plot: figure '" + fig.name + "': refusing to run a gnuplot program of a shape headprune " +
+                             "does not write (" + problem + "); this is a bug, please report it");
+  write_file_atomic(script, program);
+  const int status = run_gnuplot(dir, tmp_name + ".gp", err);
   std::string message;
   {
     std::ifstream in(err);

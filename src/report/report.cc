@@ -1,7 +1,5 @@
 #include "headprune/report/report.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -15,6 +13,7 @@
 
 #include "headprune/io/files.h"
 #include "headprune/io/outputs.h"
+#include "headprune/report/escape.h"
 #include "headprune/version.h"
 
 namespace hp {
@@ -37,19 +36,13 @@ std::string default_label(const std::string& source) {
   return dir.empty() || dir == "." ? p.stem().string() : dir;
 }
 
-std::string file_safe(const std::string& s) {
-  std::string out;
-  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
-  return out;
-}
-
 void make_names_unique(std::vector<Figure>& figs, const std::vector<std::string>& labels) {
   std::map<std::string, int> count;
   for (const auto& f : figs) ++count[f.name];
   std::set<std::string> used;
   for (size_t i = 0; i < figs.size(); ++i) {
     std::string n = figs[i].name;
-    if (count[n] > 1 && !labels[i].empty()) n += "_" + file_safe(labels[i]);
+    if (count[n] > 1 && !labels[i].empty()) n += "_" + file_name_part(labels[i]);
     std::string u = n;
     for (int k = 2; used.count(u); ++k) u = n + "_" + std::to_string(k);
     used.insert(u);
@@ -205,20 +198,6 @@ const std::set<std::string> kResultNames = {"importance.json", "curve.json", "ga
 const std::set<std::string> kNotResults = {"config.json", "tokenizer.json", "trainer_state.json", "train_config.json",
                                            "plan.json",   "tokenizer_config.json", "figures.json", "vocab.json"};
 
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string base64(const std::string& in) {
   static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
@@ -246,9 +225,9 @@ std::string cell(const nlohmann::json& v, int digits = 4) {
     o << std::setprecision(digits) << v.get<double>();
     return o.str();
   }
-  if (v.is_string()) return html_escape(v.get<std::string>());
+  if (v.is_string()) return xml_text(v.get<std::string>());
   if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
-  return html_escape(v.dump());
+  return xml_text(v.dump());
 }
 
 struct Table {
@@ -257,8 +236,8 @@ struct Table {
   std::vector<std::vector<std::string>> rows;
   std::string html() const {
     std::ostringstream s;
-    s << "<table><caption>" << html_escape(caption) << "</caption><thead><tr>";
-    for (const auto& h : header) s << "<th>" << html_escape(h) << "</th>";
+    s << "<table><caption>" << xml_text(caption) << "</caption><thead><tr>";
+    for (const auto& h : header) s << "<th>" << xml_text(h) << "</th>";
     s << "</tr></thead><tbody>";
     for (const auto& r : rows) {
       s << "<tr>";
@@ -301,7 +280,7 @@ std::optional<Table> environment_table(const LabeledResult& r) {
   Table t;
   t.caption = r.label + ": where it ran";
   t.header = {"", ""};
-  for (const auto& [k, v] : r.json["environment"].items()) t.rows.push_back({html_escape(k), cell(v)});
+  for (const auto& [k, v] : r.json["environment"].items()) t.rows.push_back({xml_text(k), cell(v)});
   return t;
 }
 
@@ -421,16 +400,20 @@ ReportResult run_report(const ReportRequest& req) {
     runs.push_back(std::move(run));
   }
 
-  // Figures are drawn as SVG into a scratch directory, then inlined as data: URIs.
-  const ScratchDir scratch_dir("report");
+  // Figures are drawn as SVG into a scratch directory beside the page (.OUT.headprune-figures.PID.RANDOM),
+  // then inlined as data: URIs. Not into the system's temp directory: a report killed there (SIGKILL
+  // cannot be caught) left its figures, tens of megabytes, where nothing removes them; beside OUT the
+  // next report to OUT removes them (io/outputs.h), and the lock keeps two reports off one OUT.
+  const PathLock lock(req.out);
+  const ScratchDir scratch_dir = ScratchDir::beside(req.out, "figures");
   const std::string& scratch = scratch_dir.path();
   auto figure_html = [&](const Figure& f) {
     const std::string path = join_path(scratch, f.name + ".svg");
     render(f, ImageFormat::Svg, path);
     ++res.n_figures;
-    return "<figure data-figure=\"" + html_escape(f.name) + "\"><img alt=\"" + html_escape(f.caption) +
+    return "<figure data-figure=\"" + xml_text(f.name) + "\"><img alt=\"" + xml_text(f.caption) +
            "\" width=\"" + std::to_string(f.width) + "\" height=\"" + std::to_string(f.height) +
-           "\" src=\"data:image/svg+xml;base64," + base64(read_file(path)) + "\"><figcaption>" + html_escape(f.caption) +
+           "\" src=\"data:image/svg+xml;base64," + base64(read_file(path)) + "\"><figcaption>" + xml_text(f.caption) +
            "</figcaption></figure>\n";
   };
 
@@ -438,15 +421,15 @@ ReportResult run_report(const ReportRequest& req) {
   std::set<std::string> figure_names;
   auto unique = [&](std::vector<Figure> figs, const std::string& prefix) {
     for (auto& f : figs) {
-      std::string n = file_safe(prefix) + "_" + f.name;
-      for (int k = 2; figure_names.count(n); ++k) n = file_safe(prefix) + "_" + f.name + "_" + std::to_string(k);
+      std::string n = file_name_part(prefix) + "_" + f.name;
+      for (int k = 2; figure_names.count(n); ++k) n = file_name_part(prefix) + "_" + f.name + "_" + std::to_string(k);
       figure_names.insert(n);
       f.name = n;
     }
     return figs;
   };
   for (const auto& run : runs) {
-    body << "<section><h2>" << html_escape(run.label) << "</h2><p>From <code>" << html_escape(run.path) << "</code>: ";
+    body << "<section><h2>" << xml_text(run.label) << "</h2><p>From <code>" << xml_text(run.path) << "</code>: ";
     std::map<std::string, int> kinds;
     for (const auto& r : run.results) ++kinds[to_string(*result_kind(r.json, r.source))];
     bool first = true;
@@ -475,14 +458,14 @@ ReportResult run_report(const ReportRequest& req) {
   }
   if (!res.notes.empty()) {
     body << "<section><h2>Notes</h2><ul class=\"notes\">";
-    for (const auto& n : res.notes) body << "<li>" << html_escape(n) << "</li>";
+    for (const auto& n : res.notes) body << "<li>" << xml_text(n) << "</li>";
     body << "</ul></section>\n";
   }
 
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n" << kGeneratorMeta << HP_VERSION_STRING
-       << "\">\n<title>" << html_escape(req.title)
-       << "</title>\n<style>" << kStyle << "</style></head>\n<body>\n<h1>" << html_escape(req.title) << "</h1>\n<p>"
+       << "\">\n<title>" << xml_text(req.title)
+       << "</title>\n<style>" << kStyle << "</style></head>\n<body>\n<h1>" << xml_text(req.title) << "</h1>\n<p>"
        << "Written by headprune " << HP_VERSION_STRING << " from " << runs.size() << (runs.size() == 1 ? " run" : " runs")
        << ". Self-contained: the figures are inline SVG, drawn with gnuplot from the result files named under each "
           "one; <code>headprune plot</code> writes them as SVG, PNG or PDF.</p>\n"

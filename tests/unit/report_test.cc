@@ -8,6 +8,7 @@
 
 #include "headprune/io/files.h"
 #include "headprune/io/formats.h"
+#include "headprune/report/escape.h"
 #include "headprune/report/figures.h"
 #include "headprune/report/report.h"
 #include "test_util.h"
@@ -146,17 +147,20 @@ TEST(Figures, ParetoLabelsOfNearbyModelsDoNotOverprint) {
   const std::vector<LabeledResult> runs = {run("a", 0.80, 18.0), run("b", 0.8001, 18.1), run("c", 0.70, 10.0),
                                             run("d", 0.80, 18.2)};
   const std::string script = pareto_figure({"bench", "bench.json", bench}, runs, {}).script;
-  const auto block = [&](const std::string& name) {
-    const auto from = script.find("$" + name + " << EOD\n");
-    if (from == std::string::npos) return std::string();
-    return script.substr(from, script.find("EOD\n", from + name.size() + 8) - from);
+  // each line's labels: a datablock of positions and an array of texts, "labelsN[K] = 'TEXT'"
+  const auto line_of = [&](const std::string& text) {
+    const auto at = script.find("] = '" + text + "'\n");
+    if (at == std::string::npos) return std::string("none");
+    const auto from = script.rfind("\nlabels", at) + 7;
+    return script.substr(from, script.find('[', from) - from);
   };
-  EXPECT_NE(block("labels0").find("\"a (8 heads)\""), std::string::npos) << script;
-  EXPECT_NE(block("labels0").find("\"c (8 heads)\""), std::string::npos) << script;
-  EXPECT_NE(block("labels1").find("\"b (8 heads)\""), std::string::npos) << script;
-  EXPECT_NE(block("labels2").find("\"d (8 heads)\""), std::string::npos) << script;
-  EXPECT_EQ(block("labels3"), "") << script;  // unused lines are left out (gnuplot cannot plot an empty block)
-  EXPECT_NE(script.find("$labels1 using 1:2:3 with labels left offset 1,-0.9"), std::string::npos) << script;
+  EXPECT_EQ(line_of("a (8 heads)"), "0") << script;
+  EXPECT_EQ(line_of("c (8 heads)"), "0") << script;
+  EXPECT_EQ(line_of("b (8 heads)"), "1") << script;
+  EXPECT_EQ(line_of("d (8 heads)"), "2") << script;
+  EXPECT_EQ(script.find("$labels3"), std::string::npos) << script;  // unused lines are left out (gnuplot cannot plot an empty block)
+  EXPECT_NE(script.find("$labels1 using 1:2:(labels1[$0+1]) with labels left offset 1,-0.9"), std::string::npos) << script;
+  EXPECT_EQ(gnuplot_program_problem(script), "");
 }
 
 TEST(Figures, GnuplotDrawsValidSvg) {

@@ -122,12 +122,18 @@ class OutputDir {
 class ScratchDir {
  public:
   explicit ScratchDir(const std::string& tag, const std::string& parent = "");
+  // DIR/.NAME.headprune-TAG.PID.RANDOM beside `path` (with the marker), after removing what killed runs
+  // left there (remove_stale_scratch): for intermediate files of an output that a SIGKILL must not
+  // strand in the temp directory.
+  static ScratchDir beside(const std::string& path, const std::string& tag);
   ~ScratchDir();
+  ScratchDir(ScratchDir&& other) noexcept : path_(std::move(other.path_)), owner_(other.owner_) { other.owner_ = false; }
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
   const std::string& path() const { return path_; }
 
  private:
+  ScratchDir() = default;
   std::string path_;
   bool owner_ = false;
 };

@@ -17,8 +17,9 @@ namespace hp {
 
 struct Figure {
   std::string name;     // file stem, e.g. "importance_gradient"
-  std::string caption;  // one sentence: what is drawn and from which file
-  std::string script;   // gnuplot commands after the terminal and output (data inline)
+  std::string caption;  // one sentence: what is drawn and from which file (display text: report/escape.h)
+  std::string script;   // gnuplot commands after the terminal and output (data inline; text from results only
+                        // in string literals, report/escape.h)
   int width = 720, height = 440;  // pixels (SVG, PNG); PDF at 100 pixels per inch
 };
 
@@ -68,10 +69,12 @@ enum class ImageFormat { Svg, Png, Pdf };
 ImageFormat parse_image_format(const std::string& s);  // svg, png or pdf
 std::string extension(ImageFormat f);
 
-// The whole gnuplot program for one output file.
+// The whole gnuplot program for one output file (`output` as gnuplot is to open it: render passes a
+// file name in the figure's directory, NAME.gp names NAME.svg beside it).
 std::string gnuplot_program(const Figure& fig, ImageFormat format, const std::string& output);
-// Draws `fig` into `path` (written atomically); throws naming the figure and gnuplot's message when
-// gnuplot fails or is missing.
+// Draws `fig` into `path` (written atomically), running gnuplot in path's directory; throws naming the
+// figure and gnuplot's message when gnuplot fails or is missing, and refuses (never runs) a program
+// that fails gnuplot_program_problem (report/escape.h).
 void render(const Figure& fig, ImageFormat format, const std::string& path);
 
 }  // namespace hp
