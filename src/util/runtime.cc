@@ -1,10 +1,12 @@
 // Runtime, threads, seeds, random state, autocast and BLAS identification (see header).
 #include "headprune/util/runtime.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -148,6 +150,54 @@ std::string allocator_info() { return allocator_note(); }
 uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
+}
+
+namespace {
+// The first number of a file (a /sys value), or nullopt when it is missing or not a number ("max").
+std::optional<uint64_t> read_number(const std::string& path) {
+  std::ifstream in(path);
+  uint64_t v = 0;
+  if (in >> v) return v;
+  return std::nullopt;
+}
+}  // namespace
+
+uint64_t available_memory_bytes() {
+  uint64_t avail = 0;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") {
+      avail = kb * 1024;
+      break;
+    }
+  }
+  if (avail == 0) avail = physical_memory_bytes();
+  // A container's limit (cgroup v2, seen from inside as the root of its hierarchy).
+  const auto limit = read_number("/sys/fs/cgroup/memory.max"), used = read_number("/sys/fs/cgroup/memory.current");
+  if (limit && used) {
+    const uint64_t left = *limit > *used ? *limit - *used : 0;
+    if (avail == 0 || left < avail) avail = left;
+  }
+  return avail;
+}
+
+std::string format_gib(double bytes) {
+  const double gib = bytes / static_cast<double>(1ull << 30);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, gib < 1e5 ? "%.1f GiB" : "%.2g GiB", gib);
+  return buf;
+}
+
+void check_memory(double bytes, const torch::Device& device, const std::string& what, const std::string& hint) {
+  if (!device.is_cpu()) return;
+  const double avail = static_cast<double>(available_memory_bytes());
+  if (avail <= 0 || !(bytes > avail)) return;  // NaN passes: nothing to compare
+  throw std::invalid_argument(what + " needs about " + format_gib(bytes) + " of memory, " + format_gib(avail) +
+                              " available" + (hint.empty() ? "" : "; " + hint));
 }
 
 std::string cpu_model() {
