@@ -36,8 +36,10 @@ Runtime start(const Context& ctx) {
   const BlasKernels blas = inspect_blas_kernels();
   log_info("blas", blas.reason + "; " + std::to_string(threads) + " threads");
   if (dist::active())
-    log_info("dist", std::to_string(dist::world_size()) + " processes (Gloo, " + env.master_addr + ":" +
-                         std::to_string(env.master_port) + "); this is rank 0");
+    log_info("dist", std::to_string(dist::world_size()) + " processes (Gloo, " +
+                         (env.store_file.empty() ? env.master_addr + ":" + std::to_string(env.master_port)
+                                                 : "on " + env.master_addr + ", rendezvous in " + env.store_file) +
+                         "); this is rank 0");
   log_info("gemm", gemm::describe());  // also refuses a bad HP_FP32_GEMM before any work
   if (blas.should_switch()) log_warn("blas", blas.reason);
   if (!allocator_info().empty()) log_info("memory", allocator_info());  // HP_BLAS_AUTO=0 or a failed restart
