@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <iosfwd>
 #include <string>
 
@@ -38,6 +39,11 @@ bool is_secondary_rank();
 // Parses argv and runs the chosen subcommand; returns the process exit code. Never throws:
 // errors are printed as "error: ..." on ctx.err with exit code 1 (2 for usage errors).
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+// An error's message as the user reads it (after "error: "): LibTorch's errors cut to their first
+// line (no C++ stack frames); a failed allocation (std::bad_alloc, LibTorch's "can't allocate
+// memory") as "out of memory while running 'SUBCOMMAND'" with the size it asked for.
+std::string error_text(const std::exception& e, const std::string& subcommand);
 
 // Called once per subcommand (defined in the subcommand's own file).
 void register_demo(CLI::App& app, Context& ctx);

@@ -1,13 +1,90 @@
 // Shared subcommand options and progress on stderr (see header).
 #include "common.h"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <ostream>
 
 #include "headprune/util/dist.h"
 #include "headprune/util/progress.h"
 
 namespace hp::cli {
+
+namespace {
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// The input as the user typed it, cut short: a message never grows with its input.
+std::string as_typed(const std::string& s) { return "'" + (s.size() > 24 ? s.substr(0, 21) + "..." : s) + "'"; }
+
+std::optional<long long> parse_integer(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || *end) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_real(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (*end || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+CLI::Validator int_range(int64_t lo, int64_t hi) {
+  const std::string desc = hi == std::numeric_limits<int64_t>::max()
+                               ? ">= " + std::to_string(lo)
+                               : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, desc](std::string& in) -> std::string {
+        const auto v = parse_integer(in);
+        if (!v || *v < lo || *v > hi) return "must be an integer " + desc + ", not " + as_typed(in);
+        return "";
+      },
+      desc);
+}
+
+CLI::Validator at_least(int64_t lo) { return int_range(lo, std::numeric_limits<int64_t>::max()); }
+
+CLI::Validator real_range(double lo, double hi, bool lo_open, bool hi_open) {
+  const bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
+  std::string desc = "a finite number";
+  if (has_lo && has_hi) {
+    desc = "in " + std::string(lo_open ? "(" : "[") + number(lo) + ", " + number(hi) + (hi_open ? ")" : "]");
+  } else if (has_lo) {
+    desc = (lo_open ? "> " : ">= ") + number(lo);
+  } else if (has_hi) {
+    desc = (hi_open ? "< " : "<= ") + number(hi);
+  }
+  return CLI::Validator(
+      [=](std::string& in) -> std::string {
+        const auto v = parse_real(in);
+        const bool ok = v && (!has_lo || (lo_open ? *v > lo : *v >= lo)) && (!has_hi || (hi_open ? *v < hi : *v <= hi));
+        if (!ok) return "must be " + std::string(has_lo || has_hi ? "a number " : "") + desc + ", not " + as_typed(in);
+        return "";
+      },
+      desc);
+}
+
+CLI::Validator positive_real() { return real_range(0, std::numeric_limits<double>::infinity(), true); }
+CLI::Validator finite_real() {
+  return real_range(-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity());
+}
 
 void add_data_options(CLI::App* sub, DataSource& d) {
   sub->add_option("--config,--data", d.config,
@@ -17,9 +94,9 @@ void add_data_options(CLI::App* sub, DataSource& d) {
       ->capture_default_str();
   sub->add_option("--data-root", d.data_root, "directory that relative data paths start from")->capture_default_str();
   sub->add_option("--max-examples,--max-sentences", d.max_examples, "use only the first N examples (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--synthetic", d.synthetic_examples, "examples of the synthetic task when no --config")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--calibration", d.calibration,
                   "calibration text file (read with the model's tokenizer) instead of a data config's split; "
@@ -41,12 +118,14 @@ void add_score_split_option(CLI::App* sub, DataSource& d) {
 
 void add_finetune_options(CLI::App* sub, FinetuneOptions& f, DataSource& d) {
   sub->add_option("--finetune-steps", f.steps, "recovery fine-tuning steps after pruning (0 = none)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
-  sub->add_option("--finetune-lr", f.lr, "fine-tuning learning rate (default: the run config's)");
+  sub->add_option("--finetune-lr", f.lr, "fine-tuning learning rate (default: the run config's)")
+      ->check(positive_real());
   sub->add_option("--finetune-batch-tokens", f.batch_tokens, "tokens per fine-tuning batch (default: the run config's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(1));
   sub->add_option("--synthetic-train", d.synthetic_train, "training examples of the synthetic task for fine-tuning")
+      ->check(at_least(1))
       ->capture_default_str();
 }
 

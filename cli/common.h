@@ -1,6 +1,7 @@
 // Options several subcommands share, and the bridge from a job's events to stderr.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,17 @@
 #include "headprune/jobs/job.h"
 
 namespace hp::cli {
+
+// Range checks for numeric options, with short messages ("--beam: must be an integer >= 1, not 0");
+// CLI11's Range and PositiveNumber print their double bounds in full (300 digits). Bounds are
+// inclusive; the help text shows the range (e.g. ">= 1", "in (0, 1]").
+CLI::Validator at_least(int64_t lo);                  // an integer >= lo
+CLI::Validator int_range(int64_t lo, int64_t hi);     // an integer in [lo, hi]
+// A finite number in [lo, hi], or (lo, ...] / [..., hi) where the end is open; an infinite bound
+// is no bound.
+CLI::Validator real_range(double lo, double hi, bool lo_open = false, bool hi_open = false);
+CLI::Validator positive_real();                       // a finite number > 0
+CLI::Validator finite_real();                         // any finite number
 
 // --config/--data, --split, --data-root, --max-examples and --synthetic.
 void add_data_options(CLI::App* sub, DataSource& d);

@@ -13,12 +13,12 @@ void register_demo(CLI::App& app, Context& ctx) {
   add_out_option(sub, opts->out_dir, opts->overwrite, "directory for the checkpoints")->capture_default_str();
   add_parsed_list(sub, "--family", opts->families, parse_arch, "encoder_classifier, decoder_lm, encoder_decoder (default: all)");
   sub->add_option("--fraction", opts->prune_fraction, "fraction of heads to remove (one whole layer, then by gradient)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(real_range(0, 1))
       ->capture_default_str();
   sub->add_option("--train-steps", opts->train_steps, "training steps per family (default: enough to learn each task)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub->add_option("--finetune-steps", opts->finetune_steps, "fine-tuning steps after pruning")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--json", opts->json_path, "also write the results as JSON to this file (OUT/summary.json: inside the demo's output)");
   sub->callback([&ctx, opts] { run_demo(*opts, start(ctx), ctx.out, stderr_events(ctx)); });

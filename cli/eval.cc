@@ -16,8 +16,12 @@ void register_eval(CLI::App& app, Context& ctx) {
   sub->add_option("checkpoint", r->checkpoint, "checkpoint directory")->required();
   add_data_options(sub, r->data);
   add_parsed(sub, "--precision", *precision, parse_precision, "fp32, bf16 or int8 (dynamic int8 linear layers)", "fp32");
-  sub->add_option("--beam", r->beams, "beam sizes for translation BLEU (1 = greedy)")->capture_default_str();
-  sub->add_option("--length-penalty", r->length_penalty, "beam score / length^penalty")->capture_default_str();
+  sub->add_option("--beam", r->beams, "beam sizes for translation BLEU (1 = greedy)")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("--length-penalty", r->length_penalty, "beam score / length^penalty")
+      ->check(finite_real())
+      ->capture_default_str();
   sub->add_option("--hyps", r->hyps_path, "write the translations of the last beam size to this file");
   sub->add_flag("--overwrite", r->overwrite, "replace an existing --hyps file (refused without it)");
   sub->add_flag("--unigram-baseline", r->unigram_baseline, "LM: also report a unigram model's perplexity");
@@ -30,10 +34,12 @@ void register_eval(CLI::App& app, Context& ctx) {
   auto b = std::make_shared<BenchRequest>();
   auto* bs = app.add_subcommand("bench", "Inference latency and throughput of checkpoints, side by side");
   bs->add_option("checkpoints", b->checkpoints, "checkpoint directories (speedups are against the first)")->required();
-  bs->add_option("--batch", b->bench.batch_sizes, "batch sizes")->capture_default_str();
-  bs->add_option("--seq", b->bench.seq_lens, "sequence lengths")->capture_default_str();
-  bs->add_option("--reps", b->bench.reps, "timed repetitions per model and shape")->capture_default_str();
-  bs->add_option("--warmup", b->bench.warmup, "untimed repetitions first")->capture_default_str();
+  bs->add_option("--batch", b->bench.batch_sizes, "batch sizes")->check(at_least(1))->capture_default_str();
+  bs->add_option("--seq", b->bench.seq_lens, "sequence lengths (at most the models' max_positions)")
+      ->check(at_least(1))
+      ->capture_default_str();
+  bs->add_option("--reps", b->bench.reps, "timed repetitions per model and shape")->check(at_least(1))->capture_default_str();
+  bs->add_option("--warmup", b->bench.warmup, "untimed repetitions first")->check(at_least(0))->capture_default_str();
   add_parsed_list(bs, "--precision", b->precisions, parse_precision,
                   "fp32, bf16 and/or int8 (dynamic int8 linear layers): each checkpoint runs in each", "[fp32]");
   bs->add_flag("--textbook", b->textbook,
@@ -58,14 +64,22 @@ void register_generate(CLI::App& app, Context& ctx) {
   auto* sub = app.add_subcommand("generate", "Continue a prompt with a decoder LM (greedy, beam search or sampling)");
   sub->add_option("checkpoint", r->checkpoint, "checkpoint directory (headprune or HF)")->required();
   sub->add_option("--prompt", r->prompt, "prompt text (through the checkpoint's tokenizer)");
-  sub->add_option("--ids", r->prompt_ids, "prompt as token ids instead");
+  sub->add_option("--ids", r->prompt_ids, "prompt as token ids instead")->check(at_least(0));
   sub->add_flag("!--no-bos", r->add_bos, "do not put the start token (bos; eos for headprune's own tokenizer) before a text prompt");
-  sub->add_option("--max-new", r->decode.max_len, "new tokens at most")->capture_default_str();
-  sub->add_option("--beam", r->decode.beam_size, "beam size (1 = greedy)")->capture_default_str();
+  sub->add_option("--max-new", r->decode.max_len, "new tokens at most")->check(at_least(1))->capture_default_str();
+  sub->add_option("--beam", r->decode.beam_size, "beam size (1 = greedy; at most the vocabulary)")
+      ->check(at_least(1))
+      ->capture_default_str();
   sub->add_flag("--sample", r->decode.sample, "sample instead of searching");
-  sub->add_option("--temperature", r->decode.temperature, "sampling temperature")->capture_default_str();
-  sub->add_option("--top-k", r->decode.top_k, "sample from the k most likely tokens (0 = all)")->capture_default_str();
-  sub->add_option("--top-p", r->decode.top_p, "sample from the smallest set with this probability")->capture_default_str();
+  sub->add_option("--temperature", r->decode.temperature, "sampling temperature")
+      ->check(positive_real())
+      ->capture_default_str();
+  sub->add_option("--top-k", r->decode.top_k, "sample from the k most likely tokens (0 = all)")
+      ->check(at_least(0))
+      ->capture_default_str();
+  sub->add_option("--top-p", r->decode.top_p, "sample from the smallest set with this probability")
+      ->check(real_range(0, 1, true))
+      ->capture_default_str();
   sub->add_flag("--json", *json, "print ids, text and speed as JSON");
   sub->callback([&ctx, r, json] {
     Runtime rt = start(ctx);

@@ -28,12 +28,13 @@ void register_importance(CLI::App& app, Context& ctx) {
       sub, "--granularity", r->granularity, [](const std::string& s) { return granularity_names().parse(s); },
       "gradient: example (|dL(x)/dxi| per example) or token", "example");
   add_parsed(sub, "--metric", r->metric, parse_metric, "ablation metric: accuracy, bleu, perplexity or loss (default: the task's)");
-  sub->add_option("--beam", r->beam, "beam size when the ablation metric is BLEU")->capture_default_str();
+  sub->add_option("--beam", r->beam, "beam size when the ablation metric is BLEU")->check(at_least(1))->capture_default_str();
   sub->add_option("--bootstrap", r->bootstrap, "paired bootstrap resamples for the significance test")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
-  sub->add_option("--alpha", r->alpha, "significance level")->capture_default_str();
-  sub->add_option("--special-ids", r->special_ids, "confidence: key token ids excluded (default: the tokenizer's eos / [SEP])");
+  sub->add_option("--alpha", r->alpha, "significance level")->check(real_range(0, 1, true, true))->capture_default_str();
+  sub->add_option("--special-ids", r->special_ids, "confidence: key token ids excluded (default: the tokenizer's eos / [SEP])")
+      ->check(at_least(0));
   add_out_option(sub, r->out_dir, r->overwrite, "write importance.json and importance.csv here");
   sub->add_flag("--json", *json, "print the maps as JSON instead of heat maps");
   sub->add_flag("--layerwise", r->layerwise,

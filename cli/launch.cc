@@ -24,13 +24,13 @@ void register_launch(CLI::App& app, Context& ctx) {
   auto command = std::make_shared<std::vector<std::string>>();
   auto* sub = app.add_subcommand(
       "launch", "Run a subcommand as N processes of one data-parallel job on this machine (like torchrun)");
-  sub->add_option("--nproc", o->nproc, "processes to start")->check(CLI::Range(1, 1024))->capture_default_str();
+  sub->add_option("--nproc", o->nproc, "processes to start")->check(int_range(1, 1024))->capture_default_str();
   sub->add_option("--master-addr", o->master_addr, "address of rank 0's rendezvous")->capture_default_str();
   sub->add_option("--master-port", o->master_port, "its port (0 = a free one)")
-      ->check(CLI::Range(0, 65535))
+      ->check(int_range(0, 65535))
       ->capture_default_str();
   sub->add_option("--grace", o->grace_s, "seconds between SIGTERM and SIGKILL when the others are stopped")
-      ->check(CLI::NonNegativeNumber)
+      ->check(real_range(0, 86400))
       ->capture_default_str();
   sub->add_option("command", *command, "the headprune subcommand and its options, after --")->required();
   sub->footer("Example: headprune launch --nproc 2 -- train --config configs/sst2.json --out runs/sst2\n"

@@ -13,8 +13,10 @@ void add_figure_options(CLI::App* sub, FigureOptions& f, std::shared_ptr<std::st
   sub->add_option("--axis", *axis, "pruning curves: x axis 'pruned' (% of heads pruned) or 'kept' (heads kept)")
       ->check(CLI::IsMember({"pruned", "kept"}))
       ->capture_default_str();
-  sub->add_option("--batch", f.pareto.batch, "accuracy-latency front: the bench batch size (default: the file's first)");
-  sub->add_option("--seq", f.pareto.seq_len, "accuracy-latency front: the bench length (default: the file's first)");
+  sub->add_option("--batch", f.pareto.batch, "accuracy-latency front: the bench batch size (default: the file's first)")
+      ->check(at_least(1));
+  sub->add_option("--seq", f.pareto.seq_len, "accuracy-latency front: the bench length (default: the file's first)")
+      ->check(at_least(1));
   sub->add_option("--precision", f.pareto.precision, "accuracy-latency front: fp32, bf16 or int8 (default: the file's first)");
 }
 

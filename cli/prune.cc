@@ -28,18 +28,22 @@ void register_prune(CLI::App& app, Context& ctx) {
              "groups) or balanced (as many query heads from every group of a layer)",
              "head");
   sub->add_option("--min-per-layer", r->plan.min_per_layer, "keep at least this many heads in every layer")
+      ->check(at_least(0))
       ->capture_default_str();
   add_parsed(sub, "--layer-strategy", r->plan.layer_strategy, parse_layer_strategy,
              "random: uniform, avoid_middle, avoid_consecutive, top, bottom", "uniform");
-  sub->add_option("--step", r->plan.step, "iterative: fraction of the heads pruned per step")->capture_default_str();
-  sub->add_option("--min-ratio", r->plan.min_ratio, "iterative: stop before the metric falls below this fraction of the start");
+  sub->add_option("--step", r->plan.step, "iterative: fraction of the heads pruned per step")
+      ->check(real_range(0, 1, true))
+      ->capture_default_str();
+  sub->add_option("--min-ratio", r->plan.min_ratio, "iterative: stop before the metric falls below this fraction of the start")
+      ->check(finite_real());
   sub->add_option("--heads", r->plan.heads, "manual: TYPE:LAYER:HEAD,... or HF's {\"layer\": [heads]} JSON");
   add_parsed(sub, "--hf-type", r->plan.hf_type, parse_attn_type, "manual, HF form: the attention type its layers refer to");
   add_parsed(sub, "--layers", r->plan.layers, parse_layer_list, "layers: TYPE:LAYER,... whole attention layers");
   sub->add_option("--plan", r->plan.plan_file, "plan: a plan JSON (from an earlier prune's plan.json)");
   sub->add_flag("--mask-only", r->mask_only, "save the model with the heads masked instead of removing them");
   add_parsed(sub, "--metric", r->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
-  sub->add_option("--beam", r->beam, "beam size for BLEU")->capture_default_str();
+  sub->add_option("--beam", r->beam, "beam size for BLEU")->check(at_least(1))->capture_default_str();
   add_out_option(sub, r->out_dir, r->overwrite, "output directory: model/, plan.json, summary.json")->required();
   add_data_options(sub, r->data);
   add_score_split_option(sub, r->data);
@@ -56,11 +60,12 @@ void register_prune(CLI::App& app, Context& ctx) {
                   "random[:uniform|avoid_middle|avoid_consecutive|top|bottom]; "
                   "append @TYPE[+TYPE] to prune only those attention types (repeat for several)",
                   "[gradient,iterative:gradient,random:uniform]");
-  cs->add_option("--fractions", c->fractions, "fractions of heads pruned")->capture_default_str();
+  cs->add_option("--fractions", c->fractions, "fractions of heads pruned")->check(real_range(0, 1))->capture_default_str();
   cs->add_option("--min-per-layer", c->min_per_layer, "score and iterative: keep this many heads per layer")
+      ->check(at_least(0))
       ->capture_default_str();
   add_parsed(cs, "--metric", c->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
-  cs->add_option("--beam", c->beam, "beam size for BLEU")->capture_default_str();
+  cs->add_option("--beam", c->beam, "beam size for BLEU")->check(at_least(1))->capture_default_str();
   add_out_option(cs, c->out_dir, c->overwrite, "write curve.json and curve.csv here");
   add_data_options(cs, c->data);
   add_score_split_option(cs, c->data);

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "headprune/util/runtime.h"
+
 namespace hp {
 
 std::vector<Example> synthetic_examples(const ModelConfig& cfg, int64_t n, int64_t min_len, int64_t max_len,
@@ -16,6 +18,12 @@ std::vector<Example> synthetic_examples(const ModelConfig& cfg, int64_t n, int64
   if (n_content < 4) throw std::invalid_argument("synthetic task: vocab_size must be at least 7");
   if (max_len + 2 > cfg.max_positions)
     throw std::invalid_argument("synthetic task: max_len + 2 exceeds max_positions " + std::to_string(cfg.max_positions));
+  // The examples' vectors, before the first is made: each holds its tokens (and segments or target).
+  const double tokens = static_cast<double>(min_len + max_len) / 2 + 2;
+  const double vectors = cfg.arch == Arch::DecoderLM ? 1 : 2;  // src, and segments or tgt
+  const double per_example = static_cast<double>(sizeof(Example)) + tokens * sizeof(int64_t) * vectors;
+  check_memory(static_cast<double>(n) * per_example, torch::kCPU, "synthetic task: " + std::to_string(n) + " examples",
+               "use fewer examples (--synthetic, --synthetic-train)");
   std::mt19937_64 rng(seed);
   auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   auto content = [&]() { return kFirstContentId + uniform(0, n_content - 1); };

@@ -9,6 +9,10 @@
 #include <functional>
 #include <limits>
 #include <stdexcept>
+#include <string>
+
+#include "headprune/model/geometry.h"
+#include "headprune/util/runtime.h"
 
 namespace hp {
 namespace {
@@ -97,18 +101,54 @@ void reorder_caches(std::vector<KVCache>& caches, const torch::Tensor& idx) {
   }
 }
 
+// Refuses a beam size outside [1, the output vocabulary]: more beams than tokens cannot differ.
+void check_beam(const ModelConfig& cfg, int64_t beam, const char* who) {
+  const int64_t v = cfg.arch == Arch::EncoderDecoder ? cfg.effective_tgt_vocab() : cfg.vocab_size;
+  if (beam < 1 || beam > v)
+    throw std::invalid_argument(std::string(who) + ": beam size " + std::to_string(beam) + " is outside [1, " +
+                                std::to_string(v) + "] (1 = greedy; at most the model's vocabulary)");
+}
+
+// The memory a search holds, checked before it starts: the cached keys and values of `rows`
+// hypotheses over `positions` (and, translating, the cross-attention's over `src_len` source
+// positions), one forward pass over the prompt or source, and the candidates ranked per step
+// (log-probabilities of every token, in double precision).
+void check_decode_memory(TransformerImpl& model, int64_t rows, int64_t positions, int64_t src_len,
+                         const std::string& what, const std::string& hint) {
+  const auto& cfg = model.config();
+  const auto p = model.parameters().front();
+  const double elem = static_cast<double>(p.is_floating_point() ? p.element_size() : 4);
+  auto kv = [&](AttnType t) {
+    double w = 0;
+    for (int64_t l = 0; l < cfg.n_layers(t); ++l) w += 2.0 * static_cast<double>(head_geometry(cfg, t, l).kv_width());
+    return w;
+  };
+  const double n = static_cast<double>(rows);
+  const double v = static_cast<double>(cfg.arch == Arch::EncoderDecoder ? cfg.effective_tgt_vocab() : cfg.vocab_size);
+  double bytes = n * static_cast<double>(positions) * kv(AttnType::DecoderSelf) * elem + 3.0 * n * v * 8.0;
+  if (cfg.arch == Arch::EncoderDecoder) {
+    bytes += n * static_cast<double>(src_len) * (kv(AttnType::Cross) + static_cast<double>(cfg.d_model)) * elem;
+  } else {
+    bytes += forward_memory_bytes(cfg, rows, src_len, false, elem);
+  }
+  check_memory(bytes, p.device(), what, hint);
+}
+
 }  // namespace
 
 std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch& src, const DecodeOptions& o) {
   const auto& cfg = model.config();
   if (cfg.arch != Arch::EncoderDecoder) throw std::invalid_argument("translate: needs an encoder_decoder model");
-  if (o.beam_size < 1) throw std::invalid_argument("translate: beam_size must be >= 1");
-  const bool was_training = model.is_training();
-  model.eval();
-  torch::NoGradGuard no_grad;
+  check_beam(cfg, o.beam_size, "translate");
   const int64_t B = src.size(), K = o.beam_size;
   int64_t max_len = o.max_len > 0 ? o.max_len : src.input_ids.size(1) * 3 / 2 + 10;
   max_len = std::min(max_len, cfg.max_positions - 1);
+  check_decode_memory(model, B * K, max_len, src.input_ids.size(1),
+                      "translate: " + std::to_string(B) + " sentences x beam size " + std::to_string(K),
+                      "use a smaller beam size (--beam)");
+  const bool was_training = model.is_training();
+  model.eval();
+  torch::NoGradGuard no_grad;
   auto memory = model.encode(src).repeat_interleave(K, 0);  // [N, S, C]
   auto keep = src.attention_mask.defined() ? src.attention_mask : src.input_ids.ne(cfg.pad_id);
   auto cross_mask = padding_mask(keep, memory.scalar_type()).repeat_interleave(K, 0);  // [N, 1, 1, S]
@@ -129,12 +169,18 @@ std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>
   if (cfg.arch != Arch::DecoderLM) throw std::invalid_argument("generate: needs a decoder_lm model");
   if (prompt.empty()) throw std::invalid_argument("generate: empty prompt");
   if (o.max_len <= 0) throw std::invalid_argument("generate: max_len must be > 0");
+  check_beam(cfg, o.beam_size, "generate");
+  const int64_t K = o.beam_size, P = static_cast<int64_t>(prompt.size());
+  if (P >= cfg.max_positions)
+    throw std::invalid_argument("generate: the prompt's " + std::to_string(P) + " tokens leave no room in the model's " +
+                                std::to_string(cfg.max_positions) + " positions (max_positions)");
+  const int64_t max_len = std::min(o.max_len, cfg.max_positions - P);
+  check_decode_memory(model, K, P + max_len, P,
+                      "generate: beam size " + std::to_string(K) + " over " + std::to_string(P + max_len) + " positions",
+                      "use a smaller beam size (--beam) or fewer new tokens (--max-new)");
   const bool was_training = model.is_training();
   model.eval();
   torch::NoGradGuard no_grad;
-  const int64_t K = o.beam_size, P = static_cast<int64_t>(prompt.size());
-  const int64_t max_len = std::min(o.max_len, cfg.max_positions - P);
-  if (max_len <= 0) throw std::invalid_argument("generate: prompt fills max_positions");
   std::vector<KVCache> self_c;
   const auto dtype = model.decoder->embed_tokens->weight.scalar_type();
   const auto device = model.parameters().front().device();

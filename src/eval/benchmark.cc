@@ -168,6 +168,18 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
                                     std::to_string(m.model->config().max_positions) + "] (max_positions of " + m.name +
                                     ")");
   }
+  // Every shape of every model against the memory there is, before the first batch is allocated.
+  for (auto& m : models) {
+    const auto p = m.model->parameters().front();
+    const double elem = static_cast<double>(p.element_size() < 4 && p.is_floating_point() ? p.element_size() : 4);
+    // Training also holds a gradient and two AdamW moments per parameter.
+    const double state = opts.train ? 3.0 * 4.0 * static_cast<double>(m.model->n_parameters()) : 0.0;
+    for (auto t : opts.seq_lens)
+      for (auto b : opts.batch_sizes)
+        check_memory(forward_memory_bytes(m.model->config(), b, t, opts.train, elem) + state, p.device(),
+                     "bench: batch " + std::to_string(b) + " x length " + std::to_string(t) + " of " + m.name,
+                     "try a smaller batch size or length (--batch, --seq)");
+  }
   const double peak = opts.gemm_probe ? gemm_peak_gflops(models.front().model->parameters().front().device()) : 0.0;
   if (gemm_peak) *gemm_peak = peak;
   std::optional<c10::InferenceMode> inference;

@@ -55,12 +55,13 @@ void plan_memory(const ImportanceRequest& req, JobInputs& in, const EvalSet& set
     if (avail > 0 && need(MemoryUse::GateGradients, false).total() > avail &&
         need(MemoryUse::GateGradients, true).total() <= avail) {
       so.layerwise = true;
-      events.say("importance", "the whole graph needs " + need(MemoryUse::GateGradients, false).describe() +
-                                   ": gradients layer by layer instead (" + need(MemoryUse::GateGradients, true).describe() + ")");
+      events.say("importance", "the whole graph needs about " + format_gib(need(MemoryUse::GateGradients, false).total()) +
+                                   ", " + format_gib(avail) + " available: gradients layer by layer instead (about " +
+                                   format_gib(need(MemoryUse::GateGradients, true).total()) + ")");
     }
   }
   const MemoryEstimate m = gradient ? need(MemoryUse::GateGradients, so.layerwise || so.pipeline) : need(MemoryUse::Inference, false);
-  check_memory(m, device, "importance (" + std::to_string(B) + " x " + std::to_string(T) + " tokens per batch)", hint);
+  check_fits(m, device, "importance (" + std::to_string(B) + " x " + std::to_string(T) + " tokens per batch)", hint);
 }
 }  // namespace
 

@@ -2,6 +2,7 @@
 #include "headprune/jobs/job.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -19,6 +20,13 @@ std::function<void(const std::string&, int64_t, int64_t)> JobEvents::phase_callb
 
 JobInputs::JobInputs(const std::string& checkpoint, const DataSource& data, const Runtime& runtime)
     : data_(data), runtime_(runtime) {
+  // Checked before the checkpoint is opened: every job's data counts.
+  if (data.max_examples < 0)
+    throw std::invalid_argument("data: max_examples " + std::to_string(data.max_examples) + " must be >= 0 (0 = all)");
+  if (data.synthetic_examples < 1 || data.synthetic_train < 1)
+    throw std::invalid_argument("data: the synthetic task needs at least 1 example per split (synthetic_examples " +
+                                std::to_string(data.synthetic_examples) + ", synthetic_train " +
+                                std::to_string(data.synthetic_train) + ")");
   LoadOptions lo;
   lo.dtype = runtime.dtype;
   loaded = open_model(checkpoint, runtime.device, lo);
@@ -101,6 +109,13 @@ TrainOptions JobInputs::train_options() const {
 }
 
 TrainOptions JobInputs::finetune_options(const FinetuneOptions& f) const {
+  if (f.steps < 0)
+    throw std::invalid_argument("fine-tuning: steps " + std::to_string(f.steps) + " must be >= 0 (0 = none)");
+  if (f.batch_tokens < 0)
+    throw std::invalid_argument("fine-tuning: batch_tokens " + std::to_string(f.batch_tokens) +
+                                " must be >= 0 (0 = the run config's)");
+  if (!(f.lr >= 0 && std::isfinite(f.lr)))
+    throw std::invalid_argument("fine-tuning: lr must be a finite number >= 0 (0 = the run config's)");
   TrainOptions to = train_options();
   if (f.lr > 0) to.lr = f.lr;
   if (f.batch_tokens > 0) to.batch_tokens = f.batch_tokens;

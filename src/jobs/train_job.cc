@@ -26,6 +26,13 @@ nlohmann::json TrainReport::to_json() const {
 
 TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvents& events) {
   if (req.out_dir.empty()) throw std::invalid_argument("train: an output directory is required (--out)");
+  // Checked before anything is read or started: a bad value is never replaced by the config's silently.
+  auto refuse = [](const std::string& field, int64_t v, const std::string& range) {
+    throw std::invalid_argument("train: " + field + " " + std::to_string(v) + " must be " + range);
+  };
+  if (req.max_steps < 0) refuse("max_steps", req.max_steps, ">= 1 (0 = the run config's)");
+  if (req.eval_every < 0) refuse("eval_every", req.eval_every, ">= 1 (0 = the run config's)");
+  if (req.keep_every < -1) refuse("keep_every", req.keep_every, ">= 0 (-1 = the run config's)");
   RunConfig rc = req.config.empty() ? synthetic_run_config(req.family) : read_run_config(req.config);
   TrainOptions topts = rc.train;
   topts.seed = rt.seed;

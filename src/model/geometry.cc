@@ -93,7 +93,56 @@ double stack_flops(const ModelConfig& cfg, AttnType self, double b, double t, bo
   return f;
 }
 
+// Values one layer of a stack holds for b sequences of t positions (over src_t keys of cross
+// attention): the projections, the attention scores (and probabilities when training), the
+// context, the feed-forward's hidden activations and the residual stream.
+double layer_values(const ModelConfig& cfg, const HeadGeometry& g, double b, double t, double tk, bool training) {
+  const double c = static_cast<double>(cfg.d_model), qw = static_cast<double>(g.q_width());
+  const double kvw = static_cast<double>(g.kv_width()), h = static_cast<double>(g.n_heads_kept());
+  if (h == 0) return 0;
+  return b * t * (2 * qw + c) + 2 * b * tk * kvw + (training ? 2 : 1) * b * h * t * tk;
+}
+
+// The values of a stack, kept layer by layer (training) or the largest layer at a time (inference).
+double stack_values(const ModelConfig& cfg, AttnType self, double b, double t, bool cross, double src_t, bool training) {
+  const double c = static_cast<double>(cfg.d_model), ff = static_cast<double>(cfg.d_ff);
+  double sum = 0, peak = 0;
+  for (int64_t l = 0; l < cfg.n_layers(self); ++l) {
+    double v = layer_values(cfg, head_geometry(cfg, self, l), b, t, t, training);
+    if (cross) v += layer_values(cfg, head_geometry(cfg, AttnType::Cross, l), b, t, src_t, training);
+    v += b * t * ((cfg.gated_ffn ? 3 : 2) * ff + 2 * c);  // hidden (and gate), norms
+    sum += v;
+    peak = std::max(peak, v);
+  }
+  return (training ? sum : peak) + 2 * b * t * c;  // + the embeddings and the stack's output
+}
+
 }  // namespace
+
+double forward_memory_bytes(const ModelConfig& cfg, int64_t batch, int64_t seq_len, bool training,
+                            double element_bytes) {
+  const double b = static_cast<double>(batch), t = static_cast<double>(seq_len);
+  const double logits = training ? 3 : 1;  // training: the logits, their log-softmax and its gradient
+  double v = 0;
+  switch (cfg.arch) {
+    case Arch::EncoderClassifier:
+      v = stack_values(cfg, AttnType::EncoderSelf, b, t, false, 0, training);
+      break;
+    case Arch::DecoderLM:
+      v = stack_values(cfg, AttnType::DecoderSelf, b, t, false, 0, training) +
+          logits * b * t * static_cast<double>(cfg.vocab_size);
+      break;
+    case Arch::EncoderDecoder:
+    {
+      const double enc = stack_values(cfg, AttnType::EncoderSelf, b, t, false, 0, training);
+      const double dec = stack_values(cfg, AttnType::DecoderSelf, b, t, true, t, training);
+      v = (training ? enc + dec : std::max(enc, dec)) +
+          logits * b * t * static_cast<double>(cfg.effective_tgt_vocab());
+      break;
+    }
+  }
+  return v * element_bytes;
+}
 
 double forward_flops(const ModelConfig& cfg, int64_t batch, int64_t seq_len) {
   const double b = static_cast<double>(batch), t = static_cast<double>(seq_len);

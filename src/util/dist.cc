@@ -10,6 +10,7 @@
 #include "headprune/util/log.h"
 
 #ifdef HP_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -93,6 +94,7 @@ Env env_from_environment() {
   e.local_rank = env_int("LOCAL_RANK", e.rank % e.local_world_size, 0, e.local_world_size - 1);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
   e.master_port = env_int("MASTER_PORT", 29500, 1, 65535);
+  if (const char* f = std::getenv(kStoreFileVariable); f && *f) e.store_file = f;
   return e;
 }
 
@@ -117,22 +119,34 @@ void init(const Env& env, std::chrono::milliseconds timeout) {
     return;
   }
 #ifdef HP_HAVE_GLOO
-  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  const bool local = !env.store_file.empty();
+  const std::string where = local ? "the file store " + env.store_file
+                                  : env.master_addr + ":" + std::to_string(env.master_port) + " (MASTER_ADDR:MASTER_PORT)";
   try {
-    c10d::TCPStoreOptions o;
-    o.port = static_cast<std::uint16_t>(env.master_port);
-    // Under torchrun the agent already serves the store at MASTER_PORT; every rank is a client.
-    const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-    o.isServer = env.rank == 0 && !(agent_store && std::string(agent_store) == "True");
-    o.numWorkers = static_cast<std::size_t>(env.world_size);
-    o.waitWorkers = true;
-    o.timeout = timeout;
-    s.store = c10::make_intrusive<c10d::PrefixStore>(
-        "headprune", c10::make_intrusive<c10d::TCPStore>(env.master_addr, o));  // apart from others' keys
+    c10::intrusive_ptr<c10d::Store> store;
+    if (local) {
+      // headprune launch, one machine: a file in the launcher's private directory; no socket.
+      store = c10::make_intrusive<c10d::FileStore>(env.store_file, env.world_size);
+      store->setTimeout(timeout);
+    } else {
+      c10d::TCPStoreOptions o;
+      o.port = static_cast<std::uint16_t>(env.master_port);
+      // Under torchrun the agent already serves the store at MASTER_PORT; every rank is a client.
+      const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+      o.isServer = env.rank == 0 && !(agent_store && std::string(agent_store) == "True");
+      o.numWorkers = static_cast<std::size_t>(env.world_size);
+      o.waitWorkers = true;
+      o.timeout = timeout;
+      store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+    }
+    s.store = c10::make_intrusive<c10d::PrefixStore>("headprune", store);  // apart from others' keys
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    // Where each process's Gloo connections listen: the interface named, else (one machine) the
+    // launch's address, else loopback when that is the master's, else the host name's interface.
     const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
     const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
     opts->devices.push_back(ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+                            : local           ? c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr)
                             : loopback        ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                               : c10d::ProcessGroupGloo::createDefaultDevice());
     s.group = c10::make_intrusive<c10d::ProcessGroupGloo>(s.store, env.rank, env.world_size, opts);
@@ -140,7 +154,7 @@ void init(const Env& env, std::chrono::milliseconds timeout) {
     s.store.reset();
     std::string msg = e.what();
     throw std::runtime_error("dist: rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
-                             " could not join the process group at " + where + " (MASTER_ADDR:MASTER_PORT) within " +
+                             " could not join the process group at " + where + " within " +
                              std::to_string(timeout.count() / 1000) + " s: " + msg.substr(0, msg.find('\n')));
   }
   s.env = env;

@@ -4,17 +4,21 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <stdexcept>
 #include <thread>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "headprune/util/dist.h"
 
 extern char** environ;
 
@@ -33,6 +37,37 @@ std::string describe(int status) {
 }
 
 int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+// The run's private directory for the children's file store: created with mode 0700 under a unique
+// name (mkdtemp), removed with what is in it (the store file; no subdirectories) when the run ends.
+class StoreDir {
+ public:
+  StoreDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/headprune-launch-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("launch: cannot create a directory for the rendezvous in " +
+                               pattern.substr(0, pattern.rfind('/')) + " (" + std::strerror(errno) +
+                               "); set TMPDIR to a writable directory");
+    path_ = pattern;
+  }
+  ~StoreDir() {
+    if (DIR* d = ::opendir(path_.c_str())) {
+      while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name != "." && name != "..") ::unlink((path_ + "/" + name).c_str());
+      }
+      ::closedir(d);
+    }
+    ::rmdir(path_.c_str());
+  }
+  StoreDir(const StoreDir&) = delete;
+  StoreDir& operator=(const StoreDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace
 
@@ -63,12 +98,13 @@ int launch(const LaunchOptions& opts) {
     if (opts.note) opts.note(s);
   };
   const int port = opts.master_port > 0 ? opts.master_port : free_local_port();
+  const StoreDir store_dir;  // removed on every way out of this function
 
   // Everything the children need is built before the first fork: between fork and exec a child
   // only calls async-signal-safe functions.
   std::vector<std::string> base_env;
   const std::vector<std::string> ours = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
-                                         "MASTER_PORT=", "GROUP_RANK="};
+                                         "MASTER_PORT=", "GROUP_RANK=", std::string(dist::kStoreFileVariable) + "="};
   for (char** e = environ; *e; ++e) {
     const std::string kv = *e;
     bool replaced = false;
@@ -89,6 +125,7 @@ int launch(const LaunchOptions& opts) {
     e.push_back("LOCAL_WORLD_SIZE=" + std::to_string(opts.nproc));
     e.push_back("MASTER_ADDR=" + opts.master_addr);
     e.push_back("MASTER_PORT=" + std::to_string(port));
+    e.push_back(std::string(dist::kStoreFileVariable) + "=" + store_dir.path() + "/store");
     for (auto& s : e) env_ptrs[static_cast<size_t>(r)].push_back(s.data());
     env_ptrs[static_cast<size_t>(r)].push_back(nullptr);
   }
@@ -129,8 +166,8 @@ int launch(const LaunchOptions& opts) {
     }
     running[pid] = r;
   }
-  note("started " + std::to_string(opts.nproc) + " processes (MASTER_ADDR=" + opts.master_addr +
-       " MASTER_PORT=" + std::to_string(port) + ")");
+  note("started " + std::to_string(opts.nproc) + " processes (rendezvous in " + store_dir.path() +
+       ", connections on " + opts.master_addr + ")");
 
   using clock = std::chrono::steady_clock;
   clock::time_point kill_at{};

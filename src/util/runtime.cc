@@ -1,10 +1,12 @@
 // Runtime, threads, seeds, random state, autocast and BLAS identification (see header).
 #include "headprune/util/runtime.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -168,22 +170,62 @@ uint64_t physical_memory_bytes() {
 }
 
 namespace {
-uint64_t proc_kib(const char* file, const char* key) {  // "Key:   123 kB" -> 123 * 1024
-  std::ifstream in(file);
-  std::string line;
-  const std::string k = std::string(key) + ":";
-  while (std::getline(in, line))
-    if (line.rfind(k, 0) == 0) return std::strtoull(line.c_str() + k.size(), nullptr, 10) * 1024;
-  return 0;
+// The first number of a file (a /sys value), or nullopt when it is missing or not a number ("max").
+std::optional<uint64_t> read_number(const std::string& path) {
+  std::ifstream in(path);
+  uint64_t v = 0;
+  if (in >> v) return v;
+  return std::nullopt;
 }
 }  // namespace
 
 uint64_t available_memory_bytes(const torch::Device& device) {
   if (device.is_cuda()) return compat::device_free_bytes(device);
-  return proc_kib("/proc/meminfo", "MemAvailable");
+  uint64_t avail = 0;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") {
+      avail = kb * 1024;
+      break;
+    }
+  }
+  if (avail == 0) avail = physical_memory_bytes();
+  // A container's limit (cgroup v2, seen from inside as the root of its hierarchy).
+  const auto limit = read_number("/sys/fs/cgroup/memory.max"), used = read_number("/sys/fs/cgroup/memory.current");
+  if (limit && used) {
+    const uint64_t left = *limit > *used ? *limit - *used : 0;
+    if (avail == 0 || left < avail) avail = left;
+  }
+  return avail;
 }
 
-uint64_t peak_rss_bytes() { return proc_kib("/proc/self/status", "VmHWM"); }
+uint64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  return 0;
+}
+
+std::string format_gib(double bytes) {
+  const double gib = bytes / static_cast<double>(1ull << 30);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, gib < 1e5 ? "%.1f GiB" : "%.2g GiB", gib);
+  return buf;
+}
+
+void check_memory(double bytes, const torch::Device& device, const std::string& what, const std::string& hint) {
+  if (const char* v = std::getenv("HP_MEMORY_CHECK"); v && std::string(v) == "0") return;
+  const double avail = static_cast<double>(available_memory_bytes(device));
+  if (avail <= 0 || !(bytes > avail)) return;  // NaN passes: nothing to compare
+  throw std::invalid_argument(what + " needs about " + format_gib(bytes) + " of memory, " + format_gib(avail) +
+                              " available" + (device.is_cpu() ? "" : " on " + device.str()) + (hint.empty() ? "" : "; " + hint) +
+                              " (HP_MEMORY_CHECK=0 runs it anyway)");
+}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");

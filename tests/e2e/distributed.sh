@@ -7,7 +7,10 @@
 #   4. kill -9 of one of two ranks started by hand (no launcher to clean up): the other exits
 #      non-zero within 60 s, and `launch --nproc 2 -- train --resume` completes the run; resuming
 #      it as one process is refused;
-#   5. the demo (train, score, prune, fine-tune, save, reload) as 2 processes.
+#   5. the demo (train, score, prune, fine-tune, save, reload) as 2 processes;
+#   6. while a launched 2-process run trains, no socket of its processes listens anywhere but on
+#      127.0.0.1 (--master-addr's default), and its rendezvous directory is private (0700) and gone
+#      afterwards.
 # Usage: distributed.sh HEADPRUNE_BINARY WORK_DIR
 set -euo pipefail
 bin=$1
@@ -16,6 +19,49 @@ rm -rf "$work"
 mkdir -p "$work"
 g=(--threads 1 --seed 7 --log-level warn)
 train=(train --family encoder_decoder --max-steps 60 --eval-every 20)
+
+# The TCP sockets some processes listen on: LISTEN entries of /proc/net/tcp{,6} whose inode is one
+# of the processes' open files, as (family, address, port, pid).
+export HP_E2E_WORK=$work
+cat > "$work/listeners.py" <<'EOF'
+import os
+def children(parent):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]) == parent:
+                    out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+def listening(pids):
+    inodes = {}
+    for p in pids:
+        try:
+            for fd in os.listdir(f"/proc/{p}/fd"):
+                try:
+                    link = os.readlink(f"/proc/{p}/fd/{fd}")
+                except OSError:
+                    continue
+                if link.startswith("socket:["):
+                    inodes[link[8:-1]] = p
+        except OSError:
+            pass
+    found = []
+    for family in ("tcp", "tcp6"):
+        for line in open(f"/proc/net/{family}").read().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
+                addr, port = f[1].split(":")
+                found.append((family, addr, int(port, 16), inodes[f[9]]))
+    return found
+def loopback(sock):
+    family, addr = sock[0], sock[1]
+    if family == "tcp":
+        return addr == "0100007F"
+    return addr in ("00000000000000000000000001000000", "0000000000000000FFFF00000100007F")
+EOF
 
 "$bin" "${g[@]}" "${train[@]}" --out "$work/one" > "$work/one.json"
 "$bin" launch --nproc 2 -- "${g[@]}" "${train[@]}" --out "$work/two" > "$work/two.json"
@@ -109,6 +155,9 @@ for _ in $(seq 1 1200); do
   sleep 0.1
 done
 [ -f "$work/cut/last/trainer_state.json" ] || { echo "no resume point"; cat "$work/rank0.log"; exit 1; }
+# The socket check of section 6 sees listeners: here rank 0 serves the TCP store at MASTER_PORT.
+python3 -c "import sys; sys.path.insert(0, '$work'); from listeners import listening; \
+assert any(s[2] == $port for s in listening([$r0])), listening([$r0])"
 kill -9 "$r1"
 t0=$(date +%s)
 rc=0
@@ -134,4 +183,41 @@ grep -q "trained with 2 process(es); resume it with the same number (this is 1)"
 grep -q "fine-tuned" "$work/demo2.txt" || { echo "the 2-process demo did not finish"; cat "$work/demo2.txt"; exit 1; }
 [ -f "$work/demo2/encoder_classifier/pruned/model/model.safetensors" ] || { echo "no pruned model"; exit 1; }
 echo "demo as 2 processes: $(grep -c . "$work/demo2.txt") result lines from rank 0 only"
+# A launched run's sockets (listeners.py, above), sampled from the children's start until two seconds
+# into training. LibTorch 1.13's TCP store, which launch's children used, listened on 0.0.0.0; the
+# Gloo connections listen only while they are being made.
+"$bin" launch --nproc 2 -- "${g[@]}" train --family encoder_decoder --max-steps 100000 --eval-every 100000 \
+  --out "$work/listen" > /dev/null 2> "$work/listen.log" &
+launcher=$!
+trap 'kill -TERM "$launcher" 2> /dev/null || true' EXIT  # never left training when a check fails
+python3 - "$launcher" "$work/listen/train_config.json" "$work/listen.store" <<'EOF'
+import os, stat, sys, time
+sys.path.insert(0, os.environ["HP_E2E_WORK"])
+from listeners import children, listening, loopback
+launcher, started, note = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+seen, kids, until = set(), [], time.time() + 120
+while time.time() < until:
+    kids = children(launcher) or kids
+    seen |= set(listening(kids))
+    if os.path.exists(started) and len(kids) == 2:
+        until = min(until, time.time() + 2)
+    time.sleep(0.02)
+assert len(kids) == 2 and os.path.exists(started), "the launched run did not start"
+wide = [s for s in seen if not loopback(s)]
+assert not wide, f"listening beyond 127.0.0.1 (family, address, port, pid): {wide}"
+env = [dict(v.split("=", 1) for v in open(f"/proc/{k}/environ").read().split("\0") if "=" in v) for k in kids]
+store = [e.get("HP_DIST_STORE_FILE") for e in env]
+assert store[0] and store[0] == store[1], f"no common HP_DIST_STORE_FILE: {store}"
+home = os.path.dirname(store[0])
+st = os.stat(home)
+assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid(), f"{home}: mode {oct(st.st_mode)}"
+open(note, "w").write(home)
+print(f"launch: {len(seen)} listening sockets seen of its 2 processes, none beyond 127.0.0.1; rendezvous in {home} (0700)")
+EOF
+kill -TERM "$launcher"
+wait "$launcher" 2> /dev/null || true
+trap - EXIT
+store_dir=$(cat "$work/listen.store")
+[ ! -e "$store_dir" ] || { echo "$store_dir was left behind"; exit 1; }
+
 echo "distributed OK"

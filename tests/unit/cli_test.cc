@@ -1,5 +1,11 @@
 // The command line, in-process: help, usage errors, info on a pruned checkpoint.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <new>
 #include <sstream>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
@@ -84,6 +90,161 @@ TEST(Cli, ErrorsGoToStderrWithNonZeroExit) {
   EXPECT_TRUE(r.out.empty());
   EXPECT_NE(r.err.find("error: checkpoint '"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("not a directory"), std::string::npos) << r.err;
+}
+
+// ---- bad input gets a short message and a non-zero exit (issue 50, finding 6) ---------------------
+
+// An error a user can act on: a non-zero exit, one "error: ..." naming `name`, two lines at most
+// (the message and "Run with --help"), no C++ stack frames, no number of more than 20 digits.
+void expect_short_error(const Result& r, const std::string& name) {
+  SCOPED_TRACE(r.err);
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u);
+  EXPECT_NE(r.err.find(name), std::string::npos) << "does not name " << name;
+  EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 2);
+  EXPECT_EQ(r.err.find("frame #"), std::string::npos);
+  size_t digits = 0, longest = 0;
+  for (char c : r.err) {
+    digits = std::isdigit(static_cast<unsigned char>(c)) ? digits + 1 : 0;
+    longest = std::max(longest, digits);
+  }
+  EXPECT_LE(longest, 20u) << "a number of " << longest << " digits";
+}
+
+TEST(Cli, UnknownSubcommandIsNamedWithTheChoices) {
+  // It said "A subcommand is required", whatever the word was.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"frobnicate"}, {"--threads", "1", "frobnicate", "x", "--out", "y"}}) {
+    auto r = run_cli(args);
+    EXPECT_EQ(r.code, 2);
+    expect_short_error(r, "unknown subcommand 'frobnicate'");
+    for (const char* name : {"train", "generate", "prune", "launch"}) EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
+  }
+  auto r = run_cli({});
+  EXPECT_EQ(r.code, 2);
+  expect_short_error(r, "a subcommand is required; expected one of: demo, info");
+}
+
+TEST(Cli, NumericOptionsRefuseBadValuesNamingTheOptionBriefly) {
+  // Each was accepted (--max-steps -3 trained the config's 600 steps, --beam 0 printed nothing and
+  // exited 0), failed deep inside LibTorch, or printed a 300-digit bound (CLI11's PositiveNumber).
+  test::TempDir tmp;
+  const std::string out = tmp / "out";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--dist-timeout", "0", "info", "x"}, "--dist-timeout"},
+      {{"--seed", "-1", "info", "x"}, "--seed"},
+      {{"demo", "--out", out, "--train-steps", "0"}, "--train-steps"},
+      {{"demo", "--out", out, "--finetune-steps", "-2"}, "--finetune-steps"},
+      {{"demo", "--out", out, "--fraction", "1.5"}, "--fraction"},
+      {{"train", "--out", out, "--max-steps", "-3"}, "--max-steps"},
+      {{"train", "--out", out, "--eval-every", "0"}, "--eval-every"},
+      {{"train", "--out", out, "--keep-every", "-1"}, "--keep-every"},
+      {{"eval", "x", "--synthetic", "0"}, "--synthetic"},
+      {{"eval", "x", "--max-examples", "-1"}, "--max-examples"},
+      {{"eval", "x", "--beam", "0"}, "--beam"},
+      {{"bench", "x", "--batch", "0"}, "--batch"},
+      {{"bench", "x", "--seq", "-5"}, "--seq"},
+      {{"bench", "x", "--reps", "0"}, "--reps"},
+      {{"bench", "x", "--warmup", "-1"}, "--warmup"},
+      {{"generate", "x", "--ids", "1", "--beam", "0"}, "--beam"},
+      {{"generate", "x", "--ids", "1", "--beam", "-3"}, "--beam"},
+      {{"generate", "x", "--ids", "1", "--max-new", "0"}, "--max-new"},
+      {{"generate", "x", "--ids", "-1"}, "--ids"},
+      {{"generate", "x", "--ids", "1", "--top-p", "0"}, "--top-p"},
+      {{"generate", "x", "--ids", "1", "--top-k", "-1"}, "--top-k"},
+      {{"generate", "x", "--ids", "1", "--temperature", "-1"}, "--temperature"},
+      {{"importance", "x", "--bootstrap", "-1"}, "--bootstrap"},
+      {{"importance", "x", "--alpha", "1"}, "--alpha"},
+      {{"importance", "x", "--beam", "0"}, "--beam"},
+      {{"prune", "x", "--out", out, "--finetune-steps", "-1"}, "--finetune-steps"},
+      {{"prune", "x", "--out", out, "--finetune-lr", "-1"}, "--finetune-lr"},
+      {{"prune", "x", "--out", out, "--finetune-batch-tokens", "-1"}, "--finetune-batch-tokens"},
+      {{"prune", "x", "--out", out, "--synthetic-train", "0"}, "--synthetic-train"},
+      {{"prune", "x", "--out", out, "--step", "2"}, "--step"},
+      {{"prune", "x", "--out", out, "--min-per-layer", "-1"}, "--min-per-layer"},
+      {{"curve", "x", "--fractions", "1.5"}, "--fractions"},
+      {{"gates", "x", "--out", out, "--steps", "0"}, "--steps"},
+      {{"gates", "x", "--out", out, "--period", "0"}, "--period"},
+      {{"gates", "x", "--out", out, "--gate-lr", "0"}, "--gate-lr"},
+      {{"gates", "x", "--out", out, "--coef", "-1"}, "--coef"},
+      {{"gates", "x", "--out", out, "--coef-growth", "0.5"}, "--coef-growth"},
+      {{"gates", "x", "--out", out, "--extra-steps", "-1"}, "--extra-steps"},
+      {{"gates", "x", "--out", out, "--concentrator-until", "2"}, "--concentrator-until"},
+      {{"roles", "x", "--max-sentences", "-1"}, "--max-sentences"},
+      {{"roles", "x", "--rare-share", "2"}, "--rare-share"},
+      {{"launch", "--grace", "-1", "--", "info", "x"}, "--grace"},
+      {{"launch", "--nproc", "0", "--", "info", "x"}, "--nproc"},
+      {{"plot", "r.json", "--out", out, "--batch", "0"}, "--batch"},
+  };
+  for (const auto& [args, option] : cases) {
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    SCOPED_TRACE(line);
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.code, 2);
+    expect_short_error(r, option);
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST(Cli, BeamSizeIsBetweenOneAndTheVocabulary) {
+  // --beam 1000000 failed in LibTorch's allocator with 27 lines of C++ frames; --beam 0 printed
+  // nothing and exited 0.
+  test::TempDir dir;
+  save_checkpoint(dir.path, *test::make_model(Arch::DecoderLM));
+  auto r = run_cli({"--threads", "1", "generate", dir.path, "--ids", "3", "4", "--beam", "1000000"});
+  EXPECT_EQ(r.code, 1);
+  expect_short_error(r, "beam size 1000000 is outside [1, 100]");
+  r = run_cli({"--threads", "1", "generate", dir.path, "--ids", "3", "4", "--beam", "0"});
+  expect_short_error(r, "--beam");
+  r = run_cli({"--threads", "1", "generate", dir.path, "--ids", "3", "4", "--beam", "100", "--max-new", "3"});
+  EXPECT_EQ(r.code, 0) << r.err;  // the whole vocabulary is a valid beam
+}
+
+TEST(Cli, MemoryIsCheckedBeforeAnythingIsAllocated) {
+  // bench --batch 1000000 and a length at max_positions' limit (2^22) failed in LibTorch's
+  // allocator with 28 lines of C++ frames (or were killed by the kernel); --synthetic 1000000000
+  // ended in a bare std::bad_alloc after minutes.
+  test::TempDir dir;
+  save_checkpoint(dir / "cls", *test::make_model(Arch::EncoderClassifier));
+  ModelConfig long_cfg = tiny_llama_config();  // rotary: no table of max_positions rows
+  long_cfg.max_positions = ConfigLimits::positions;
+  save_checkpoint(dir / "long", *test::make_model(long_cfg));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_cli({"--threads", "1", "bench", dir / "cls", "--batch", "1000000000", "--seq", "32", "--reps", "1",
+                    "--warmup", "0", "--no-gemm-probe"});
+  expect_short_error(r, "--batch");
+  EXPECT_NE(r.err.find("GiB available"), std::string::npos);
+  r = run_cli({"--threads", "1", "bench", dir / "long", "--batch", "1", "--seq", std::to_string(ConfigLimits::positions),
+               "--reps", "1", "--warmup", "0", "--no-gemm-probe"});
+  expect_short_error(r, "--seq");
+  EXPECT_NE(r.err.find("GiB available"), std::string::npos);
+  r = run_cli({"--threads", "1", "eval", dir / "cls", "--synthetic", "1000000000000"});
+  expect_short_error(r, "--synthetic");
+  EXPECT_NE(r.err.find("GiB available"), std::string::npos);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+}
+
+TEST(Cli, LibTorchErrorsAreOneLineAndFailedAllocationsSayOutOfMemory) {
+  // What still reaches the top from LibTorch printed its 24-30 C++ frames; a failed allocation was a
+  // bare "std::bad_alloc".
+  try {
+    (void)torch::empty({-3});
+    ADD_FAILURE() << "no error";
+  } catch (const c10::Error& e) {
+    ASSERT_NE(std::string(e.what()).find('\n'), std::string::npos);  // LibTorch's own text has its frames
+    const std::string t = cli::error_text(e, "bench");
+    EXPECT_EQ(t, "Trying to create tensor with negative dimension -3: [-3]");
+    EXPECT_EQ(t.find('\n'), std::string::npos) << t;
+    EXPECT_EQ(t.find("frame #"), std::string::npos) << t;
+  }
+  EXPECT_EQ(cli::error_text(std::bad_alloc(), "eval").rfind("out of memory while running 'eval'", 0), 0u);
+  const c10::Error oom({"alloc_cpu.cpp", "alloc_cpu", 75},
+                       "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't allocate memory: you "
+                       "tried to allocate 8192000000 bytes. Error code 12 (Cannot allocate memory)");
+  EXPECT_EQ(cli::error_text(oom, "bench"), "out of memory while running 'bench': an allocation of 7.6 GiB failed");
+  // The library's own messages are printed whole.
+  EXPECT_EQ(cli::error_text(std::invalid_argument("two\nlines"), "info"), "two\nlines");
 }
 
 }  // namespace

@@ -4,11 +4,14 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 
 #include "headprune/util/dist.h"
 #include "headprune/util/launch.h"
+#include "test_util.h"
 
 namespace hp {
 namespace {
@@ -55,6 +58,9 @@ TEST(Dist, ReadsTheTorchrunVariables) {
   EXPECT_EQ(e.local_world_size, 2);
   EXPECT_EQ(e.master_addr, "10.0.0.1");
   EXPECT_EQ(e.master_port, 1234);
+  EXPECT_EQ(e.store_file, "");
+  ScopedEnv launched({{std::string(dist::kStoreFileVariable), "/tmp/headprune-launch-x/store"}});
+  EXPECT_EQ(dist::env_from_environment().store_file, "/tmp/headprune-launch-x/store");
 }
 
 TEST(Dist, BadVariablesAreNamed) {
@@ -117,6 +123,36 @@ TEST(Launch, StopsTheOthersWhenOneFailsAndReturnsItsStatus) {
   // Killed by a signal: 128 + its number.
   o.argv = {"/bin/sh", "-c", "if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; exec sleep 60"};
   EXPECT_EQ(launch(o), 128 + 9);
+}
+
+TEST(Launch, ChildrenMeetInAPrivateDirectoryThatIsRemovedAtTheEnd) {
+  // The rendezvous was LibTorch's TCP store, listening on every interface; now a file in a directory
+  // of the launch's own (tests/e2e/distributed.sh checks the sockets of a real run).
+  test::TempDir tmp;
+  ScopedEnv env({{std::string(dist::kStoreFileVariable), "/inherited/from/the/parent"}});
+  LaunchOptions o;
+  o.nproc = 2;
+  o.argv = {"/bin/sh", "-c",
+            "d=$(dirname \"$HP_DIST_STORE_FILE\") && test -d \"$d\" && test \"$(stat -c %a:%u \"$d\")\" = "
+            "\"700:$(id -u)\" && test ! -e \"$HP_DIST_STORE_FILE\" && echo \"$HP_DIST_STORE_FILE\" > " +
+                tmp.path + "/rank$RANK"};
+  ASSERT_EQ(launch(o), 0);
+  const auto read = [&](const std::string& name) {
+    std::ifstream in(tmp / name);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  const std::string store = read("rank0");
+  EXPECT_EQ(store, read("rank1"));
+  EXPECT_NE(store.find("/headprune-launch-"), std::string::npos) << store;
+  EXPECT_FALSE(std::filesystem::exists(store.substr(0, store.rfind('/'))));
+  // Each launch has its own, removed also when a child fails.
+  o.argv = {"/bin/sh", "-c", "echo \"$HP_DIST_STORE_FILE\" > " + tmp.path + "/again$RANK; exit 3"};
+  EXPECT_EQ(launch(o), 3);
+  const std::string again = read("again0");
+  EXPECT_NE(again, store);
+  EXPECT_FALSE(std::filesystem::exists(again.substr(0, again.rfind('/'))));
 }
 
 TEST(Launch, RefusesBadOptions) {

@@ -18,15 +18,20 @@
 #include "headprune/data/synthetic.h"
 #include "headprune/data/tasks.h"
 #include "headprune/data/tokenizer.h"
+#include "headprune/decode/search.h"
+#include "headprune/eval/benchmark.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/outputs.h"
 #include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/jobs/job.h"
+#include "headprune/jobs/train_job.h"
 #include "headprune/prune/plan.h"
 #include "headprune/score/head_scores.h"
 #include "headprune/train/trainer.h"
 #include "headprune/util/log.h"
+#include "headprune/util/runtime.h"
 #include "test_util.h"
 
 namespace hp {
@@ -346,6 +351,89 @@ TEST(HostileInput, NonFiniteWeightsAndScoresAreReported) {
   o.target.count = 2;
   const std::string p = error_of([&] { plan_by_score(s, cfg, o); });
   EXPECT_NE(p.find("NaN or infinite"), std::string::npos) << p;
+}
+
+// ---- requests and resources are checked before any work (issue 50, finding 6) ---------------------
+
+TEST(HostileInput, RequestCountsAreCheckedBeforeAnyWork) {
+  // train --max-steps -3 silently trained the config's 600 steps.
+  test::TempDir tmp;
+  TrainRequest train;
+  train.out_dir = tmp / "run";
+  train.max_steps = -3;
+  std::string e = error_of([&] { run_train(train, Runtime{}); });
+  EXPECT_NE(e.find("max_steps -3 must be >= 1"), std::string::npos) << e;
+  train.max_steps = 0;
+  train.eval_every = -1;
+  e = error_of([&] { run_train(train, Runtime{}); });
+  EXPECT_NE(e.find("eval_every -1"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(tmp / "run"));
+
+  // Beam sizes outside [1, vocabulary]: 0 generated nothing without a word, -3 and 10^6 failed in
+  // LibTorch.
+  auto lm = test::make_model(Arch::DecoderLM);
+  DecodeOptions o;
+  o.max_len = 3;
+  for (int64_t beam : {int64_t{0}, int64_t{-3}, int64_t{101}, int64_t{1000000}}) {
+    o.beam_size = beam;
+    e = error_of([&] { generate(*lm, {3, 4}, o); });
+    EXPECT_NE(e.find("generate: beam size " + std::to_string(beam) + " is outside [1, 100]"), std::string::npos) << e;
+  }
+  auto ed = test::make_model(Arch::EncoderDecoder);
+  o.beam_size = 91;  // the target vocabulary has 90 tokens
+  e = error_of([&] { translate(*ed, test::make_batch(ed->config()), o); });
+  EXPECT_NE(e.find("translate: beam size 91 is outside [1, 90]"), std::string::npos) << e;
+  // A prompt that fills the model's positions names both numbers.
+  o.beam_size = 1;
+  e = error_of([&] { generate(*lm, std::vector<int64_t>(64, 3), o); });
+  EXPECT_NE(e.find("64 tokens leave no room in the model's 64 positions"), std::string::npos) << e;
+
+  // The data and fine-tuning counts of every job, before its checkpoint is opened.
+  DataSource data;
+  data.synthetic_examples = 0;
+  e = error_of([&] { JobInputs("no-such-checkpoint", data, Runtime{}); });
+  EXPECT_NE(e.find("synthetic_examples 0"), std::string::npos) << e;
+  data.synthetic_examples = 500;
+  data.max_examples = -1;
+  e = error_of([&] { JobInputs("no-such-checkpoint", data, Runtime{}); });
+  EXPECT_NE(e.find("max_examples -1"), std::string::npos) << e;
+}
+
+TEST(HostileInput, MemoryIsEstimatedAndCheckedBeforeAllocating) {
+  const uint64_t avail = available_memory_bytes();
+  EXPECT_GT(avail, 0u);
+  EXPECT_LE(avail, physical_memory_bytes());
+  std::string e = error_of([] { check_memory(1e30, torch::kCPU, "the thing", "use less"); });
+  EXPECT_EQ(e.rfind("the thing needs about ", 0), 0u) << e;
+  EXPECT_NE(e.find(" GiB of memory, "), std::string::npos) << e;
+  EXPECT_NE(e.find(" GiB available; use less"), std::string::npos) << e;
+  EXPECT_LT(e.size(), 100u) << e;
+  EXPECT_NO_THROW(check_memory(1024, torch::kCPU, "a little", ""));
+  EXPECT_NO_THROW(check_memory(1e30, torch::Device(torch::kCUDA, 0), "a GPU's", ""));  // the CPU's memory only
+
+  // The estimate grows with the batch and faster than linearly with the length (attention scores),
+  // holds at least the logits, and training keeps more than inference.
+  const ModelConfig lm = tiny_config(Arch::DecoderLM);
+  const double one = forward_memory_bytes(lm, 1, 32, false);
+  EXPECT_GE(one, 32.0 * static_cast<double>(lm.vocab_size) * 4);
+  EXPECT_NEAR(forward_memory_bytes(lm, 2, 32, false), 2 * one, 1e-9 * one);
+  EXPECT_GT(forward_memory_bytes(lm, 1, 64, false), 2 * one);
+  EXPECT_GT(forward_memory_bytes(lm, 1, 32, true), one);
+  EXPECT_EQ(forward_memory_bytes(lm, 1, 32, false, 2), one / 2);  // bf16
+
+  // Callers check before allocating: a batch of 10^9, 10^12 synthetic examples.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<BenchModel> models;
+  models.emplace_back("lm", test::make_model(Arch::DecoderLM));
+  BenchOptions bo;
+  bo.batch_sizes = {1000000000};
+  bo.seq_lens = {32};
+  bo.gemm_probe = false;
+  e = error_of([&] { bench_models(models, bo); });
+  EXPECT_NE(e.find("bench: batch 1000000000 x length 32 of lm needs about"), std::string::npos) << e;
+  e = error_of([&] { synthetic_examples(lm, 1000000000000, 3, 24, 1); });
+  EXPECT_NE(e.find("synthetic task: 1000000000000 examples needs about"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
 
 }  // namespace

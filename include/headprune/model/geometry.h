@@ -72,4 +72,12 @@ HeadGeometry head_geometry(const ModelConfig& cfg, AttnType type, int64_t layer)
 // both sides.
 double forward_flops(const ModelConfig& cfg, int64_t batch, int64_t seq_len);
 
+// Bytes of the activations of one forward pass (training: kept for the backward pass, plus the
+// gradient of the logits) at `element_bytes` per value: projections, attention scores, feed-forward
+// and output layer. A lower bound of the peak, from the shapes alone (a double, so nothing
+// overflows): checked against the available memory before a batch is allocated (util/runtime.h
+// check_memory). Encoder-decoder models get seq_len on both sides.
+double forward_memory_bytes(const ModelConfig& cfg, int64_t batch, int64_t seq_len, bool training,
+                            double element_bytes = 4);
+
 }  // namespace hp

@@ -22,19 +22,18 @@ struct MemoryEstimate {
   double activations = 0;  // the largest live set of activations at the batch and length
   double copies = 0;       // what the job copies besides (a dtype conversion, optimizer state, ...)
   double total() const { return weights + activations + copies; }
-  std::string describe() const;  // "about 15.2 GiB (weights 13.5, activations 1.2, copies 0.5)"
+  std::string describe() const;  // "weights 13.5 GiB, activations 1.2 GiB, copies 0.0 GiB"
 };
 
-// batch x seq tokens per pass (encoder-decoder: the same length on both sides). GateGradients with
-// `checkpointed` keeps one hidden state per layer and one layer's graph at a time (layer-by-layer
-// recomputation), else the whole graph.
+// batch x seq tokens per pass (encoder-decoder: the same length on both sides); the activations from
+// forward_memory_bytes (model/geometry.h). GateGradients with `checkpointed` keeps one hidden state
+// per layer and one layer's graph at a time (layer-by-layer recomputation), else the whole graph.
 MemoryEstimate estimate_memory(const ModelConfig& cfg, torch::ScalarType dtype, int64_t batch, int64_t seq,
                                MemoryUse use, bool checkpointed = false);
 
-// std::runtime_error "WHAT needs about X GiB (...), Y GiB available on DEVICE; HINT" when the estimate
-// exceeds what the device has available (util/runtime.h). Nothing happens when that is unknown, or
-// when HP_MEMORY_CHECK=0.
-void check_memory(const MemoryEstimate& need, const torch::Device& device, const std::string& what,
-                  const std::string& hint);
+// util/runtime.h's check_memory with the estimate's parts named: "WHAT (weights ..., activations ...)
+// needs about X GiB of memory, Y GiB available; HINT".
+void check_fits(const MemoryEstimate& need, const torch::Device& device, const std::string& what,
+                const std::string& hint);
 
 }  // namespace hp

@@ -3,6 +3,12 @@
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun (or
 // `headprune launch`) sets them.
 //
+// The rendezvous: a TCP store that rank 0 serves at MASTER_ADDR:MASTER_PORT (torchrun, several
+// machines, variables set by hand). LibTorch 1.13's TCPStore listens on every interface, whatever
+// MASTER_ADDR says, so `headprune launch` (one machine) gives its children a file store instead
+// (HP_DIST_STORE_FILE, in a directory only its user can open) and their Gloo connections listen on
+// MASTER_ADDR alone: nothing of a launched job listens on another interface.
+//
 // Without those variables (or with WORLD_SIZE=1) there is one process and every collective is a
 // no-op, so library code calls them unconditionally. With several, every rank must make the same
 // calls in the same order. The policy the library follows:
@@ -28,7 +34,11 @@ struct Env {
   int local_rank = 0, local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  std::string store_file;  // HP_DIST_STORE_FILE: rendezvous in this file (one machine), not over TCP
 };
+
+// The variable `headprune launch` sets for its children's file store (util/launch.h).
+inline constexpr const char* kStoreFileVariable = "HP_DIST_STORE_FILE";
 
 // Reads the launch variables; absent ones take the single-process defaults. A malformed or
 // inconsistent value is std::invalid_argument naming the variable and what was expected.
@@ -37,8 +47,9 @@ Env env_from_environment();
 // Whether this build can run several processes (LibTorch's Gloo backend and its headers were found).
 bool available();
 
-// Joins the process group `env` describes (rendezvous through a TCP store at master_addr:port that
-// rank 0 serves); nothing for a world of one. `timeout` bounds the rendezvous and every collective.
+// Joins the process group `env` describes (rendezvous through env.store_file, or a TCP store at
+// master_addr:port that rank 0 serves); nothing for a world of one. `timeout` bounds the rendezvous
+// and every collective.
 // Calling it again with the same env does nothing; a second, different group is an error.
 void init(const Env& env, std::chrono::milliseconds timeout);
 // Leaves the group (also at exit).

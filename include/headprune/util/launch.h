@@ -3,6 +3,11 @@
 // MASTER_ADDR and MASTER_PORT (util/dist.h reads them). If one child fails (non-zero exit, or killed
 // by a signal), the others are stopped (SIGTERM, then SIGKILL after a grace period) and its status is
 // returned; children also receive SIGTERM when the launcher itself dies.
+//
+// One machine only: the children meet through a file store (HP_DIST_STORE_FILE) in a directory the
+// launcher creates for the run (mode 0700, a unique name under $TMPDIR or /tmp) and removes when the
+// run ends, and their Gloo connections listen on master_addr alone (loopback by default): nothing
+// listens on another interface.
 #pragma once
 
 #include <functional>
@@ -13,7 +18,7 @@ namespace hp {
 
 struct LaunchOptions {
   int nproc = 2;
-  std::string master_addr = "127.0.0.1";
+  std::string master_addr = "127.0.0.1";  // where the children's connections listen
   int master_port = 0;            // 0: a free port of this machine
   std::vector<std::string> argv;  // the program (found on PATH unless it contains '/') and its arguments
   double grace_s = 10;            // from SIGTERM to SIGKILL when the others are stopped

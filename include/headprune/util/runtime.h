@@ -86,11 +86,20 @@ std::string cpu_model();
 // Physical memory in bytes (0 when unknown): the bound a model's parameters are checked against
 // before they are allocated.
 uint64_t physical_memory_bytes();
-// What a job may still use: the kernel's MemAvailable on the CPU (free memory plus what the page cache
-// can give back), the device's free memory plus this process's cached blocks on a GPU; 0 when unknown.
+// What a job may still use, in bytes: on the CPU, MemAvailable of /proc/meminfo (free memory plus what
+// the page cache can give back), lowered to what a cgroup v2 memory limit (/sys/fs/cgroup/memory.max)
+// leaves, physical memory where the kernel does not report it; on a GPU, its free memory plus this
+// process's cached blocks. 0 when unknown.
 uint64_t available_memory_bytes(const torch::Device& device = torch::kCPU);
 // Peak resident set of this process so far (VmHWM), in bytes; 0 when unknown.
 uint64_t peak_rss_bytes();
+// "3.2 GiB" (short at any size: "1.5e+07 GiB").
+std::string format_gib(double bytes);
+// Refuses work whose estimated memory on `device` is more than is available, before anything is
+// allocated: std::invalid_argument "WHAT needs about X GiB of memory, Y GiB available; HINT" (nothing
+// when that is unknown, or with HP_MEMORY_CHECK=0). Estimates are meant as lower bounds, so nothing
+// that would fit is refused.
+void check_memory(double bytes, const torch::Device& device, const std::string& what, const std::string& hint);
 
 // glibc maps every allocation above its mmap ceiling (32 MiB) afresh and unmaps it when freed, so a
 // large activation pays its page faults again on every forward pass: BERT-base at batch 64 x 128 ran
