@@ -41,6 +41,9 @@ void register_prune(CLI::App& app, Context& ctx) {
   add_parsed(sub, "--hf-type", r->plan.hf_type, parse_attn_type, "manual, HF form: the attention type its layers refer to");
   add_parsed(sub, "--layers", r->plan.layers, parse_layer_list, "layers: TYPE:LAYER,... whole attention layers");
   sub->add_option("--plan", r->plan.plan_file, "plan: a plan JSON (from an earlier prune's plan.json)");
+  sub->add_option("--scores", r->plan.scores_file,
+                  "score: take the --method map from this importance.json (headprune importance --out) instead of "
+                  "scoring again");
   sub->add_flag("--mask-only", r->mask_only, "save the model with the heads masked instead of removing them");
   add_parsed(sub, "--metric", r->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
   sub->add_option("--beam", r->beam, "beam size for BLEU")->check(at_least(1))->capture_default_str();

@@ -318,6 +318,7 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config, HfL
     bad("HF's BERT and GPT-2 have one key/value head per query head and biases on every projection (n_kv_heads " +
         std::to_string(cfg.effective_kv_heads()) + ", n_heads " + std::to_string(cfg.n_heads) + ")");
   HfExport out;
+  TensorMap plain;  // small models: made here, written as they are
   nlohmann::json c = base_config.is_object() ? base_config : nlohmann::json::object();
   nlohmann::json pruned_heads = nlohmann::json::object();
   auto record_pruned = [&](const std::vector<std::vector<int64_t>>& kept) {
@@ -357,7 +358,7 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config, HfL
       }
     }
     record_pruned(cfg.encoder_self_heads);
-    auto& t = out.tensors;
+    auto& t = plain;
     auto linear = [&](const std::string& hf, const std::string& ours) {
       t[hf + ".weight"] = get(ours + ".weight");
       t[hf + ".bias"] = get(ours + ".bias");
@@ -387,7 +388,7 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config, HfL
     c["scale_attn_weights"] = true;
     c["tie_word_embeddings"] = cfg.tie_embeddings;
     record_pruned(cfg.decoder_self_heads);
-    auto& t = out.tensors;
+    auto& t = plain;
     t["transformer.wte.weight"] = get("decoder.embed_tokens.weight");
     t["transformer.wpe.weight"] = get("decoder.embed_positions.weight");
     if (!cfg.tie_embeddings) t["lm_head.weight"] = get("lm_head.weight");
@@ -416,13 +417,14 @@ HfExport to_hf(TransformerImpl& model_in, const nlohmann::json& base_config, HfL
   }
   c["pruned_heads"] = pruned_heads;
   out.config = c;
+  for (const auto& [name, tensor] : plain) out.tensors.emplace(name, LazyTensor::of(tensor));
   return out;
 }
 
 void export_hf(const std::string& dir, TransformerImpl& model, const nlohmann::json& base_config, HfLayout layout) {
   const auto e = to_hf(model, base_config, layout);
   make_directories(dir);
-  write_safetensors(join_path(dir, kWeightsFile), e.tensors, {{"format", "pt"}});
+  write_safetensors_sharded(dir, "model", e.tensors, {{"format", "pt"}});  // HF's shards past 5 GiB
   write_json_file(join_path(dir, kConfigFile), e.config);
 }
 

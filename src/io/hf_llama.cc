@@ -228,7 +228,8 @@ HfExport to_hf_llama(TransformerImpl& model, const nlohmann::json& base_config) 
   c["rope_scaling"] = rope_json(cfg.rope_scaling);
   c["tie_word_embeddings"] = cfg.tie_embeddings;
   c["attention_dropout"] = cfg.attention_dropout;
-  c["torch_dtype"] = "float32";
+  const auto dtype = model.parameters().front().scalar_type();  // written as held (a bf16 model stays bf16)
+  c["torch_dtype"] = dtype == torch::kBFloat16 ? "bfloat16" : dtype == torch::kHalf ? "float16" : "float32";
   c.erase("pruned_heads");
   if (type == "qwen2") {
     c["use_sliding_window"] = false;
@@ -243,17 +244,28 @@ HfExport to_hf_llama(TransformerImpl& model, const nlohmann::json& base_config) 
   // k/v of its group) and o columns where they were, scaled by its mask; removed heads are zeros.
   HfExport out;
   auto& t = out.tensors;
-  const TensorMap s = restore_head_shapes(cfg, state_dict(model)).second;
-  auto get = [&](const std::string& n) { return s.at(n).detach().to(torch::kCPU, torch::kFloat).contiguous(); };
+  // The model's own tensors (views, no copies); each layer's attention is restored to the config's head
+  // counts when its tensors are written, one tensor at a time.
+  const auto s = std::make_shared<const TensorMap>(state_dict(model));
+  auto get = [&](const std::string& n) { return LazyTensor::of(s->at(n)); };
   t["model.embed_tokens.weight"] = get("decoder.embed_tokens.weight");
   if (!cfg.tie_embeddings) t["lm_head.weight"] = get("lm_head.weight");
   t["model.norm.weight"] = get("decoder.final_norm.weight");
+  const ModelConfig full = restored_config(cfg);
   for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
     const std::string hf = "model." + hf_layer(l), ours = our_layer(l);
+    const HeadGeometry g = head_geometry(full, AttnType::DecoderSelf, l);
+    auto restored = [&](const std::string& n, std::vector<int64_t> shape) {
+      return LazyTensor{dtype, std::move(shape), [s, cfg, l, n] {
+                          return restore_layer_shapes(cfg, *s, AttnType::DecoderSelf, l).at(n).to(torch::kCPU).contiguous();
+                        }};
+    };
+    const int64_t C = cfg.d_model, q = g.q_width(), kv = g.kv_width();
     for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
-      const std::string name = std::string("self_attn.") + proj;
-      t[hf + name + ".weight"] = get(ours + name + ".weight");
-      if (cfg.qkv_bias && std::string(proj) != "o_proj") t[hf + name + ".bias"] = get(ours + name + ".bias");
+      const std::string name = std::string("self_attn.") + proj, p = proj;
+      const int64_t rows = p == "q_proj" ? q : p == "o_proj" ? C : kv;
+      t[hf + name + ".weight"] = restored(ours + name + ".weight", {rows, p == "o_proj" ? q : C});
+      if (cfg.qkv_bias && p != "o_proj") t[hf + name + ".bias"] = restored(ours + name + ".bias", {rows});
     }
     if (cfg.o_bias) t[hf + "self_attn.o_proj.bias"] = get(ours + "self_attn.o_proj.bias");
     for (const auto& r : kMlp) {

@@ -345,10 +345,11 @@ void check_file_target(const OutputFile& f) {
   const std::string path = without_trailing_slashes(f.path);
   const std::string name = f.what.empty() ? path : f.what + " " + path;
   const std::string type = path_type(path);
-  if (type.empty()) {
-    const std::string parent = parent_of(path);
-    if (path_type(parent) != "a directory")
-      throw std::runtime_error(name + ": its directory " + parent + " does not exist");
+  if (type.empty()) {  // a new file; missing directories above it are made when it is written
+    std::string parent = parent_of(path);
+    while (path_type(parent).empty() && parent != parent_of(parent)) parent = parent_of(parent);
+    if (const std::string t = path_type(parent); !t.empty() && t != "a directory")
+      throw std::runtime_error(name + ": " + parent + " is " + t + ", not a directory");
     return;
   }
   if (type != "a regular file")
@@ -373,6 +374,7 @@ void check_output_file(const OutputFile& f, const std::vector<NamedPath>& inputs
 void write_output_file(const OutputFile& f, const std::string& content) {
   collective_write([&] {
     check_file_target(f);
+    make_directories(parent_of(without_trailing_slashes(f.path)));
     write_file_atomic(f.path, content);
   });
 }

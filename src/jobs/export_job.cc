@@ -50,8 +50,18 @@ std::string run_export(const ExportRequest& req) {
   return out;
 }
 
+namespace {
+// `info` maps the weights and reads none of them (only the head masks): headers and config, fast at
+// any size. The weights' values are checked by the jobs that use them.
+Transformer peek(const std::string& checkpoint) {
+  LoadOptions o;
+  o.check_finite = false;
+  return load_checkpoint(checkpoint, o);
+}
+}  // namespace
+
 nlohmann::json info_json(const std::string& checkpoint) {
-  Transformer model = load_checkpoint(checkpoint);  // validates config and weights strictly
+  Transformer model = peek(checkpoint);  // validates config and shapes strictly
   const ModelConfig& cfg = model->config();
   nlohmann::json j = cfg.to_json();
   j["n_parameters"] = model->n_parameters();
@@ -69,7 +79,7 @@ nlohmann::json info_json(const std::string& checkpoint) {
 }
 
 std::string info_text(const std::string& checkpoint) {
-  Transformer model = load_checkpoint(checkpoint);
+  Transformer model = peek(checkpoint);
   const auto masked = model->masked_heads();
   std::ostringstream out;
   out << "checkpoint          " << checkpoint << "\n" << describe(model->config());

@@ -25,21 +25,25 @@ Batch check_batch(const EvalSet& set, TransformerImpl& model) {
   return collate(head, model.config().arch, model.config().pad_id).to(model.parameters().front().device());
 }
 
-double max_abs_diff(TransformerImpl& a, TransformerImpl& b, const Batch& batch) {
+// A model's logits on a batch in eval mode (its mode restored), as fp32.
+torch::Tensor logits_of(TransformerImpl& m, const Batch& batch) {
   torch::NoGradGuard no_grad;
-  const bool ta = a.is_training(), tb = b.is_training();
-  a.eval();
-  b.eval();
-  const double d = (a.forward(batch).logits - b.forward(batch).logits).abs().max().item<double>();
-  a.train(ta);
-  b.train(tb);
-  return d;
+  const bool training = m.is_training();
+  m.eval();
+  auto l = m.forward(batch).logits.to(torch::kFloat);
+  m.train(training);
+  return l;
+}
+
+double max_abs_diff(TransformerImpl& a, TransformerImpl& b, const Batch& batch) {
+  return (logits_of(a, batch) - logits_of(b, batch)).abs().max().item<double>();
 }
 
 // The files a plan specification reads (a given plan).
 std::vector<NamedPath> plan_inputs(const PlanSpec& spec) {
   std::vector<NamedPath> v;
   if (!spec.plan_file.empty()) v.push_back({spec.plan_file, "--plan"});
+  if (!spec.scores_file.empty()) v.push_back({spec.scores_file, "--scores"});
   return v;
 }
 
@@ -117,7 +121,9 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
   if (req.mask_only) {
     result = in.model();
   } else {
-    result = remove_heads(model, res.plan.heads);  // heads masked before the plan keep their mask
+    // Heads masked before the plan keep their mask. Without fine-tuning the pruned model holds the
+    // untouched tensors of the loaded one (views into its mapped files): no second copy of the weights.
+    result = remove_heads(model, res.plan.heads, /*share_untouched=*/req.finetune.steps == 0);
     res.stages.record("removed", *result, set, mo);
     res.masked_vs_removed = max_abs_diff(model, *result, check_batch(set, model));
   }
@@ -134,11 +140,18 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
     res.stages.record("fine-tuned", *result, set, mo);
     res.compensation = compensation(before, score_heads(*result, score_set, ScoreMethod::Gradient, raw));
   }
+  // The saved model's logits on the check batch, taken before it is saved; then the loaded model goes
+  // (the weights it maps stay resident only while something uses them), and the checkpoint just
+  // written is read back and compared: memory holds one model's weights at a time.
+  const Batch check = check_batch(set, *result);
+  const torch::Tensor expected = logits_of(*result, check);
   save_checkpoint(join_path(dir, "model"), *result, extras);
   save_plan(join_path(dir, "plan.json"), res.plan);
+  result = Transformer{nullptr};
+  in.loaded.model = Transformer{nullptr};
   Transformer reloaded = load_checkpoint(join_path(dir, "model"));
   reloaded->to(rt.device);
-  res.reloaded = max_abs_diff(*result, *reloaded, check_batch(set, *result));
+  res.reloaded = (logits_of(*reloaded, check) - expected).abs().max().item<double>();
   res.bytes_before = dir_bytes(req.checkpoint);
   res.bytes_after = dir_bytes(join_path(dir, "model"));
   write_json_file(join_path(dir, "summary.json"), res.to_json());

@@ -60,6 +60,11 @@ at::Tensor linear(const at::Tensor& x, const c10::IValue& packed) {
 
 void apply_precision(TransformerImpl& model, Precision p) {
   if (p == Precision::Float32) return;
+  // A model loaded in bf16 (its stored dtype) is already what bf16 asks for.
+  if (p == Precision::BFloat16 && model.parameters().front().scalar_type() == torch::kBFloat16) {
+    model.eval();
+    return;
+  }
   bool converted = model.parameters().front().scalar_type() != torch::kFloat;
   for (auto& m : model.modules(false))
     if (auto* d = dynamic_cast<DenseImpl*>(m.get()); d && d->quantized()) converted = true;

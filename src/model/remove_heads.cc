@@ -51,46 +51,55 @@ std::pair<ModelConfig, TensorMap> remove_heads(const ModelConfig& cfg, const Ten
   return {out_cfg, out};
 }
 
-std::pair<ModelConfig, TensorMap> restore_head_shapes(const ModelConfig& cfg, const TensorMap& state) {
-  ModelConfig out_cfg = cfg;
-  TensorMap out = state;
+TensorMap restore_layer_shapes(const ModelConfig& cfg, const TensorMap& state, AttnType t, int64_t l) {
   const int64_t D = cfg.head_dim, H = cfg.n_heads, G = cfg.effective_kv_heads();
-  std::vector<int64_t> all(static_cast<size_t>(H));
-  for (int64_t h = 0; h < H; ++h) all[static_cast<size_t>(h)] = h;
-  for (AttnType t : cfg.attn_types()) {
-    for (int64_t l = 0; l < cfg.n_layers(t); ++l) {
-      const HeadGeometry g = head_geometry(cfg, t, l);
-      const std::string pre = attention_prefix(t, l);
-      const auto mask = get(state, pre + ".head_mask");
-      // Rows of the kept heads (by position) moved to their original ids among n of them.
-      auto spread_rows = [&](const std::string& proj, const std::vector<int64_t>& ids, int64_t n) {
-        for (const char* part : {".weight", ".bias"}) {
-          if (std::string(part) == ".bias" && !g.qkv_bias) continue;
-          const auto src = get(state, pre + proj + part);
-          auto shape = src.sizes().vec();
-          shape[0] = n * D;
-          auto full = torch::zeros(shape, src.options());
-          for (size_t p = 0; p < ids.size(); ++p)
-            full.narrow(0, ids[p] * D, D).copy_(src.narrow(0, static_cast<int64_t>(p) * D, D));
-          out[pre + proj + part] = full;
-        }
-      };
-      spread_rows(".q_proj", g.heads, H);
-      spread_rows(".k_proj", g.kv_heads(), G);
-      spread_rows(".v_proj", g.kv_heads(), G);
-      const auto o = get(state, pre + ".o_proj.weight");
-      auto o_full = torch::zeros({o.size(0), H * D}, o.options());
-      for (size_t p = 0; p < g.heads.size(); ++p) {
-        const auto pos = static_cast<int64_t>(p);
-        o_full.narrow(1, g.heads[p] * D, D).copy_(o.narrow(1, pos * D, D) * mask[pos]);
-      }
-      out[pre + ".o_proj.weight"] = o_full;
-      out[pre + ".head_mask"] = torch::ones({H}, mask.options());
-      out_cfg.heads(t)[l] = all;
+  TensorMap out;
+  const HeadGeometry g = head_geometry(cfg, t, l);
+  const std::string pre = attention_prefix(t, l);
+  const auto mask = get(state, pre + ".head_mask");
+  // Rows of the kept heads (by position) moved to their original ids among n of them.
+  auto spread_rows = [&](const std::string& proj, const std::vector<int64_t>& ids, int64_t n) {
+    for (const char* part : {".weight", ".bias"}) {
+      if (std::string(part) == ".bias" && !g.qkv_bias) continue;
+      const auto src = get(state, pre + proj + part);
+      auto shape = src.sizes().vec();
+      shape[0] = n * D;
+      auto full = torch::zeros(shape, src.options());
+      for (size_t p = 0; p < ids.size(); ++p)
+        full.narrow(0, ids[p] * D, D).copy_(src.narrow(0, static_cast<int64_t>(p) * D, D));
+      out[pre + proj + part] = full;
     }
+  };
+  spread_rows(".q_proj", g.heads, H);
+  spread_rows(".k_proj", g.kv_heads(), G);
+  spread_rows(".v_proj", g.kv_heads(), G);
+  const auto o = get(state, pre + ".o_proj.weight");
+  auto o_full = torch::zeros({o.size(0), H * D}, o.options());
+  for (size_t p = 0; p < g.heads.size(); ++p) {
+    const auto pos = static_cast<int64_t>(p);
+    o_full.narrow(1, g.heads[p] * D, D).copy_(o.narrow(1, pos * D, D) * mask[pos].to(o.scalar_type()));
   }
-  out_cfg.finalize();
-  return {out_cfg, out};
+  out[pre + ".o_proj.weight"] = o_full;
+  out[pre + ".head_mask"] = torch::ones({H}, mask.options());
+  return out;
+}
+
+ModelConfig restored_config(const ModelConfig& cfg) {
+  ModelConfig out = cfg;
+  std::vector<int64_t> all(static_cast<size_t>(cfg.n_heads));
+  for (int64_t h = 0; h < cfg.n_heads; ++h) all[static_cast<size_t>(h)] = h;
+  for (AttnType t : cfg.attn_types())
+    for (int64_t l = 0; l < cfg.n_layers(t); ++l) out.heads(t)[l] = all;
+  out.finalize();
+  return out;
+}
+
+std::pair<ModelConfig, TensorMap> restore_head_shapes(const ModelConfig& cfg, const TensorMap& state) {
+  TensorMap out = state;
+  for (AttnType t : cfg.attn_types())
+    for (int64_t l = 0; l < cfg.n_layers(t); ++l)
+      for (auto& [name, tensor] : restore_layer_shapes(cfg, state, t, l)) out[name] = tensor;
+  return {restored_config(cfg), out};
 }
 
 Transformer remove_heads(TransformerImpl& model, const std::vector<HeadId>& heads, bool share_untouched) {

@@ -93,14 +93,26 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
   po.per_layer = spec.per_layer;
   po.min_per_layer = spec.min_per_layer;
   po.exclude = masked;
-  switch (spec.unit) {
-    case PlanUnit::Head: return plan_by_score(score_heads(model, data, spec.method, score), cfg, po);
-    case PlanUnit::Balanced: return plan_balanced_by_score(score_heads(model, data, spec.method, score), cfg, po);
-    case PlanUnit::Group: {
+  const ScoreUnit unit = spec.unit == PlanUnit::Group ? ScoreUnit::KvGroup : ScoreUnit::Head;
+  auto scores = [&]() -> HeadScores {
+    if (spec.scores_file.empty()) {
       ScoreOptions so = score;
-      so.unit = ScoreUnit::KvGroup;
-      return plan_groups_by_score(score_heads(model, data, spec.method, so), cfg, po);
+      so.unit = unit;
+      return score_heads(model, data, spec.method, so);
     }
+    std::string have;
+    for (auto& m : read_maps(spec.scores_file)) {
+      if (m.method == to_string(spec.method) && m.unit == unit) return m;
+      have += (have.empty() ? "" : ", ") + m.method + (m.unit == ScoreUnit::KvGroup ? " (kv_group)" : "");
+    }
+    throw std::invalid_argument(spec.scores_file + ": no " + to_string(spec.method) + " map of " +
+                                (unit == ScoreUnit::KvGroup ? "key/value groups" : "query heads") + " (it has " +
+                                (have.empty() ? "none" : have) + ")");
+  };
+  switch (spec.unit) {
+    case PlanUnit::Head: return plan_by_score(scores(), cfg, po);
+    case PlanUnit::Balanced: return plan_balanced_by_score(scores(), cfg, po);
+    case PlanUnit::Group: return plan_groups_by_score(scores(), cfg, po);
   }
   return {};
 }

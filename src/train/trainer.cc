@@ -12,6 +12,7 @@
 #include "headprune/io/files.h"
 #include "headprune/io/outputs.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/model/memory.h"
 #include "headprune/util/dist.h"
 #include "headprune/util/log.h"
 #include "headprune/util/runtime.h"
@@ -181,6 +182,16 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
   const bool use_accuracy = opts.best_metric == "accuracy" || (opts.best_metric == "auto" && cls);
   if (use_accuracy && !cls) throw std::invalid_argument("train: best_metric accuracy needs an encoder_classifier");
   auto better = [&](double a, double b) { return use_accuracy ? a > b : a < b; };
+  // Training keeps fp32 weights (AdamW's small updates vanish in bf16; bf16 compute is the bf16 option's
+  // autocast): a model loaded as bf16 or f16 is converted first, if memory allows.
+  if (const auto dt = model->parameters().front().scalar_type(); dt != torch::kFloat && at::isFloatingType(dt)) {
+    const auto device = model->parameters().front().device();
+    check_fits(estimate_memory(model->config(), torch::kFloat, 1, 1, MemoryUse::Training), device,
+               "training (fp32 weights, their gradients and AdamW's moments)",
+               "fine-tune a smaller model, or score and prune without fine-tuning");
+    log_info("train", "weights converted from " + dtype_name(dt) + " to fp32 for training");
+    model->to(torch::kFloat);
+  }
 
   LoopState st;
   const torch::Device device = model->parameters().front().device();  // the run follows the model

@@ -223,8 +223,7 @@ void check_memory(double bytes, const torch::Device& device, const std::string& 
   const double avail = static_cast<double>(available_memory_bytes(device));
   if (avail <= 0 || !(bytes > avail)) return;  // NaN passes: nothing to compare
   throw std::invalid_argument(what + " needs about " + format_gib(bytes) + " of memory, " + format_gib(avail) +
-                              " available" + (device.is_cpu() ? "" : " on " + device.str()) + (hint.empty() ? "" : "; " + hint) +
-                              " (HP_MEMORY_CHECK=0 runs it anyway)");
+                              " available" + (device.is_cpu() ? "" : " on " + device.str()) + (hint.empty() ? "" : "; " + hint));
 }
 
 std::string cpu_model() {

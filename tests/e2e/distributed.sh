@@ -220,4 +220,30 @@ trap - EXIT
 store_dir=$(cat "$work/listen.store")
 [ ! -e "$store_dir" ] || { echo "$store_dir was left behind"; exit 1; }
 
+# 7. A pipeline of layers (issue 51): 2 processes holding one layer each of the 2-layer LLaMA-style
+#    fixture give the gate gradients of 1 process (query heads and key/value groups), as does 1 process
+#    recomputing layer by layer.
+fixture="$(cd "$(dirname "$0")/../fixtures/hf/llama_gqa" && pwd)"
+imp=(--log-level warn importance "$fixture" --method gradient --unit head --unit kv_group --calibration random
+     --calibration-length 16 --calibration-samples 6 --json)
+"$bin" "${g[@]}" "${imp[@]}" > "$work/pipe_one.json"
+"$bin" "${g[@]}" "${imp[@]}" --layerwise > "$work/pipe_layerwise.json"
+"$bin" launch --nproc 2 -- "${g[@]}" "${imp[@]}" --pipeline > "$work/pipe_two.json"
+python3 - "$work" <<'EOF'
+import json, sys
+w = sys.argv[1]
+def maps(name):
+    j = json.load(open(f"{w}/{name}.json"))
+    return {(m["method"], m.get("unit", "head")): {(h["attn_type"], h["layer"], h["head"]): h["score"] for h in m["heads"]}
+            for m in j["maps"]}
+one = maps("pipe_one")
+for other in ("pipe_layerwise", "pipe_two"):
+    o = maps(other)
+    assert o.keys() == one.keys(), (other, o.keys())
+    for k in one:
+        worst = max(abs(one[k][h] - o[k][h]) / max(abs(one[k][h]), 1e-12) for h in one[k])
+        assert worst <= 1e-5, f"{other} {k}: {worst:.1e} relative"
+        print(f"pipeline: {other} {k[1]}: {len(one[k])} scores within {worst:.1e} relative of 1 process")
+EOF
+
 echo "distributed OK"

@@ -112,7 +112,7 @@ TEST(HfRoundTrip, PruneExportReimportMatchesTheMaskedModel) {
     hf.model->mask_heads({{AttnType::DecoderSelf, 1, 0}});
     const auto e = to_hf(*hf.model, hf.config);
     EXPECT_EQ(e.config.at("pruned_heads"), nlohmann::json::parse(R"({"1": [0, 2]})"));
-    EXPECT_EQ(e.tensors.at("transformer.h.1.attn.c_attn.weight").sizes(), (std::vector<int64_t>{16, 24}));
+    EXPECT_EQ(e.tensors.at("transformer.h.1.attn.c_attn.weight").shape, (std::vector<int64_t>{16, 24}));
   }
 }
 

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/io/load_options.h"
+#include "headprune/io/safetensors.h"
 #include "headprune/model/state.h"
 #include "headprune/model/transformer.h"
 
@@ -62,7 +63,9 @@ HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const 
 // classes cannot express (sinusoidal positions, pre-LayerNorm BERT ...) is std::invalid_argument.
 struct HfExport {
   nlohmann::json config;
-  TensorMap tensors;
+  // By HF name; each made when it is written (the LLaMA family restores one layer's attention at a
+  // time from the model's own tensors: no second copy of a large model).
+  std::map<std::string, LazyTensor> tensors;
 };
 // Auto: pruned_heads for BERT and GPT-2, dense for the LLaMA family. pruned_heads for the LLaMA
 // family is std::invalid_argument.

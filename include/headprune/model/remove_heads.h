@@ -27,6 +27,10 @@ std::pair<ModelConfig, TensorMap> remove_heads(const ModelConfig& cfg, const Ten
 // fully masked) heads zero, head masks all ones. An unpruned model of the returned config computes
 // what the pruned, masked model computes (it does not run faster).
 std::pair<ModelConfig, TensorMap> restore_head_shapes(const ModelConfig& cfg, const TensorMap& state);
+// The same for one attention layer: its q/k/v/o tensors and head mask at the config's head counts
+// (what restore_head_shapes puts in place of them), for writers that make one layer at a time.
+TensorMap restore_layer_shapes(const ModelConfig& cfg, const TensorMap& state, AttnType type, int64_t layer);
+ModelConfig restored_config(const ModelConfig& cfg);  // every layer back at n_heads
 
 // Builds a fresh model of the pruned config and loads the sliced weights; keeps the
 // device, dtype and train/eval mode of `model`. (Rebuild any optimizer afterwards.) Only the

@@ -42,6 +42,9 @@ struct PlanSpec {
   std::optional<AttnType> hf_type;             // manual, HF form: the attention type of its layers
   std::vector<std::pair<AttnType, int64_t>> layers;  // layers
   std::string plan_file;                       // plan
+  // score: the map of `method` (and the unit's kind: query heads, or key/value groups for unit group)
+  // read from an importance file (`headprune importance --out`) instead of scoring again.
+  std::string scores_file;
   PruningPlan given;                           // given
 };
 
