@@ -1238,7 +1238,37 @@ def hf_client():
     return lines
 
 
-TABLES = {"gpu_table4": (GPU_TABLE4, gpu_table4), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
+LLM7B = "bench/results/llm7b.json"
+
+
+def llm7b():
+    """The 7B-class path on one machine (bench/llm7b.py): time and peak RSS per step."""
+    t = load(LLM7B)
+    ck = t["checkpoint_bytes"]
+    gib = lambda b: "%.2f" % (b / 2**30)
+    lines = ["| step | what | seconds | peak RSS GiB | × checkpoint | exit |", "|---|---|---:|---:|---:|---:|"]
+    what = {"info": "config and headers", "importance": "gradient of every query head and KV group, %d × %d tokens"
+            % (t["calibration"]["samples"], t["calibration"]["length"]),
+            "prune": "25 %% of the KV groups removed, saved, reloaded and checked", "info_pruned": "the pruned checkpoint",
+            "export": "HF directory, dense, sharded"}
+    for r in t["steps"]:
+        lines.append("| %s | %s | %s | %s | %s | %d |" % (r["step"], what.get(r["step"], ""), fmt(r["seconds"], 1),
+                                                       gib(r["peak_rss_bytes"]), fmt(r["rss_over_checkpoint"], 3),
+                                                       r["exit_code"]))
+    m, c = t["machine"], t["pruned"].get("checks") or {}
+    lines.append("")
+    lines.append("%s, %d cores, %s GiB of memory (%s GiB available at the start), %s threads, device %s; checkpoint "
+                 "%s GiB (%.2f B parameters, bf16, %d layers), %s. Pruned: %s heads removed; logits masked vs removed "
+                 "max |diff| %s, reloaded %s." % (
+                     m["cpu"], m["cores"], gib(m["memory_bytes"]), gib(m["available_at_start_bytes"]), m["threads"],
+                     m["device"], gib(ck), t["model"]["parameters"] / 1e9, t["model"]["num_hidden_layers"], t["date"],
+                     t["pruned"].get("heads_removed", "?"),
+                     "%.2g" % c["masked_vs_removed_max_abs_diff"] if c.get("masked_vs_removed_max_abs_diff") is not None else "-",
+                     "%.2g" % c["reloaded_max_abs_diff"] if c.get("reloaded_max_abs_diff") is not None else "-"))
+    return lines
+
+
+TABLES = {"gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
           "sst2_training": (SST2, sst2_training), "sst2_importance_top": (SST2, sst2_importance_top),

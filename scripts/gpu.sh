@@ -9,6 +9,8 @@
 #   scripts/gpu.sh table4 [OUT]    there: BERT-base 50 % pruned, batch 1/4/16/64 x 128, fp32 and bf16,
 #                                  headprune and PyTorch eager on the same weights -> OUT/gpu_table4.json
 #   scripts/gpu.sh hf [OUT]        there: transformers loads headprune's HF exports -> OUT/hf_client.json
+#   scripts/gpu.sh llm7b [OUT]     there: a Mistral-7B-shaped bf16 checkpoint through info, importance,
+#                                  prune and export on the GPU -> OUT/llm7b_cuda.json (LAYERS=N: fewer layers)
 #   scripts/gpu.sh all [OUT]       build, test, table4, hf
 #   FILTER=T scripts/gpu.sh debug  there: run test T under cuda-gdb and print the stack where it stops
 #
@@ -105,6 +107,12 @@ case $step in
     mkdir -p "$out"
     python3 tests/gpu/hf_client.py --headprune "$build/headprune" --work "$work/hf" --out "$out/hf_client.json"
     ;;
+  llm7b)  # the 7B path of bench/llm7b.py with --device cuda (LAYERS=N for a shorter model)
+    unpack
+    mkdir -p "$out"
+    python3 bench/llm7b.py --device cuda --hp "$build/headprune" --work "${LLM7B_WORK:-/tmp/llm7b}" \
+      --layers "${LAYERS:-32}" --out "$out/llm7b_cuda.json"
+    ;;
   all)
     "$0" build
     rc=0
@@ -114,7 +122,7 @@ case $step in
     exit $rc
     ;;
   *)
-    echo "usage: scripts/gpu.sh deps|build|test|table4|hf|all [OUT]" >&2
+    echo "usage: scripts/gpu.sh deps|build|test|table4|hf|llm7b|all [OUT]" >&2
     exit 2
     ;;
 esac

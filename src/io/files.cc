@@ -177,6 +177,10 @@ void write_file_atomic(const std::string& path, const std::function<void(std::os
   collective_write([&] { write_file_atomic_here(path, write); });
 }
 
+void write_file_atomic_local(const std::string& path, const std::string& content) {
+  write_file_atomic_here(path, [&](std::ostream& o) { o.write(content.data(), static_cast<std::streamsize>(content.size())); });
+}
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   write_file_atomic(path, [&](std::ostream& o) { o.write(content.data(), static_cast<std::streamsize>(content.size())); });
 }

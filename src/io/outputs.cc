@@ -153,7 +153,7 @@ std::optional<std::string> output_kind(const std::string& dir) {
 
 void write_output_marker(const std::string& dir, const std::string& kind) {
   nlohmann::json j = {{"kind", kind}, {"written_by", std::string("headprune ") + HP_VERSION_STRING}};
-  write_file_atomic(join_path(dir, kOutputMarker), j.dump() + "\n");
+  write_file_atomic_local(join_path(dir, kOutputMarker), j.dump() + "\n");  // rank 0's own step: no collective
 }
 
 void replace_directory(const std::string& dst_in, const std::function<void(const std::string& tmp)>& fill) {

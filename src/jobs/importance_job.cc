@@ -2,6 +2,7 @@
 #include "headprune/jobs/importance_job.h"
 
 #include <algorithm>
+#include <map>
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
@@ -10,6 +11,8 @@
 #include "headprune/io/outputs.h"
 #include "headprune/model/memory.h"
 #include "headprune/util/dist.h"
+#include "headprune/util/runtime.h"
+#include "headprune/util/torch_compat.h"
 
 namespace hp {
 
@@ -98,9 +101,13 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   for (ScoreUnit u : req.units)
     for (ScoreMethod m : req.methods)
       if (!(u == ScoreUnit::KvGroup && m == ScoreMethod::AllButOne)) runs.push_back({m, u});
+  // Gradient of query heads and key/value groups: one pass gives both maps.
+  std::map<ScoreUnit, HeadScores> shared;
+  if (req.units.size() > 1 && std::count(req.methods.begin(), req.methods.end(), ScoreMethod::Gradient) > 0)
+    for (auto& s : score_gradient_units(*in.model(), set, so, req.units)) shared.emplace(s.unit, std::move(s));
   for (const auto& [m, unit] : runs) {
     so.unit = unit;
-    HeadScores s = score_heads(*in.model(), set, m, so);
+    HeadScores s = m == ScoreMethod::Gradient && shared.count(unit) ? shared.at(unit) : score_heads(*in.model(), set, m, so);
     s.info["checkpoint"] = req.checkpoint;
     if (cost && uses_data(m)) {
       const double sec = s.info["seconds"].get<double>();
@@ -124,6 +131,10 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   }
   res.json = maps_to_json(res.maps);
   res.json["checkpoint"] = req.checkpoint;
+  res.json["dtype"] = dtype_name(in.model()->parameters().front().scalar_type());
+  res.json["peak_rss_bytes"] = peak_rss_bytes();
+  if (const auto device = in.model()->parameters().front().device(); device.is_cuda())
+    res.json["device_peak_bytes"] = compat::peak_memory_bytes(device);
   res.json["data"] = needs_data ? set.name : "none";
   res.json["config"] = res.config.to_json();
   if (out) {

@@ -226,7 +226,9 @@ std::vector<torch::Tensor> layerwise_probe_grads(TransformerImpl& model, const B
   return grads;
 }
 
-HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
+// One pass over the data gives the maps of every unit asked for (query heads and key/value groups).
+std::vector<HeadScores> gradient_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
+                                        const std::vector<ScoreUnit>& units) {
   detail::ModelState state(model);
   state.freeze_parameters();
   const auto& cfg = model.config();
@@ -235,14 +237,16 @@ HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const Sc
   if (layerwise) model.single_stack();  // refuses an encoder-decoder, naming why
   // Groups: each layer's signed per-head gradients are summed into their key/value group (the
   // gradient of one gate on the whole group) before the absolute value.
-  const bool groups = opts.unit == ScoreUnit::KvGroup;
-  std::vector<AttnLayer> keys = layers;  // what the accumulated rows are keyed by
-  std::vector<torch::Tensor> group_of;   // per layer [H]: the key/value position of each query head
-  for (auto& k : keys) {
+  std::vector<torch::Tensor> group_of;  // per layer [H]: the key/value position of each query head
+  for (auto& k : layers)
     group_of.push_back(torch::tensor(k.module->geometry().kv_positions(), torch::kLong).to(device_of(model)));
-    if (groups) k.heads = k.module->geometry().kv_heads();
+  std::vector<std::vector<AttnLayer>> keys(units.size(), layers);  // what each unit's rows are keyed by
+  std::vector<Accumulator> accs;
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (units[u] == ScoreUnit::KvGroup)
+      for (auto& k : keys[u]) k.heads = k.module->geometry().kv_heads();
+    accs.emplace_back(keys[u], device_of(model));
   }
-  Accumulator acc(keys, device_of(model));
   const bool per_token = opts.granularity == Granularity::Token;
   int64_t passes = 0;
   detail::for_each_batch(model, data, opts, "gradient", [&](const Batch& b) {
@@ -281,27 +285,35 @@ HeadScores gradient_scores(TransformerImpl& model, const EvalSet& data, const Sc
     ++passes;
     for (size_t i = 0; i < layers.size(); ++i) {
       if (!grads[i].defined()) continue;  // no heads, or (pipeline) another rank's layer
-      auto g = grads[i].to(torch::kFloat).squeeze(-1);  // [B,H,T]
-      if (groups) {
-        const int64_t G = static_cast<int64_t>(keys[i].heads.size());
-        g = torch::zeros({g.size(0), G, g.size(2)}, g.options()).index_add_(1, group_of[i], g);  // [B,G,T]
-      }
-      g = g.abs();
+      const auto g = grads[i].to(torch::kFloat).squeeze(-1).detach();  // [B,H,T]
       auto qmask = per_token ? detail::query_mask(b, layers[i].type, cfg.arch)
                              : torch::ones({B, 1}, torch::TensorOptions().dtype(torch::kBool).device(g.device()));
-      acc.add_masked(i, g.detach(), qmask.to(g.device()));
+      for (size_t u = 0; u < units.size(); ++u) {
+        if (units[u] == ScoreUnit::KvGroup) {
+          const int64_t G = static_cast<int64_t>(keys[u][i].heads.size());
+          accs[u].add_masked(i, torch::zeros({g.size(0), G, g.size(2)}, g.options()).index_add_(1, group_of[i], g).abs(),
+                             qmask.to(g.device()));  // [B,G,T]
+        } else {
+          accs[u].add_masked(i, g.abs(), qmask.to(g.device()));
+        }
+      }
     }
   }, /*every_rank=*/opts.pipeline);
-  HeadScores s = acc.mean(keys);
-  s.unit = opts.unit;
-  s.info["granularity"] = per_token ? "token" : "example";
-  s.info["forward_passes"] = layerwise ? 2 : 1;
-  s.info["backward_passes"] = 1;
-  if (layerwise) s.info["layerwise"] = opts.pipeline ? "pipeline over " + std::to_string(dist::world_size()) + " processes"
-                                                     : "one layer's graph at a time";
-  s.info["batches"] = opts.pipeline ? passes
-                                    : static_cast<int64_t>(dist::all_reduce_sum(static_cast<double>(passes)));
-  return s;
+  const int64_t batches = opts.pipeline ? passes : static_cast<int64_t>(dist::all_reduce_sum(static_cast<double>(passes)));
+  std::vector<HeadScores> out;
+  for (size_t u = 0; u < units.size(); ++u) {
+    HeadScores s = accs[u].mean(keys[u]);
+    s.unit = units[u];
+    s.info["granularity"] = per_token ? "token" : "example";
+    s.info["forward_passes"] = layerwise ? 2 : 1;
+    s.info["backward_passes"] = 1;
+    if (units.size() > 1) s.info["shared_pass"] = "one pass gave the maps of query heads and key/value groups";
+    if (layerwise) s.info["layerwise"] = opts.pipeline ? "pipeline over " + std::to_string(dist::world_size()) + " processes"
+                                                       : "one layer's graph at a time";
+    s.info["batches"] = batches;
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 HeadScores attention_stat_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
@@ -505,7 +517,7 @@ HeadScores score_heads(TransformerImpl& model, const EvalSet& data, ScoreMethod 
     return detail::finish(std::move(s), model, data, opts, method, t0);
   }
   switch (method) {
-    case ScoreMethod::Gradient: s = gradient_scores(model, data, opts); break;
+    case ScoreMethod::Gradient: s = gradient_scores(model, data, opts, {opts.unit}).front(); break;
     case ScoreMethod::Ablation: s = detail::ablation_scores(model, data, opts); break;
     case ScoreMethod::AllButOne: s = detail::all_but_one_scores(model, data, opts); break;
     case ScoreMethod::Confidence: s = attention_stat_scores(model, data, opts, true); break;
@@ -544,6 +556,19 @@ PassCost measure_pass_cost(TransformerImpl& model, const EvalSet& data, const Sc
     model.zero_grad();
   }
   return c;
+}
+
+std::vector<HeadScores> score_gradient_units(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
+                                             const std::vector<ScoreUnit>& units) {
+  if (data.examples.empty()) throw std::invalid_argument("gradient needs data: the evaluation set is empty");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto maps = gradient_scores(model, data, opts, units);
+  for (auto& m : maps) {
+    ScoreOptions o = opts;
+    o.unit = m.unit;
+    m = detail::finish(std::move(m), model, data, o, ScoreMethod::Gradient, t0);
+  }
+  return maps;
 }
 
 }  // namespace hp

@@ -224,7 +224,7 @@ store_dir=$(cat "$work/listen.store")
 #    fixture give the gate gradients of 1 process (query heads and key/value groups), as does 1 process
 #    recomputing layer by layer.
 fixture="$(cd "$(dirname "$0")/../fixtures/hf/llama_gqa" && pwd)"
-imp=(--log-level warn importance "$fixture" --method gradient --unit head --unit kv_group --calibration random
+imp=(importance "$fixture" --method gradient --unit head --unit kv_group --calibration random
      --calibration-length 16 --calibration-samples 6 --json)
 "$bin" "${g[@]}" "${imp[@]}" > "$work/pipe_one.json"
 "$bin" "${g[@]}" "${imp[@]}" --layerwise > "$work/pipe_layerwise.json"

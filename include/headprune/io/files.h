@@ -29,6 +29,9 @@ std::string read_file(const std::string& path, uint64_t max_bytes = kMaxTextFile
 std::string read_file_head(const std::string& path, size_t max_bytes);
 void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write);
 void write_file_atomic(const std::string& path, const std::string& content);
+// The same on this process alone, never a collective (util/dist.h): for what rank 0 writes inside a
+// section only it runs (an output directory's marker), where the others do not wait for the write.
+void write_file_atomic_local(const std::string& path, const std::string& content);
 bool is_directory(const std::string& path);
 bool is_file(const std::string& path);
 std::string join_path(const std::string& dir, const std::string& file);  // dir/file, one slash

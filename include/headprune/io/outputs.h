@@ -51,7 +51,8 @@ void check_outputs_apart(const std::vector<NamedPath>& outputs, const std::vecto
 
 // The kind a directory's marker names, or nullopt (no marker, not a directory, unreadable marker).
 std::optional<std::string> output_kind(const std::string& dir);
-// Writes the marker of `kind` into dir (which the caller has just created).
+// Writes the marker of `kind` into dir (which the caller has just created), on this process alone (in a
+// run of several processes, rank 0 inside its own section: not a collective).
 void write_output_marker(const std::string& dir, const std::string& kind);
 
 // What lies at a path, for the policy's refusals: "" when nothing, else "a directory", "a regular

@@ -89,6 +89,10 @@ struct ScoreOptions {
 // backward_passes over the data; ablation adds the base loss/metric and the number of heads
 // whose removal changes the metric significantly; all_but_one adds a per-layer summary.
 HeadScores score_heads(TransformerImpl& model, const EvalSet& data, ScoreMethod method, const ScoreOptions& opts = {});
+// Gradient importance of several units (query heads and key/value groups) from one pass over the data:
+// the same maps as score_heads with each unit, at the cost of one.
+std::vector<HeadScores> score_gradient_units(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
+                                             const std::vector<ScoreUnit>& units);
 
 // Reference costs for the benchmarks: seconds of one forward pass and of one forward + backward
 // pass (every parameter's gradient) over the same data, batched as the scorers batch, after one
