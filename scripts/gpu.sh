@@ -111,7 +111,7 @@ case $step in
     unpack
     mkdir -p "$out"
     python3 bench/llm7b.py --device cuda --hp "$build/headprune" --work "${LLM7B_WORK:-/tmp/llm7b}" \
-      --layers "${LAYERS:-32}" --out "$out/llm7b_cuda.json"
+      --layers "${LAYERS:-32}" --tiled --out "$out/llm7b_cuda.json"
     ;;
   all)
     "$0" build

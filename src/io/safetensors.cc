@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -154,13 +156,35 @@ Header parse_header(const std::string& json, uint64_t file_size, const std::stri
 
 // A read-only view of a whole file in memory (MAP_PRIVATE with write permission: an in-place change
 // to a tensor stays in this process, the file is never written). Unmapped with its last tensor.
+struct Mapping;
+std::mutex g_mappings_mu;
+std::set<const Mapping*> g_mappings;  // the live mappings, for release_mapped_pages
+
 struct Mapping {
   void* addr = nullptr;
   size_t len = 0;
+  Mapping() {
+    std::lock_guard<std::mutex> lock(g_mappings_mu);
+    g_mappings.insert(this);
+  }
   ~Mapping() {
+    {
+      std::lock_guard<std::mutex> lock(g_mappings_mu);
+      g_mappings.erase(this);
+    }
     if (addr) ::munmap(addr, len);
   }
 };
+
+// Drops the whole pages inside [p, p + n) from this process's memory: they are clean pages of the
+// file (a private mapping nobody wrote to here), read again from the page cache or the disk if they
+// are touched again. Pages shared with a neighbouring tensor are kept.
+void drop_pages(const char* p, size_t n) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
 
 }  // namespace
 
@@ -231,11 +255,29 @@ SafetensorsFile read_safetensors(const std::string& path) {
       auto t = torch::empty(e.shape, opts);
       std::memcpy(t.data_ptr(), p, e.end - e.begin);
       out.tensors[e.name] = t;
-    } else {  // a view into the mapping, which lives as long as any of its tensors
-      out.tensors[e.name] = torch::from_blob(p, e.shape, [map](void*) {}, opts);
+    } else {  // a view into the mapping, which lives as long as any of its tensors; a tensor that dies
+              // takes its pages out of the process's memory (the file keeps them)
+      const size_t n = e.end - e.begin;
+      out.tensors[e.name] = torch::from_blob(p, e.shape, [map, p, n](void*) { drop_pages(p, n); }, opts);
     }
   }
   return out;
+}
+
+bool release_mapped_pages(const torch::Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous() || t.numel() == 0) return false;
+  const char* p = static_cast<const char*>(t.data_ptr());
+  const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
+  {
+    std::lock_guard<std::mutex> lock(g_mappings_mu);
+    const bool inside = std::any_of(g_mappings.begin(), g_mappings.end(), [&](const Mapping* m) {
+      const char* a = static_cast<const char*>(m->addr);
+      return p >= a && p + n <= a + m->len;
+    });
+    if (!inside) return false;
+  }
+  drop_pages(p, n);
+  return true;
 }
 
 SafetensorsHeader read_safetensors_header(const std::string& path) {

@@ -31,42 +31,6 @@ void ImportanceResult::print(std::ostream& out) const {
   }
 }
 
-namespace {
-// Before any scoring: what the gradient needs at the data's largest batch, layer by layer when the
-// whole graph would not fit (and the model allows it), refused when even that does not fit.
-void plan_memory(const ImportanceRequest& req, JobInputs& in, const EvalSet& set, ScoreOptions& so,
-                 const JobEvents& events) {
-  const bool gradient = std::find(req.methods.begin(), req.methods.end(), ScoreMethod::Gradient) != req.methods.end();
-  int64_t T = 1;
-  for (const auto& e : set.examples) T = std::max(T, example_length(e));
-  const int64_t B = std::max<int64_t>(1, std::min<int64_t>({so.max_batch, so.batch_tokens / T,
-                                                           static_cast<int64_t>(set.examples.size())}));
-  const auto& cfg = in.config();
-  const auto dtype = in.model()->parameters().front().scalar_type();
-  const auto device = in.model()->parameters().front().device();
-  const bool single_stack = cfg.arch != Arch::EncoderDecoder;
-  const double share = so.pipeline ? 1.0 / std::max(1, dist::world_size()) : 1.0;  // a pipeline rank's layers
-  auto need = [&](MemoryUse use, bool layerwise) {
-    MemoryEstimate m = estimate_memory(cfg, dtype, B, T, use, layerwise);
-    m.weights *= share;
-    return m;
-  };
-  const std::string hint = "try --dtype bf16, fewer or shorter calibration samples" +
-                           std::string(single_stack ? ", or --pipeline over more processes" : "");
-  if (gradient && !so.layerwise && !so.pipeline && single_stack) {
-    const double avail = static_cast<double>(available_memory_bytes(device));
-    if (avail > 0 && need(MemoryUse::GateGradients, false).total() > avail &&
-        need(MemoryUse::GateGradients, true).total() <= avail) {
-      so.layerwise = true;
-      events.say("importance", "the whole graph needs about " + format_gib(need(MemoryUse::GateGradients, false).total()) +
-                                   ", " + format_gib(avail) + " available: gradients layer by layer instead (about " +
-                                   format_gib(need(MemoryUse::GateGradients, true).total()) + ")");
-    }
-  }
-  const MemoryEstimate m = gradient ? need(MemoryUse::GateGradients, so.layerwise || so.pipeline) : need(MemoryUse::Inference, false);
-  check_fits(m, device, "importance (" + std::to_string(B) + " x " + std::to_string(T) + " tokens per batch)", hint);
-}
-}  // namespace
 
 ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt, const JobEvents& events) {
   std::optional<OutputDir> out;  // refused before any work (io/outputs.h)
@@ -91,7 +55,8 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   so.progress = events.phase_callback();
   so.layerwise = req.layerwise;
   so.pipeline = req.pipeline;
-  plan_memory(req, in, set, so, events);
+  const bool gradient = std::find(req.methods.begin(), req.methods.end(), ScoreMethod::Gradient) != req.methods.end();
+  plan_scoring_memory(in, set, so, gradient, events);
 
   std::optional<PassCost> cost;
   if (req.cost && needs_data) cost = measure_pass_cost(*in.model(), set, so);

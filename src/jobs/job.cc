@@ -9,6 +9,9 @@
 
 #include "headprune/data/tasks.h"
 #include "headprune/io/files.h"
+#include "headprune/model/memory.h"
+#include "headprune/util/dist.h"
+#include "headprune/util/runtime.h"
 
 namespace hp {
 
@@ -30,6 +33,7 @@ JobInputs::JobInputs(const std::string& checkpoint, const DataSource& data, cons
   LoadOptions lo;
   lo.dtype = runtime.dtype;
   loaded = open_model(checkpoint, runtime.device, lo);
+  config_ = loaded.model->config();
   if (data.config.empty()) {
     run_ = synthetic_run_config(loaded.model->config().arch);
     spec_ = synthetic_data_spec(data.synthetic_train, data.synthetic_examples, data.synthetic_examples);
@@ -71,6 +75,40 @@ std::vector<NamedPath> job_inputs(const std::string& checkpoint, const DataSourc
     }
   }
   return v;
+}
+
+void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bool gradient, const JobEvents& events) {
+  int64_t T = 1;
+  for (const auto& e : set.examples) T = std::max(T, example_length(e));
+  const int64_t B = std::max<int64_t>(1, std::min<int64_t>({so.max_batch, so.batch_tokens / T,
+                                                           static_cast<int64_t>(set.examples.size())}));
+  const auto& cfg = in.config();
+  const auto dtype = in.model()->parameters().front().scalar_type();
+  const auto device = in.model()->parameters().front().device();
+  const bool single_stack = cfg.arch != Arch::EncoderDecoder;
+  const double share = so.pipeline ? 1.0 / std::max(1, dist::world_size()) : 1.0;  // a pipeline rank's layers
+  auto need = [&](MemoryUse use, bool layerwise) {
+    MemoryEstimate m = estimate_memory(cfg, dtype, B, T, use, layerwise);
+    m.weights *= share;
+    return m;
+  };
+  const std::string hint = "try --dtype bf16, fewer or shorter calibration samples" +
+                           std::string(single_stack ? ", or --pipeline over more processes" : "");
+  if (gradient && !so.layerwise && !so.pipeline && single_stack) {
+    // Layer by layer when the whole graph would not fit, or (a model of more than a GiB) when its
+    // activations would add more than a fifth to the weights: memory stays about the weights.
+    const double avail = static_cast<double>(available_memory_bytes(device));
+    const MemoryEstimate whole = need(MemoryUse::GateGradients, false), layerwise = need(MemoryUse::GateGradients, true);
+    const bool tight = avail > 0 && whole.total() > avail && layerwise.total() <= avail;
+    const bool heavy = whole.weights > (1ull << 30) && whole.activations > 0.2 * whole.weights;
+    if (tight || heavy) {
+      so.layerwise = true;
+      events.say("importance", "the whole graph needs about " + format_gib(whole.total()) + " (" + format_gib(avail) +
+                                   " available): gradients layer by layer instead, about " + format_gib(layerwise.total()));
+    }
+  }
+  const MemoryEstimate m = gradient ? need(MemoryUse::GateGradients, so.layerwise || so.pipeline) : need(MemoryUse::Inference, false);
+  check_fits(m, device, "scoring (" + std::to_string(B) + " x " + std::to_string(T) + " tokens per batch)", hint);
 }
 
 EvalSet JobInputs::load_split(const std::string& split, int64_t max_examples) const {

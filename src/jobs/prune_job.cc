@@ -12,6 +12,7 @@
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/formats.h"
+#include "headprune/io/safetensors.h"
 #include "headprune/model/remove_heads.h"
 
 namespace hp {
@@ -35,9 +36,6 @@ torch::Tensor logits_of(TransformerImpl& m, const Batch& batch) {
   return l;
 }
 
-double max_abs_diff(TransformerImpl& a, TransformerImpl& b, const Batch& batch) {
-  return (logits_of(a, batch) - logits_of(b, batch)).abs().max().item<double>();
-}
 
 // The files a plan specification reads (a given plan).
 std::vector<NamedPath> plan_inputs(const PlanSpec& spec) {
@@ -107,6 +105,9 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
   spec.seed = rt.seed;
   const EvalSet& score_set = in.score_set();
   res.score_data = score_set.name;
+  const bool scores_here = (spec.strategy == PlanStrategy::Score && spec.scores_file.empty()) ||
+                           spec.strategy == PlanStrategy::Iterative;
+  plan_scoring_memory(in, score_set, so, scores_here && spec.method == ScoreMethod::Gradient, events);
   res.plan = make_plan(spec, *in.model(), score_set, so, mo, res.stages.metric, [&](const PrunePoint& p) {
     std::ostringstream line;
     line << "iterative: " << p.n_pruned << " heads pruned, metric " << p.metric;
@@ -122,10 +123,19 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
     result = in.model();
   } else {
     // Heads masked before the plan keep their mask. Without fine-tuning the pruned model holds the
-    // untouched tensors of the loaded one (views into its mapped files): no second copy of the weights.
-    result = remove_heads(model, res.plan.heads, /*share_untouched=*/req.finetune.steps == 0);
+    // untouched tensors of the loaded one (views into its mapped files): no second copy of the weights,
+    // and each layer's replaced attention weights leave memory as soon as they are sliced (the loaded
+    // model is not used again: its masked logits are taken first).
+    const Batch check = check_batch(set, model);
+    const torch::Tensor masked_logits = logits_of(model, check);
+    const bool share = req.finetune.steps == 0;
+    const ReplacedFn release = [](const std::vector<torch::Tensor>& old) {
+      for (const auto& t : old) release_mapped_pages(t);
+    };
+    result = remove_heads(model, res.plan.heads, share, share ? release : ReplacedFn());
+    in.loaded.model = Transformer{nullptr};  // `model` is gone from here on
     res.stages.record("removed", *result, set, mo);
-    res.masked_vs_removed = max_abs_diff(model, *result, check_batch(set, model));
+    res.masked_vs_removed = (logits_of(*result, check) - masked_logits).abs().max().item<double>();
   }
   const auto& extras = in.loaded.tokenizer_files;  // the tokenizer travels with the pruned model
   if (req.finetune.steps > 0) {

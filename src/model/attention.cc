@@ -117,6 +117,14 @@ bool MultiHeadAttentionImpl::inference_path() const {
   return !is_training() && !torch::GradMode::is_enabled() && !lrp::active() && !q_proj->quantized();
 }
 
+bool MultiHeadAttentionImpl::fusion_pays() const {
+  // The concatenated copy is kept beside the weights: worth it for models whose weights are small next
+  // to memory, not for a 7B model (50 MB per layer, 1.6 GB in all, on top of weights that fill memory).
+  const int64_t bytes = (q_proj->weight.numel() + k_proj->weight.numel() + v_proj->weight.numel()) *
+                        static_cast<int64_t>(q_proj->weight.element_size());
+  return bytes <= (int64_t{16} << 20);
+}
+
 const MultiHeadAttentionImpl::Fused& MultiHeadAttentionImpl::fused(Fused& f, std::vector<const DenseImpl*> parts) {
   std::vector<std::pair<const void*, int64_t>> stamps;
   for (const auto* p : parts) {
@@ -173,7 +181,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
   const bool fast = inference_path();
   const bool reuse_kv = cache && static_kv && cache->k.defined();
   torch::Tensor q, k, v;  // q [B, H, T, D]; k, v [B, G, S, D]
-  const bool fuse = fast && fuse_projections;
+  const bool fuse = fast && fuse_projections && fusion_pays();
   if (fuse && !reuse_kv && query.is_same(key_value)) {
     const auto& f = fused(qkv_, {q_proj.get(), k_proj.get(), v_proj.get()});
     auto qkv = gemm::linear(query, f.weight, f.bias);

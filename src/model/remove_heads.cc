@@ -22,7 +22,7 @@ torch::Tensor take(const torch::Tensor& t, int64_t dim, const std::vector<int64_
 }  // namespace
 
 std::pair<ModelConfig, TensorMap> remove_heads(const ModelConfig& cfg, const TensorMap& state,
-                                               const std::vector<HeadId>& heads) {
+                                               const std::vector<HeadId>& heads, const ReplacedFn& replaced) {
   validate_heads(cfg, heads);
   ModelConfig out_cfg = cfg;
   TensorMap out = state;
@@ -45,6 +45,13 @@ std::pair<ModelConfig, TensorMap> remove_heads(const ModelConfig& cfg, const Ten
       out[pre + ".o_proj.weight"] = take(get(state, pre + ".o_proj.weight"), 1, cut.q_rows);
       out[pre + ".head_mask"] = take(get(state, pre + ".head_mask"), 0, cut.head_positions);
       out_cfg.heads(t)[l] = cut.heads;
+      if (replaced) {
+        std::vector<torch::Tensor> old;
+        for (const char* n : {".q_proj.weight", ".k_proj.weight", ".v_proj.weight", ".o_proj.weight", ".q_proj.bias",
+                              ".k_proj.bias", ".v_proj.bias"})
+          if (state.count(pre + n)) old.push_back(state.at(pre + n));
+        replaced(old);
+      }
     }
   }
   out_cfg.finalize();
@@ -102,8 +109,9 @@ std::pair<ModelConfig, TensorMap> restore_head_shapes(const ModelConfig& cfg, co
   return {restored_config(cfg), out};
 }
 
-Transformer remove_heads(TransformerImpl& model, const std::vector<HeadId>& heads, bool share_untouched) {
-  auto pruned = remove_heads(model.config(), state_dict(model), heads);
+Transformer remove_heads(TransformerImpl& model, const std::vector<HeadId>& heads, bool share_untouched,
+                         const ReplacedFn& replaced) {
+  auto pruned = remove_heads(model.config(), state_dict(model), heads, replaced);
   Transformer fresh{nullptr};
   {
     DeferredInit deferred;  // the state fills it: nothing to allocate or initialize first

@@ -24,6 +24,18 @@ Batch Batch::to(const torch::Device& device) const {
   return b;
 }
 
+Batch Batch::rows(int64_t from, int64_t n) const {
+  auto cut = [&](const torch::Tensor& t) { return t.defined() ? t.narrow(0, from, n) : t; };
+  Batch b;
+  b.input_ids = cut(input_ids);
+  b.attention_mask = cut(attention_mask);
+  b.segment_ids = cut(segment_ids);
+  b.decoder_input_ids = cut(decoder_input_ids);
+  b.decoder_attention_mask = cut(decoder_attention_mask);
+  b.labels = cut(labels);
+  return b;
+}
+
 torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype) {
   auto blocked = keep.eq(0).unsqueeze(1).unsqueeze(2);  // [B, 1, 1, S]
   return torch::zeros(blocked.sizes(), torch::TensorOptions().dtype(dtype).device(keep.device()))

@@ -193,11 +193,23 @@ std::vector<torch::Tensor> layerwise_probe_grads(TransformerImpl& model, const B
   }
   torch::Tensor grad;  // d loss / d (output of layer l), going down
   if (last_rank) {
-    auto top = xs[static_cast<size_t>(L)].detach().requires_grad_(true);
-    ModelOutput out;
-    out.logits = model.stack_end(top);
-    auto loss = per_example_nll(model, out, b).first.sum();  // sum of per-example losses L(x)
-    grad = torch::autograd::grad({loss}, {top})[0];
+    // The output layer and the loss a few examples at a time: an LLM's logits (examples x length x
+    // vocabulary, in fp32 for the loss, and their gradient) are the largest tensors of the pass.
+    const auto top = xs[static_cast<size_t>(L)].detach();
+    const auto& cfg = model.config();
+    const double per_row = static_cast<double>(top.size(1)) *
+                           static_cast<double>(cfg.arch == Arch::DecoderLM ? cfg.vocab_size : cfg.n_classes) * 4.0 * 4.0;
+    const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>((256.0 * (1 << 20)) / per_row));
+    std::vector<torch::Tensor> parts;
+    for (int64_t r = 0; r < top.size(0); r += rows) {
+      const int64_t n = std::min(rows, top.size(0) - r);
+      auto t = top.narrow(0, r, n).detach().requires_grad_(true);
+      ModelOutput out;
+      out.logits = model.stack_end(t);
+      auto loss = per_example_nll(model, out, b.rows(r, n)).first.sum();  // sum of per-example losses L(x)
+      parts.push_back(torch::autograd::grad({loss}, {t})[0]);
+    }
+    grad = torch::cat(parts, 0);
   } else {
     grad = dist::recv_like(xs[static_cast<size_t>(last)], rank + 1);
   }

@@ -1,5 +1,6 @@
 // fp32 linear layers through oneDNN's sgemm (see header).
 #include "headprune/util/gemm.h"
+#include "headprune/util/runtime.h"
 
 #include <atomic>
 #include <cstring>
@@ -203,6 +204,16 @@ class WeightCache {
     }
     auto e = std::make_shared<PackedWeight>(w, version, desc);
     if (!(desc == user)) {
+      // Packed copies are kept beside the weights: at most an eighth of the machine's memory in all
+      // (a model whose weights fill memory runs unpacked instead of being pushed into swap).
+      std::lock_guard<std::mutex> lock(mu_);
+      int64_t held = 0;
+      for (const auto& kv : weights_)
+        if (!kv.second->owner.expired() && kv.second->buffer.defined()) held += kv.second->buffer.numel();
+      if (static_cast<double>(held + static_cast<int64_t>(desc.get_size())) > static_cast<double>(physical_memory_bytes()) / 8)
+        return nullptr;
+    }
+    if (!(desc == user)) {
       e->buffer = at::empty({static_cast<int64_t>(desc.get_size())}, w.options().dtype(at::kByte));
       dnnl::memory from(user, cpu_engine(), w.data_ptr()), to(desc, cpu_engine(), e->buffer.data_ptr());
       dnnl::stream st(cpu_engine());
@@ -247,6 +258,7 @@ at::Tensor packed_product(const at::Tensor& x, const at::Tensor& w, const at::Te
   static WeightCache weights;
   const auto p = primitives.get({M, K, N, bias}, [&] { return make_linear(M, K, N, bias); });
   const auto packed = weights.get(w, p->user_weights, p->pd.weights_desc());
+  if (!packed) return at::linear(x, w, b);  // over the packing budget
   auto sizes = x.sizes().vec();
   sizes.back() = N;
   auto out = at::empty(sizes, x.options());

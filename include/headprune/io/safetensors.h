@@ -30,6 +30,12 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& s
 // element size is copied.) The file must not be truncated while its tensors are in use.
 SafetensorsFile read_safetensors(const std::string& path);
 
+// For a tensor of read_safetensors that will not be used again (its values are still right if it is):
+// takes its pages out of this process's memory now, instead of when the tensor dies. False (nothing
+// done) for a tensor that is not a view into a mapped file. A tensor changed in place must not be
+// released: its pages come back as the file has them.
+bool release_mapped_pages(const torch::Tensor& t);
+
 // The header only: names, dtypes and shapes (for `info`), and the file's size.
 struct SafetensorsHeader {
   struct Entry {

@@ -17,6 +17,7 @@
 
 #include "headprune/data/model_dir.h"
 #include "headprune/eval/task_eval.h"
+#include "headprune/score/importance.h"
 #include "headprune/io/outputs.h"
 #include "headprune/train/run_config.h"
 #include "headprune/train/trainer.h"
@@ -80,7 +81,9 @@ class JobInputs {
 
   LoadedModel loaded;
   Transformer& model() { return loaded.model; }
-  const ModelConfig& config() const { return loaded.model->config(); }
+  // The loaded model's config (kept here: a job may drop the model itself, e.g. prune once the pruned
+  // model holds what it needs of it).
+  const ModelConfig& config() const { return config_; }
   const DataSource& data() const { return data_; }
   const Runtime& runtime() const { return runtime_; }
   const RunConfig& run_config() const { return run_; }  // the synthetic task's when no config was given
@@ -97,6 +100,7 @@ class JobInputs {
 
  private:
   DataSource data_;
+  ModelConfig config_;
   Runtime runtime_;
   RunConfig run_;
   nlohmann::json spec_;  // the data section
@@ -110,6 +114,12 @@ class JobInputs {
 // names (relative to data_root, or absolute), and any `extra` paths.
 std::vector<NamedPath> job_inputs(const std::string& checkpoint, const DataSource& data,
                                   const std::vector<NamedPath>& extra = {});
+
+// Before scoring `set`: the memory the scorers need at its largest batch, checked against what the
+// device has (refused with the numbers and a way out); gradient scoring is switched to layer by layer
+// (so.layerwise) when the whole graph would not fit or would add more than a fifth to a large model's
+// weights, and says so.
+void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bool gradient, const JobEvents& events);
 
 // The metric (and loss) of a model at successive stages (before, masked, removed, fine-tuned).
 struct StageTable {

@@ -70,6 +70,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
     torch::Tensor weight, bias;                           // concatenated along the output dim
   };
   bool inference_path() const;
+  bool fusion_pays() const;  // fused projection weights are a copy: only for layers of at most 16 MiB
   const Fused& fused(Fused& f, std::vector<const DenseImpl*> parts);
   bool all_unmasked();
   torch::Tensor expand_kv(const torch::Tensor& t);  // [B, G, S, D] -> [B, H, S, D]

@@ -6,6 +6,8 @@
 // may end with no heads at all (it then skips attention).
 #pragma once
 
+#include <functional>
+
 #include <utility>
 #include <vector>
 
@@ -18,8 +20,11 @@ namespace hp {
 // Heads are checked with validate_heads (config.h) first.
 
 // Pure: (config, weights, heads to drop) -> (config', weights').
+// `replaced` (optional) is called after each attention layer is sliced, with the tensors of `state`
+// that the slices replace: a caller that will not use them again can give their memory back.
+using ReplacedFn = std::function<void(const std::vector<torch::Tensor>& replaced)>;
 std::pair<ModelConfig, TensorMap> remove_heads(const ModelConfig& cfg, const TensorMap& state,
-                                               const std::vector<HeadId>& heads);
+                                               const std::vector<HeadId>& heads, const ReplacedFn& replaced = {});
 
 // The inverse shape, for runtimes with one head count for every layer (HF's dense export, io/hf.h):
 // every attention layer back at the config's n_heads query and n_kv_heads key/value heads, each kept
@@ -37,6 +42,7 @@ ModelConfig restored_config(const ModelConfig& cfg);  // every layer back at n_h
 // attention layers that lose heads are sliced (new tensors); with share_untouched the pruned model
 // holds every other tensor of `model` itself (no copy: for models as large as memory; training one
 // changes the other), else copies.
-Transformer remove_heads(TransformerImpl& model, const std::vector<HeadId>& heads, bool share_untouched = false);
+Transformer remove_heads(TransformerImpl& model, const std::vector<HeadId>& heads, bool share_untouched = false,
+                         const ReplacedFn& replaced = {});
 
 }  // namespace hp

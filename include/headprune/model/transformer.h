@@ -36,6 +36,7 @@ struct Batch {
 
   int64_t size() const { return input_ids.defined() ? input_ids.size(0) : 0; }
   Batch to(const torch::Device& device) const;
+  Batch rows(int64_t from, int64_t n) const;  // examples [from, from + n) (views)
 };
 
 struct ForwardOptions {
