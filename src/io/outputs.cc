@@ -56,6 +56,24 @@ void rename_or_throw(const std::string& from, const std::string& to, const std::
     throw std::runtime_error(context + ": cannot rename " + from + " to " + to + " (" + errno_text() + ")");
 }
 
+// Puts directory `from` at `dst`: what is at dst goes to a backup name of this run first and is removed
+// after the swap (put back if the swap fails), so dst is always complete or absent.
+void swap_into_place(const std::string& from, const std::string& dst) {
+  std::string old;
+  if (!path_type(dst).empty()) {
+    old = scratch_name(dst, "old");
+    rename_or_throw(dst, old, dst);
+  }
+  try {
+    rename_or_throw(from, dst, dst);
+  } catch (...) {
+    if (!old.empty()) ::rename(old.c_str(), dst.c_str());  // the earlier one back
+    throw;
+  }
+  fsync_directory(parent_of(dst));
+  if (!old.empty()) remove_tree_or_throw(old, dst);
+}
+
 // A directory made here, with a name of this run (mkdir fails on anything that exists).
 std::string make_scratch_directory(const std::string& beside, const std::string& tag) {
   for (int attempt = 0;; ++attempt) {
@@ -166,20 +184,12 @@ void replace_directory(const std::string& dst_in, const std::function<void(const
       remove_tree(tmp);
       throw;
     }
-    std::string old;
-    if (!path_type(dst).empty()) {
-      old = scratch_name(dst, "old");
-      rename_or_throw(dst, old, dst);
-    }
     try {
-      rename_or_throw(tmp, dst, dst);
+      swap_into_place(tmp, dst);
     } catch (...) {
-      if (!old.empty()) ::rename(old.c_str(), dst.c_str());  // put the earlier one back
       remove_tree(tmp);
       throw;
     }
-    fsync_directory(parent_of(dst));
-    if (!old.empty()) remove_tree_or_throw(old, dst);
   });
 }
 
@@ -290,19 +300,7 @@ OutputDir::~OutputDir() {
 void OutputDir::commit() {
   collective_write([&] {  // on rank 0; the others wait for it
     check_target();  // what is at OUT may have changed while the job ran
-    std::string old;
-    if (!path_type(final_).empty()) {
-      old = scratch_name(final_, "old");
-      rename_or_throw(final_, old, final_);
-    }
-    try {
-      rename_or_throw(staging_, final_, final_);
-    } catch (...) {
-      if (!old.empty()) ::rename(old.c_str(), final_.c_str());
-      throw;
-    }
-    fsync_directory(parent_of(final_));
-    if (!old.empty()) remove_tree_or_throw(old, final_);
+    swap_into_place(staging_, final_);
   });
   staged_as_.reset();
   committed_ = true;

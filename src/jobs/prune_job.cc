@@ -13,6 +13,7 @@
 #include "headprune/io/files.h"
 #include "headprune/io/formats.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/util/runtime.h"
 #include "headprune/model/remove_heads.h"
 
 namespace hp {
@@ -159,7 +160,10 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
   save_plan(join_path(dir, "plan.json"), res.plan);
   result = Transformer{nullptr};
   in.loaded.model = Transformer{nullptr};
-  Transformer reloaded = load_checkpoint(join_path(dir, "model"));
+  trim_heap();  // the sliced layers' memory goes back before the checkpoint is mapped again
+  LoadOptions reload;
+  reload.check_finite = false;  // the weights were checked when loaded; the logits below check the file
+  Transformer reloaded = load_checkpoint(join_path(dir, "model"), reload);
   reloaded->to(rt.device);
   res.reloaded = (logits_of(*reloaded, check) - expected).abs().max().item<double>();
   res.bytes_before = dir_bytes(req.checkpoint);

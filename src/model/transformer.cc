@@ -12,28 +12,24 @@ namespace hp {
 
 constexpr double kMaskedScore = -1e9;
 
-Batch Batch::to(const torch::Device& device) const {
-  auto mv = [&](const torch::Tensor& t) { return t.defined() ? t.to(device) : t; };
+Batch Batch::map(const std::function<torch::Tensor(const torch::Tensor&)>& f) const {
+  auto g = [&](const torch::Tensor& t) { return t.defined() ? f(t) : t; };
   Batch b;
-  b.input_ids = mv(input_ids);
-  b.attention_mask = mv(attention_mask);
-  b.segment_ids = mv(segment_ids);
-  b.decoder_input_ids = mv(decoder_input_ids);
-  b.decoder_attention_mask = mv(decoder_attention_mask);
-  b.labels = mv(labels);
+  b.input_ids = g(input_ids);
+  b.attention_mask = g(attention_mask);
+  b.segment_ids = g(segment_ids);
+  b.decoder_input_ids = g(decoder_input_ids);
+  b.decoder_attention_mask = g(decoder_attention_mask);
+  b.labels = g(labels);
   return b;
 }
 
+Batch Batch::to(const torch::Device& device) const {
+  return map([&](const torch::Tensor& t) { return t.to(device); });
+}
+
 Batch Batch::rows(int64_t from, int64_t n) const {
-  auto cut = [&](const torch::Tensor& t) { return t.defined() ? t.narrow(0, from, n) : t; };
-  Batch b;
-  b.input_ids = cut(input_ids);
-  b.attention_mask = cut(attention_mask);
-  b.segment_ids = cut(segment_ids);
-  b.decoder_input_ids = cut(decoder_input_ids);
-  b.decoder_attention_mask = cut(decoder_attention_mask);
-  b.labels = cut(labels);
-  return b;
+  return map([&](const torch::Tensor& t) { return t.narrow(0, from, n); });
 }
 
 torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype) {

@@ -164,6 +164,8 @@ std::string tune_allocator() {
 
 std::string allocator_info() { return allocator_note(); }
 
+void trim_heap() { ::malloc_trim(0); }
+
 uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;

@@ -11,6 +11,7 @@
 // V vocabulary, H heads kept in a layer.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -37,6 +38,7 @@ struct Batch {
   int64_t size() const { return input_ids.defined() ? input_ids.size(0) : 0; }
   Batch to(const torch::Device& device) const;
   Batch rows(int64_t from, int64_t n) const;  // examples [from, from + n) (views)
+  Batch map(const std::function<torch::Tensor(const torch::Tensor&)>& f) const;  // f on every defined field
 };
 
 struct ForwardOptions {

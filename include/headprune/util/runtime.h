@@ -110,5 +110,8 @@ void check_memory(double bytes, const torch::Device& device, const std::string& 
 std::string tune_allocator();
 // What tune_allocator() did in this process ("" before it ran).
 std::string allocator_info();
+// Gives the heap's free memory back to the system now (glibc's malloc_trim): after a job drops a large
+// model, before it loads another, so the two do not add up in memory.
+void trim_heap();
 
 }  // namespace hp
