@@ -1239,22 +1239,32 @@ def hf_client():
 
 
 LLM7B = "bench/results/llm7b.json"
+LLM7B_CUDA = "bench/results/llm7b_cuda.json"
 
 
-def llm7b():
-    """The 7B-class path on one machine (bench/llm7b.py): time and peak RSS per step."""
-    t = load(LLM7B)
+def llm7b_table(path):
+    """The 7B-class path (bench/llm7b.py): time, peak RSS and (on a GPU) peak device memory per step."""
+    t = load(path)
     ck = t["checkpoint_bytes"]
     gib = lambda b: "%.2f" % (b / 2**30)
-    lines = ["| step | what | seconds | peak RSS GiB | × checkpoint | exit |", "|---|---|---:|---:|---:|---:|"]
+    gpu = any(r.get("device_peak_bytes") for r in t["steps"])
+    head = "| step | what | seconds | peak RSS GiB | × checkpoint |"
+    rule = "|---|---|---:|---:|---:|"
+    if gpu:
+        head += " GPU peak GiB | GPU × checkpoint |"
+        rule += "---:|---:|"
+    lines = [head + " exit |", rule + "---:|"]
     what = {"info": "config and headers", "importance": "gradient of every query head and KV group, %d × %d tokens"
             % (t["calibration"]["samples"], t["calibration"]["length"]),
-            "prune": "25 %% of the KV groups removed, saved, reloaded and checked", "info_pruned": "the pruned checkpoint",
+            "prune": "25 % of the KV groups removed, saved, reloaded and checked", "info_pruned": "the pruned checkpoint",
             "export": "HF directory, dense, sharded"}
     for r in t["steps"]:
-        lines.append("| %s | %s | %s | %s | %s | %d |" % (r["step"], what.get(r["step"], ""), fmt(r["seconds"], 1),
-                                                       gib(r["peak_rss_bytes"]), fmt(r["rss_over_checkpoint"], 3),
-                                                       r["exit_code"]))
+        row = "| %s | %s | %s | %s | %s |" % (r["step"], what.get(r["step"], ""), fmt(r["seconds"], 1),
+                                              gib(r["peak_rss_bytes"]), fmt(r["rss_over_checkpoint"], 3))
+        if gpu:
+            d = r.get("device_peak_bytes")
+            row += " %s | %s |" % ((gib(d), fmt(d / ck, 3)) if d else ("-", "-"))
+        lines.append(row + " %d |" % r["exit_code"])
     m, c = t["machine"], t["pruned"].get("checks") or {}
     lines.append("")
     lines.append("%s, %d cores, %s GiB of memory (%s GiB available at the start), %s threads, device %s; checkpoint "
@@ -1268,7 +1278,15 @@ def llm7b():
     return lines
 
 
-TABLES = {"gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
+def llm7b():
+    return llm7b_table(LLM7B)
+
+
+def llm7b_cuda():
+    return llm7b_table(LLM7B_CUDA)
+
+
+TABLES = {"gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
           "sst2_training": (SST2, sst2_training), "sst2_importance_top": (SST2, sst2_importance_top),
