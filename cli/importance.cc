@@ -15,10 +15,15 @@ void register_importance(CLI::App& app, Context& ctx) {
   add_parsed_list(sub, "--unit", r->units, parse_score_unit,
                   "head (query heads) and/or kv_group (key/value groups of grouped-query attention); repeat for both",
                   "[head]");
-  add_parsed_list(sub, "--method", r->methods, parse_score_method,
-                  "gradient, ablation, all_but_one, confidence, entropy, magnitude, output_norm, lrp, random "
-                  "(repeat for several)",
-                  "[gradient]");
+  sub->add_option_function<std::vector<std::string>>(
+         "--method",
+         [r](const std::vector<std::string>& v) {
+           r->methods.clear();
+           for (const auto& s : v)
+             for (ScoreMethod m : parse_score_methods(s)) r->methods.push_back(m);
+         },
+         score_methods_help() + "; all for every one (repeat for several)")
+      ->default_str("[gradient]");
   add_data_options(sub, r->data);
   add_parsed(
       sub, "--normalize", r->normalize,

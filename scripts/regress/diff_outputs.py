@@ -8,7 +8,8 @@ Intended differences of the refactor, and only those, are normalised away:
 """
 import json, os, re, struct, sys
 A, B = sys.argv[1], sys.argv[2]
-TIME_KEYS = {"seconds", "wall_s", "elapsed_s", "tokens_per_s", "forward_ms", "train_seconds", "cost"}
+TIME_KEYS = {"seconds", "wall_s", "elapsed_s", "tokens_per_s", "forward_ms", "train_seconds", "cost",
+             "peak_rss_bytes", "device_peak_bytes"}  # measurements of the run, not results
 TIME_RE = re.compile(r"(\d+(\.\d+)? ?(s|ms)\b|[\d.]+ (tok|ex|step|it|sent|shape)/s|ETA \S+|elapsed \S+|x[0-9.]+ a forward)")
 NEW_KEYS = {"checks"}
 

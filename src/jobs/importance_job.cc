@@ -65,7 +65,7 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   std::vector<std::pair<ScoreMethod, ScoreUnit>> runs;
   for (ScoreUnit u : req.units)
     for (ScoreMethod m : req.methods)
-      if (!(u == ScoreUnit::KvGroup && m == ScoreMethod::AllButOne)) runs.push_back({m, u});
+      if (u == ScoreUnit::Head || scorer(m).groups != GroupRule::None) runs.push_back({m, u});
   // Gradient of query heads and key/value groups: one pass gives both maps.
   std::map<ScoreUnit, HeadScores> shared;
   if (req.units.size() > 1 && std::count(req.methods.begin(), req.methods.end(), ScoreMethod::Gradient) > 0)

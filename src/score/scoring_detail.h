@@ -1,4 +1,5 @@
-// Internal helpers shared by the scorers (importance.cc, ablation.cc); not installed.
+// Internal helpers shared by the scorers (src/score/scorers/*.cc, one file per row of the scorer table
+// score/scorers.def) and their dispatch (importance.cc); not installed.
 #pragma once
 
 #include <chrono>
@@ -50,7 +51,26 @@ class ModelState {
 HeadScores finish(HeadScores s, TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
                   ScoreMethod method, std::chrono::steady_clock::time_point t0);
 
-HeadScores ablation_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts);
-HeadScores all_but_one_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts);
+torch::Device device_of(TransformerImpl& model);
+int64_t query_len(const Batch& b, AttnType t, Arch arch);
+
+// Sums of a per-(head, query) quantity over valid queries, per layer, and the query counts, kept in
+// double precision on the model's device and read back once.
+struct Accumulator {
+  std::vector<torch::Tensor> sums;    // per layer: [H] double
+  std::vector<torch::Tensor> counts;  // per layer: [] double
+
+  Accumulator(const std::vector<AttnLayer>& layers, const torch::Device& device);
+  // v [B, H, T] summed over the valid queries of qmask [B, T].
+  void add_masked(size_t layer, const torch::Tensor& v, const torch::Tensor& qmask);
+  // The means over every process's batches (util/dist.h): the sums are added across ranks first, so
+  // this is a collective, called once per accumulator on every rank.
+  HeadScores mean(const std::vector<AttnLayer>& layers);
+};
+
+// Gradient importance of several units from one pass over the data (scorers/gradient.cc): raw maps,
+// in the order of `units`.
+std::vector<HeadScores> gradient_units(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
+                                       const std::vector<ScoreUnit>& units);
 
 }  // namespace hp::detail

@@ -1,6 +1,7 @@
 // Head-importance scorers: dead heads rank last for every data-driven scorer, gradient
 // importance equals finite differences, determinism, LRP conservation.
 #include <cmath>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -226,6 +227,67 @@ TEST(Importance, KeyValueGroupScores) {
     EXPECT_NEAR(v, sum, 1e-9 * std::max(1.0, sum)) << to_string(id);
   }
   EXPECT_THROW(score_heads(*model, set, ScoreMethod::AllButOne, opts), std::invalid_argument);
+}
+
+// Every row of the scorer table (score/scorers.def) keeps its promises, so a new row is tested by
+// being added: its name parses back, --method all lists it, a scorer that needs no data runs without
+// any, its default normalization is applied, and its key/value group rule holds on a grouped model.
+TEST(Importance, ScorerTable) {
+  const ModelConfig cfg = test::config_of(test::Fam::Llama);
+  const int64_t R = cfg.n_heads / cfg.effective_kv_heads();
+  ASSERT_GT(R, 1);
+  auto model = test::make_model(cfg, 5, torch::kDouble);
+  const EvalSet set = synthetic_set(cfg, 4, 2);
+  EXPECT_EQ(parse_score_methods("all"), all_score_methods());
+  EXPECT_EQ(all_score_methods().size(), scorers().size());
+  std::set<std::string> names;
+  for (const Scorer& row : scorers()) {
+    SCOPED_TRACE(row.name);
+    EXPECT_TRUE(names.insert(row.name).second) << "two rows named " << row.name;
+    EXPECT_EQ(parse_score_method(row.name), row.method);
+    EXPECT_EQ(parse_score_methods(row.name), std::vector<ScoreMethod>{row.method});
+    EXPECT_EQ(&scorer(row.method), &row);
+    EXPECT_EQ(uses_data(row.method), row.needs_data);
+    ScoreOptions raw;
+    raw.normalize = Normalization::None;
+    raw.bootstrap_samples = 20;
+    if (!row.needs_data) EXPECT_FALSE(score_heads(*model, EvalSet{}, row.method, raw).scores.empty());
+    else EXPECT_THROW(score_heads(*model, EvalSet{}, row.method, raw), std::invalid_argument);
+    const HeadScores heads = score_heads(*model, set, row.method, raw);
+    EXPECT_EQ(heads.method, row.name);
+    EXPECT_EQ(heads.scores.size(), static_cast<size_t>(cfg.n_heads_total(AttnType::DecoderSelf)));
+    ScoreOptions defaults = raw;
+    defaults.normalize.reset();
+    if (row.normalization == Normalization::Layer) {
+      const HeadScores n = score_heads(*model, set, row.method, defaults);
+      for (int64_t l = 0; l < cfg.n_layers(AttnType::DecoderSelf); ++l) {
+        double sq = 0, raw_sq = 0;
+        for (int64_t h = 0; h < cfg.n_heads; ++h) {
+          sq += std::pow(n.at({AttnType::DecoderSelf, l, h}), 2);
+          raw_sq += std::pow(heads.at({AttnType::DecoderSelf, l, h}), 2);
+        }
+        if (raw_sq > 0) {
+          EXPECT_NEAR(sq, 1.0, 1e-9) << "layer " << l;
+        }
+      }
+    }
+    ScoreOptions groups = raw;
+    groups.unit = ScoreUnit::KvGroup;
+    if (row.groups == GroupRule::None) {
+      EXPECT_THROW(score_heads(*model, set, row.method, groups), std::invalid_argument);
+      continue;
+    }
+    const HeadScores g = score_heads(*model, set, row.method, groups);
+    EXPECT_EQ(g.unit, ScoreUnit::KvGroup);
+    EXPECT_EQ(g.scores.size(), static_cast<size_t>(cfg.n_layers(AttnType::DecoderSelf) * cfg.effective_kv_heads()));
+    if (row.groups == GroupRule::Native) continue;  // its own group form (KeyValueGroupScores checks gradient's)
+    for (const auto& [id, v] : g.scores) {
+      double sum = 0;
+      for (int64_t h = id.head * R; h < (id.head + 1) * R; ++h) sum += heads.at({id.type, id.layer, h});
+      const double want = row.groups == GroupRule::Sum ? sum : sum / static_cast<double>(R);
+      EXPECT_NEAR(v, want, 1e-9 * std::max(1.0, std::abs(want))) << to_string(id);
+    }
+  }
 }
 
 TEST(Importance, LayerwiseGradientsEqualTheWholeGraph) {

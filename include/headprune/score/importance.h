@@ -46,18 +46,13 @@
 #include "headprune/eval/task_eval.h"
 #include "headprune/model/lrp.h"
 #include "headprune/score/head_scores.h"
+#include "headprune/score/scorers.h"
 
 namespace hp {
 
-enum class ScoreMethod { Gradient, Ablation, AllButOne, Confidence, Entropy, Magnitude, OutputNorm, Lrp, Random };
-std::string to_string(ScoreMethod m);
-ScoreMethod parse_score_method(const std::string& s);  // names as above; "all-but-one", "output-norm" too
-std::vector<ScoreMethod> all_score_methods();
-bool uses_data(ScoreMethod m);            // false for magnitude and random
-Normalization default_normalization(ScoreMethod m);  // layer for gradient and lrp, else none
+// ScoreMethod, its names and each scorer's properties: the scorer table (score/scorers.h).
 
 enum class Granularity { Example, Token };
-const NameTable<ScoreMethod>& score_method_names();
 const NameTable<Granularity>& granularity_names();  // example | token
 
 struct ScoreOptions {

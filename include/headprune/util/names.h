@@ -17,6 +17,9 @@ class NameTable {
   // what: the noun used in errors ("attention type"); rows: value -> {canonical, aliases...}.
   NameTable(std::string what, std::initializer_list<std::pair<E, std::vector<std::string>>> rows)
       : what_(std::move(what)), rows_(rows) {}
+  // Rows built from another table (score/scorers.h builds its names from the scorer rows).
+  NameTable(std::string what, std::vector<std::pair<E, std::vector<std::string>>> rows)
+      : what_(std::move(what)), rows_(std::move(rows)) {}
 
   const std::string& name(E e) const {
     for (const auto& r : rows_)

@@ -3,7 +3,7 @@
 // decoding when the metric is BLEU).
 #include <stdexcept>
 
-#include "scoring_detail.h"
+#include "../scoring_detail.h"
 
 namespace hp::detail {
 namespace {
