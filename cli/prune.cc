@@ -12,7 +12,7 @@ void register_prune(CLI::App& app, Context& ctx) {
   auto r = std::make_shared<PruneRequest>();
   auto* sub = app.add_subcommand("prune", "Prune heads: score, plan, mask or remove, fine-tune, evaluate, save");
   sub->add_option("checkpoint", r->checkpoint, "checkpoint directory")->required();
-  add_parsed(
+  auto* strategy = add_parsed(
       sub, "--strategy", r->plan.strategy,
       [](const std::string& s) {
         const PlanStrategy st = parse_plan_strategy(s);
@@ -40,7 +40,7 @@ void register_prune(CLI::App& app, Context& ctx) {
   sub->add_option("--heads", r->plan.heads, "manual: TYPE:LAYER:HEAD,... or HF's {\"layer\": [heads]} JSON");
   add_parsed(sub, "--hf-type", r->plan.hf_type, parse_attn_type, "manual, HF form: the attention type its layers refer to");
   add_parsed(sub, "--layers", r->plan.layers, parse_layer_list, "layers: TYPE:LAYER,... whole attention layers");
-  sub->add_option("--plan", r->plan.plan_file, "plan: a plan JSON (from an earlier prune's plan.json)");
+  sub->add_option("--plan", r->plan.plan_file, "a plan JSON (an earlier prune's plan.json); implies --strategy plan");
   sub->add_option("--scores", r->plan.scores_file,
                   "score: take the --method map from this importance.json (headprune importance --out) instead of "
                   "scoring again");
@@ -51,7 +51,10 @@ void register_prune(CLI::App& app, Context& ctx) {
   add_data_options(sub, r->data);
   add_score_split_option(sub, r->data);
   add_finetune_options(sub, r->finetune, r->data);
-  sub->callback([&ctx, r] { run_prune(*r, start(ctx), stderr_events(ctx)).print(ctx.out); });
+  sub->callback([&ctx, r, strategy] {
+    if (!r->plan.plan_file.empty() && strategy->count() == 0) r->plan.strategy = PlanStrategy::File;
+    run_prune(*r, start(ctx), stderr_events(ctx)).print(ctx.out);
+  });
 
   auto c = std::make_shared<CurveRequest>();
   c->strategies = {parse_curve_strategy("gradient"), parse_curve_strategy("iterative:gradient"),

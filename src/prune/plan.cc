@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "headprune/io/files.h"
+#include "headprune/io/formats.h"
 
 namespace hp {
 namespace {
@@ -38,12 +39,21 @@ std::string trim(const std::string& s) {
 nlohmann::json PruningPlan::to_json() const {
   nlohmann::json hs = nlohmann::json::array();
   for (const auto& h : heads) hs.push_back(to_string(h));
-  return {{"format", "headprune-plan/1"}, {"strategy", strategy}, {"n_heads", heads.size()}, {"heads", hs},
+  return {{"format", kPlanFormat}, {"strategy", strategy}, {"n_heads", heads.size()}, {"heads", hs},
           {"info", info}};
 }
 
 PruningPlan PruningPlan::from_json(const nlohmann::json& j, const std::string& what) {
   if (!j.is_object()) throw std::invalid_argument(what + ": a plan must be a JSON object");
+  if (j.contains("format")) {
+    // Plans have carried their tag since the first release; one of another kind (an importance map,
+    // a summary) or of a newer version is refused by name rather than read for its "heads".
+    const auto& f = j.at("format");
+    const std::string tag = f.is_string() ? f.get<std::string>() : f.dump();
+    if (tag != kPlanFormat)
+      throw std::invalid_argument(what + ": field 'format' is '" + tag + "', expected '" + kPlanFormat +
+                                  "' (a plan.json written by headprune prune or curve)");
+  }
   if (!j.contains("heads") || !j.at("heads").is_array())
     throw std::invalid_argument(what + ": field 'heads' (an array of \"TYPE:LAYER:HEAD\") is missing");
   PruningPlan p;

@@ -49,6 +49,9 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
                            const std::function<void(const PrunePoint&)>& on_step) {
   const ModelConfig& cfg = model.config();
   const std::string name = plan_strategy_names().name(spec.strategy);
+  if (!spec.plan_file.empty() && spec.strategy != PlanStrategy::File)
+    throw std::invalid_argument("--plan " + spec.plan_file + " is the input of strategy plan, not of strategy " + name +
+                                " (drop --strategy, or use --strategy plan)");
   switch (spec.strategy) {
     case PlanStrategy::Given: return spec.given;
     case PlanStrategy::File:

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "headprune/io/formats.h"
+
 #include "headprune/model/geometry.h"
 #include "headprune/prune/pruning.h"
 #include "headprune/util/log.h"
@@ -38,6 +40,20 @@ TEST(Plan, JsonRoundTripAndErrors) {
   const auto back = PruningPlan::from_json(p.to_json());
   EXPECT_EQ(back.heads, p.heads);
   EXPECT_EQ(back.strategy, "manual");
+  EXPECT_EQ(p.to_json().at("format"), kPlanFormat);
+  // Another headprune file holding "heads" (a gates or roles result) is refused by its tag, not read as a plan.
+  auto other = p.to_json();
+  other["format"] = "headprune-gates/1";
+  try {
+    PruningPlan::from_json(other, "gates.json");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("gates.json: field 'format' is 'headprune-gates/1'"), std::string::npos) << e.what();
+  }
+  other["format"] = "headprune-plan/2";
+  EXPECT_THROW(PruningPlan::from_json(other, "plan.json"), std::invalid_argument);
+  other.erase("format");  // hand-written plans without a tag are read by their heads
+  EXPECT_EQ(PruningPlan::from_json(other, "plan.json").heads, p.heads);
 
   test::TempDir dir;
   save_plan(dir / "plan.json", p);

@@ -25,6 +25,7 @@ enum class ResultKind {
 // recognises them as headprune's own when a later run writes the same path.
 constexpr const char* kTraceFormat = "headprune-trace/1";      // bench --profile: {"format", "traceEvents"}
 constexpr const char* kBenchIoFormat = "headprune-bench-io/1";  // bench --save-io: safetensors __metadata__.format
+constexpr const char* kPlanFormat = "headprune-plan/1";         // a pruning plan (prune/plan.h): plan.json, --plan
 
 struct ResultFormat {
   ResultKind kind;
