@@ -105,9 +105,10 @@ TEST(OutputPolicy, LinksFifosDevicesAndFilesAreRefusedAsOutputDirectories) {
   const auto before = snapshot(tmp.path);
   OutputDir::Options o{"prune"};
   o.overwrite = true;
-  for (const auto& [path, type] : std::map<std::string, std::string>{
+  for (const auto& [where, type] : std::map<std::string, std::string>{
            {tmp / "link", "a symbolic link"}, {tmp / "fifo", "a FIFO"}, {tmp / "file", "a regular file"},
            {"/dev/null", "a device"}}) {
+    const std::string path = where;  // a lambda may not capture a structured binding before C++20 (clang)
     const std::string e = test::error_of([&] { OutputDir d(path, o); });
     EXPECT_TRUE(contains(e, path + ": exists and is " + type)) << e;
   }
