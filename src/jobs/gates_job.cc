@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "headprune/io/checkpoint.h"
+#include "headprune/jobs/apply_plan.h"
 #include "headprune/io/files.h"
 #include "headprune/io/outputs.h"
 #include "headprune/io/formats.h"
@@ -65,6 +66,7 @@ nlohmann::json GatesResult::to_json() const {
           {"stages", stages.to_json()}, {"log", gates.log_json()}};
   if (!out_dir.empty()) j["model"] = join_path(out_dir, "model");  // what `bench` lists it as
   stamp_format(j, ResultKind::Gates);
+  j["checks"] = PlanChecks{masked_vs_removed, reloaded, nullptr}.to_json();
   return j;
 }
 
@@ -73,6 +75,7 @@ void GatesResult::print(std::ostream& out) const {
   out << "kept " << gates.kept.size() << "/" << n_heads << " heads (" << kept_by_type(config, gates.kept) << ")"
       << (options.target_kept ? ", target " + std::to_string(*options.target_kept) : std::string()) << "; "
       << gates.emptied.size() << " attention layers emptied; " << gates.steps << " steps, " << fmt(wall_s, 1) << " s\n";
+  PlanChecks{masked_vs_removed, reloaded, nullptr}.print(out);
   out << "saved " << out_dir << "/model, plan.json, gates.json, gates_log.csv\n";
 }
 
@@ -103,7 +106,6 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
   res.data = set.name;
   MetricOptions mo;
   mo.decode.beam_size = req.beam;
-  const auto& extras = in.loaded.tokenizer_files;
 
   // One training set serves the gate training and the fine-tuning after it.
   const TrainData& td = in.train_data();
@@ -143,19 +145,12 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
   res.plan.heads = res.gates.closed;
   res.plan.strategy = "gates:" + to_string(opts.method);
   res.plan.info = res.gates.to_json();
-  auto& model = *in.model();
-  model.eval();
-  model.mask_heads(res.plan.heads);
-  res.stages.record("masked", model, set, mo);
-  Transformer result = remove_heads(model, res.plan.heads);
-  res.stages.record("removed", *result, set, mo);
-  if (req.finetune.steps > 0) {
-    train_model(result, td, in.finetune_options(req.finetune), join_path(dir, "finetune"), extras);
-    result->eval();
-    res.stages.record("fine-tuned", *result, set, mo);
-  }
-  save_checkpoint(join_path(dir, "model"), *result, extras);
-  save_plan(join_path(dir, "plan.json"), res.plan);
+  PlanApplication how;
+  how.finetune = req.finetune;
+  how.measure = mo;
+  const PlanChecks checks = apply_plan(in, res.plan, dir, set, how, res.stages);
+  res.masked_vs_removed = checks.masked_vs_removed;
+  res.reloaded = checks.reloaded;
   write_json_file(join_path(dir, "gates.json"), res.to_json(), 1);
   write_file_atomic(join_path(dir, "gates_log.csv"), res.gates.log_csv());
   out.commit();

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "headprune/data/dataset.h"
+#include "headprune/jobs/apply_plan.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/formats.h"
@@ -19,24 +20,6 @@
 namespace hp {
 
 namespace {
-
-// The first examples of a set, collated on the model's device, for the output checks.
-Batch check_batch(const EvalSet& set, TransformerImpl& model) {
-  const size_t n = std::min<size_t>(64, set.examples.size());
-  const std::vector<Example> head(set.examples.begin(), set.examples.begin() + static_cast<std::ptrdiff_t>(n));
-  return collate(head, model.config().arch, model.config().pad_id).to(model.parameters().front().device());
-}
-
-// A model's logits on a batch in eval mode (its mode restored), as fp32.
-torch::Tensor logits_of(TransformerImpl& m, const Batch& batch) {
-  torch::NoGradGuard no_grad;
-  const bool training = m.is_training();
-  m.eval();
-  auto l = m.forward(batch).logits.to(torch::kFloat);
-  m.train(training);
-  return l;
-}
-
 
 // The files a plan specification reads (a given plan).
 std::vector<NamedPath> plan_inputs(const PlanSpec& spec) {
@@ -57,9 +40,7 @@ nlohmann::json PruneResult::to_json() const {
   if (!out_dir.empty()) j["model"] = join_path(out_dir, "model");  // what `bench` lists it as
   stamp_format(j, ResultKind::Summary);
   if (!compensation.is_null()) j["compensation"] = compensation;
-  j["checks"] = {{"masked_vs_removed_max_abs_diff",
-                  masked_vs_removed ? nlohmann::json(*masked_vs_removed) : nlohmann::json(nullptr)},
-                 {"reloaded_max_abs_diff", reloaded}};
+  j["checks"] = PlanChecks{masked_vs_removed, reloaded, nullptr}.to_json();
   return j;
 }
 
@@ -75,9 +56,7 @@ void PruneResult::print(std::ostream& out) const {
     out << "  all kept heads: x" << fmt(compensation["total_ratio"].get<double>(), 2) << ", Spearman before/after "
         << fmt(compensation["spearman"].get<double>(), 3) << "\n";
   }
-  out << "checks: ";
-  if (masked_vs_removed) out << "masked vs removed max |diff| " << std::scientific << std::setprecision(1) << *masked_vs_removed << "; ";
-  out << "reloaded max |diff| " << std::scientific << std::setprecision(1) << reloaded << std::defaultfloat << "\n";
+  PlanChecks{masked_vs_removed, reloaded, nullptr}.print(out);
   out << "checkpoint " << bytes_before << " -> " << bytes_after << " bytes; saved " << out_dir << "/model and "
       << out_dir << "/plan.json\n";
 }
@@ -114,58 +93,18 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
     line << "iterative: " << p.n_pruned << " heads pruned, metric " << p.metric;
     events.say("prune", line.str());
   });
-  auto& model = *in.model();
-  model.eval();
-  res.stages.record("before", model, set, mo);
-  model.mask_heads(res.plan.heads);
-  res.stages.record("masked", model, set, mo);
-  Transformer result{nullptr};
-  if (req.mask_only) {
-    result = in.model();
-  } else {
-    // Heads masked before the plan keep their mask. Without fine-tuning the pruned model holds the
-    // untouched tensors of the loaded one (views into its mapped files): no second copy of the weights,
-    // and each layer's replaced attention weights leave memory as soon as they are sliced (the loaded
-    // model is not used again: its masked logits are taken first).
-    const Batch check = check_batch(set, model);
-    const torch::Tensor masked_logits = logits_of(model, check);
-    const bool share = req.finetune.steps == 0;
-    const ReplacedFn release = [](const std::vector<torch::Tensor>& old) {
-      for (const auto& t : old) release_mapped_pages(t);
-    };
-    result = remove_heads(model, res.plan.heads, share, share ? release : ReplacedFn());
-    in.loaded.model = Transformer{nullptr};  // `model` is gone from here on
-    res.stages.record("removed", *result, set, mo);
-    res.masked_vs_removed = (logits_of(*result, check) - masked_logits).abs().max().item<double>();
-  }
-  const auto& extras = in.loaded.tokenizer_files;  // the tokenizer travels with the pruned model
-  if (req.finetune.steps > 0) {
-    // Budhraja et al.: how the kept heads' importance shifts with fine-tuning (unnormalized gradient
-    // importance before and after, on the evaluation data).
-    ScoreOptions raw = so;
-    raw.normalize = Normalization::None;
-    raw.progress = nullptr;
-    const HeadScores before = score_heads(*result, score_set, ScoreMethod::Gradient, raw);
-    train_model(result, in.train_data(), in.finetune_options(req.finetune), join_path(dir, "finetune"), extras);
-    result->eval();
-    res.stages.record("fine-tuned", *result, set, mo);
-    res.compensation = compensation(before, score_heads(*result, score_set, ScoreMethod::Gradient, raw));
-  }
-  // The saved model's logits on the check batch, taken before it is saved; then the loaded model goes
-  // (the weights it maps stay resident only while something uses them), and the checkpoint just
-  // written is read back and compared: memory holds one model's weights at a time.
-  const Batch check = check_batch(set, *result);
-  const torch::Tensor expected = logits_of(*result, check);
-  save_checkpoint(join_path(dir, "model"), *result, extras);
-  save_plan(join_path(dir, "plan.json"), res.plan);
-  result = Transformer{nullptr};
-  in.loaded.model = Transformer{nullptr};
-  trim_heap();  // the sliced layers' memory goes back before the checkpoint is mapped again
-  LoadOptions reload;
-  reload.check_finite = false;  // the weights were checked when loaded; the logits below check the file
-  Transformer reloaded = load_checkpoint(join_path(dir, "model"), reload);
-  reloaded->to(rt.device);
-  res.reloaded = (logits_of(*reloaded, check) - expected).abs().max().item<double>();
+  in.model()->eval();
+  res.stages.record("before", *in.model(), set, mo);
+  PlanApplication how;
+  how.mask_only = req.mask_only;
+  how.finetune = req.finetune;
+  how.compensation = true;
+  how.score = so;
+  how.measure = mo;
+  const PlanChecks checks = apply_plan(in, res.plan, dir, set, how, res.stages);
+  res.masked_vs_removed = checks.masked_vs_removed;
+  res.reloaded = checks.reloaded;
+  res.compensation = checks.compensation;
   res.bytes_before = dir_bytes(req.checkpoint);
   res.bytes_after = dir_bytes(join_path(dir, "model"));
   write_json_file(join_path(dir, "summary.json"), res.to_json());

@@ -132,6 +132,12 @@ TEST_F(Jobs, GatesWriteTheirLogAndPlan) {
   EXPECT_EQ(static_cast<size_t>(std::count(csv.begin(), csv.end(), '\n')), 1 + res.gates.log.size() * 8);
   EXPECT_EQ(read_json_file(gr.out_dir + "/gates.json").at("log"), res.gates.log_json());
   EXPECT_TRUE(fs::exists(gr.out_dir + "/model/model.safetensors"));
+  // The same plan application as prune (jobs/apply_plan.h): both output checks, in gates.json too.
+  ASSERT_TRUE(res.masked_vs_removed);
+  EXPECT_LE(*res.masked_vs_removed, 1e-5);
+  EXPECT_EQ(res.reloaded, 0.0);
+  EXPECT_EQ(read_json_file(gr.out_dir + "/gates.json").at("checks").at("reloaded_max_abs_diff"), 0.0);
+  EXPECT_EQ(PruningPlan::from_json(read_json_file(gr.out_dir + "/plan.json")).heads, res.plan.heads);
 }
 
 }  // namespace

@@ -45,6 +45,9 @@ struct GatesResult {
   StageTable stages;
   ModelConfig config;  // the model the gates were trained on
   double wall_s = 0;
+  // The output checks of apply_plan (jobs/apply_plan.h): masked vs removed, and the saved checkpoint reloaded.
+  std::optional<double> masked_vs_removed;
+  double reloaded = 0;
   nlohmann::json to_json() const;  // gates.json
   void print(std::ostream& out) const;
 };

@@ -1,0 +1,108 @@
+// Applying a plan: mask, remove, fine-tune, save and check (see the header).
+#include "headprune/jobs/apply_plan.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <ostream>
+
+#include "headprune/data/dataset.h"
+#include "headprune/io/checkpoint.h"
+#include "headprune/io/files.h"
+#include "headprune/io/safetensors.h"
+#include "headprune/model/remove_heads.h"
+#include "headprune/prune/pruning.h"
+#include "headprune/util/runtime.h"
+
+namespace hp {
+
+namespace {
+
+// The first examples of a set, collated on the model's device, for the output checks.
+Batch check_batch(const EvalSet& set, TransformerImpl& model) {
+  const size_t n = std::min<size_t>(64, set.examples.size());
+  const std::vector<Example> head(set.examples.begin(), set.examples.begin() + static_cast<std::ptrdiff_t>(n));
+  return collate(head, model.config().arch, model.config().pad_id).to(model.parameters().front().device());
+}
+
+// A model's logits on a batch in eval mode (its mode restored), as fp32.
+torch::Tensor logits_of(TransformerImpl& m, const Batch& batch) {
+  torch::NoGradGuard no_grad;
+  const bool training = m.is_training();
+  m.eval();
+  auto l = m.forward(batch).logits.to(torch::kFloat);
+  m.train(training);
+  return l;
+}
+
+}  // namespace
+
+nlohmann::json PlanChecks::to_json() const {
+  return {{"masked_vs_removed_max_abs_diff", masked_vs_removed ? nlohmann::json(*masked_vs_removed) : nlohmann::json(nullptr)},
+          {"reloaded_max_abs_diff", reloaded}};
+}
+
+void PlanChecks::print(std::ostream& out) const {
+  out << "checks: ";
+  if (masked_vs_removed) out << "masked vs removed max |diff| " << std::scientific << std::setprecision(1) << *masked_vs_removed << "; ";
+  out << "reloaded max |diff| " << std::scientific << std::setprecision(1) << reloaded << std::defaultfloat << "\n";
+}
+
+PlanChecks apply_plan(JobInputs& in, const PruningPlan& plan, const std::string& dir, const EvalSet& set,
+                      const PlanApplication& how, StageTable& stages) {
+  PlanChecks checks;
+  auto& model = *in.model();
+  model.eval();
+  model.mask_heads(plan.heads);
+  stages.record("masked", model, set, how.measure);
+  Transformer result{nullptr};
+  if (how.mask_only) {
+    result = in.model();
+  } else {
+    // Heads masked before the plan keep their mask. Without fine-tuning the pruned model holds the
+    // untouched tensors of the loaded one (views into its mapped files): no second copy of the weights,
+    // and each layer's replaced attention weights leave memory as soon as they are sliced (the loaded
+    // model is not used again: its masked logits are taken first).
+    const Batch check = check_batch(set, model);
+    const torch::Tensor masked_logits = logits_of(model, check);
+    const bool share = how.finetune.steps == 0;
+    const ReplacedFn release = [](const std::vector<torch::Tensor>& old) {
+      for (const auto& t : old) release_mapped_pages(t);
+    };
+    result = remove_heads(model, plan.heads, share, share ? release : ReplacedFn());
+    in.loaded.model = Transformer{nullptr};  // `model` is gone from here on
+    stages.record("removed", *result, set, how.measure);
+    checks.masked_vs_removed = (logits_of(*result, check) - masked_logits).abs().max().item<double>();
+  }
+  const auto& extras = in.loaded.tokenizer_files;  // the tokenizer travels with the pruned model
+  if (how.finetune.steps > 0) {
+    // Budhraja et al.: how the kept heads' importance shifts with fine-tuning (unnormalized gradient
+    // importance before and after, on the scoring data).
+    ScoreOptions raw = how.score;
+    raw.normalize = Normalization::None;
+    raw.progress = nullptr;
+    HeadScores before;
+    if (how.compensation) before = score_heads(*result, in.score_set(), ScoreMethod::Gradient, raw);
+    train_model(result, in.train_data(), in.finetune_options(how.finetune), join_path(dir, "finetune"), extras);
+    result->eval();
+    stages.record("fine-tuned", *result, set, how.measure);
+    if (how.compensation) checks.compensation = compensation(before, score_heads(*result, in.score_set(), ScoreMethod::Gradient, raw));
+  }
+  // The saved model's logits on the check batch, taken before it is saved; then the loaded model goes
+  // (the weights it maps stay resident only while something uses them), and the checkpoint just
+  // written is read back and compared: memory holds one model's weights at a time.
+  const Batch check = check_batch(set, *result);
+  const torch::Tensor expected = logits_of(*result, check);
+  save_checkpoint(join_path(dir, "model"), *result, extras);
+  save_plan(join_path(dir, "plan.json"), plan);
+  result = Transformer{nullptr};
+  in.loaded.model = Transformer{nullptr};
+  trim_heap();  // the sliced layers' memory goes back before the checkpoint is mapped again
+  LoadOptions reload;
+  reload.check_finite = false;  // the weights were checked when loaded; the logits below check the file
+  Transformer reloaded = load_checkpoint(join_path(dir, "model"), reload);
+  reloaded->to(in.runtime().device);
+  checks.reloaded = (logits_of(*reloaded, check) - expected).abs().max().item<double>();
+  return checks;
+}
+
+}  // namespace hp
