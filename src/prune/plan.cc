@@ -223,7 +223,7 @@ PruningPlan plan_by_score(const HeadScores& scores, const ModelConfig& cfg, cons
 
 const NameTable<PlanUnit>& plan_unit_names() {
   static const NameTable<PlanUnit> t{"plan unit", {{PlanUnit::Head, {"head"}},
-                                                   {PlanUnit::Group, {"group", "kv_group"}},
+                                                   {PlanUnit::KvGroup, {"group", "kv_group"}},
                                                    {PlanUnit::Balanced, {"balanced"}}}};
   return t;
 }

@@ -267,12 +267,12 @@ std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& sco
     std::optional<HeadScores> scores;
     if (st.kind == CurveStrategy::Kind::Score) {
       ScoreOptions so = opts.score;
-      if (st.unit == PlanUnit::Group) so.unit = ScoreUnit::KvGroup;
+      if (st.unit == PlanUnit::KvGroup) so.unit = ScoreUnit::KvGroup;
       scores = score_heads(model, score_set, st.method, so);
     }
     // Whole groups: the grid's fractions count the free key/value groups.
     int64_t n_groups = 0;
-    if (st.unit == PlanUnit::Group) {
+    if (st.unit == PlanUnit::KvGroup) {
       std::set<HeadId> groups;
       for (const auto& h : free_heads) groups.insert({h.type, h.layer, h.head / head_geometry(cfg, h.type, h.layer).group_size});
       n_groups = static_cast<int64_t>(groups.size());
@@ -289,7 +289,7 @@ std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& sco
         po.min_per_layer = opts.min_per_layer;
         for (AttnType t : st.only_types) po.only_types.push_back(t);
         po.exclude = masked;
-        if (st.unit == PlanUnit::Group) {
+        if (st.unit == PlanUnit::KvGroup) {
           if (!st.per_layer) po.target.count = std::llround(grid[i] * static_cast<double>(n_groups));
           plan = plan_groups_by_score(*scores, cfg, po);
         } else if (st.unit == PlanUnit::Balanced) {

@@ -96,7 +96,7 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
   po.per_layer = spec.per_layer;
   po.min_per_layer = spec.min_per_layer;
   po.exclude = masked;
-  const ScoreUnit unit = spec.unit == PlanUnit::Group ? ScoreUnit::KvGroup : ScoreUnit::Head;
+  const ScoreUnit unit = spec.unit == PlanUnit::KvGroup ? ScoreUnit::KvGroup : ScoreUnit::Head;
   auto scores = [&]() -> HeadScores {
     if (spec.scores_file.empty()) {
       ScoreOptions so = score;
@@ -115,7 +115,7 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
   switch (spec.unit) {
     case PlanUnit::Head: return plan_by_score(scores(), cfg, po);
     case PlanUnit::Balanced: return plan_balanced_by_score(scores(), cfg, po);
-    case PlanUnit::Group: return plan_groups_by_score(scores(), cfg, po);
+    case PlanUnit::KvGroup: return plan_groups_by_score(scores(), cfg, po);
   }
   return {};
 }

@@ -37,7 +37,7 @@ HeadScores score_heads(TransformerImpl& model, const EvalSet& data, ScoreMethod 
 PassCost measure_pass_cost(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
   PassCost c;
   {
-    detail::ModelState state(model);
+    detail::ScoringGuard state(model);
     torch::NoGradGuard no_grad;
     ScoreOptions o = opts;
     o.progress = nullptr;
@@ -47,7 +47,7 @@ PassCost measure_pass_cost(TransformerImpl& model, const EvalSet& data, const Sc
     c.forward_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   {
-    detail::ModelState state(model);
+    detail::ScoringGuard state(model);
     for (auto& p : model.parameters()) p.set_requires_grad(true);
     auto t0 = std::chrono::steady_clock::now();
     ScoreOptions o = opts;

@@ -53,16 +53,16 @@ void for_each_batch(TransformerImpl& model, const EvalSet& data, const ScoreOpti
   }
 }
 
-ModelState::ModelState(TransformerImpl& model) : model_(model), was_training_(model.is_training()) {
+ScoringGuard::ScoringGuard(TransformerImpl& model) : model_(model), was_training_(model.is_training()) {
   for (auto& p : model.parameters()) requires_grad_.push_back(p.requires_grad());
   model.eval();
 }
 
-void ModelState::freeze_parameters() {
+void ScoringGuard::freeze_parameters() {
   for (auto& p : model_.parameters()) p.set_requires_grad(false);
 }
 
-ModelState::~ModelState() {
+ScoringGuard::~ScoringGuard() {
   size_t i = 0;
   for (auto& p : model_.parameters()) p.set_requires_grad(requires_grad_[i++]);
   for (auto& a : attention_layers(model_)) {

@@ -35,10 +35,10 @@ void for_each_batch(TransformerImpl& model, const EvalSet& data, const ScoreOpti
 
 // Puts the model in eval mode for scoring and restores, on destruction, its mode, the
 // parameters' requires_grad and the analysis hooks (head probes, context observers).
-class ModelState {
+class ScoringGuard {
  public:
-  explicit ModelState(TransformerImpl& model);
-  ~ModelState();
+  explicit ScoringGuard(TransformerImpl& model);
+  ~ScoringGuard();
   void freeze_parameters();  // no weight gradients: backward passes only reach the probes
 
  private:

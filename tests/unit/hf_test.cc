@@ -37,10 +37,7 @@ torch::Tensor bert_hidden(TransformerImpl& m, const Batch& b) {
   return m.encode(b);
 }
 
-torch::Tensor logits(TransformerImpl& m, const Batch& b) {
-  torch::NoGradGuard ng;
-  return m.forward(b).logits;
-}
+using test::logits;
 
 TEST(HfImport, BertMatchesTheReferenceOutputs) {
   for (const char* name : {"bert", "bert_pruned"}) {

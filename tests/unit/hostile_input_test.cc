@@ -40,9 +40,7 @@ namespace fs = std::filesystem;
 
 using test::error_of;
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+using test::write;
 
 std::string slurp(const std::string& path) { return read_file(path); }
 

@@ -18,12 +18,7 @@
 namespace hp {
 namespace {
 
-EvalSet synthetic_set(const ModelConfig& cfg, int64_t n, uint64_t seed) {
-  EvalSet s;
-  s.name = "synthetic";
-  s.examples = synthetic_examples(cfg, n, 3, 10, seed);
-  return s;
-}
+using test::synthetic_set;
 
 // Makes head `h` an exact no-op: zero output-projection columns (it contributes nothing) and
 // zero query/key rows (its attention is uniform over the valid keys).

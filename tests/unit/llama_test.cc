@@ -46,10 +46,7 @@ struct Golden {
   }
 };
 
-torch::Tensor logits(TransformerImpl& m, const Batch& b) {
-  torch::NoGradGuard ng;
-  return m.forward(b).logits;
-}
+using test::logits;
 
 // The heads a golden mask [layers, heads] sets to 0.
 std::vector<HeadId> zeros_of(const torch::Tensor& mask) {

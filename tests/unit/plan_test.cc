@@ -188,12 +188,7 @@ TEST(Plan, LayersAndManual) {
   EXPECT_THROW(plan_manual("cross:0:0,cross:0:0", cfg), std::invalid_argument);
 }
 
-EvalSet synthetic_set(const ModelConfig& cfg, int64_t n) {
-  EvalSet s;
-  s.name = "synthetic";
-  s.examples = synthetic_examples(cfg, n, 3, 10, 21);
-  return s;
-}
+using test::synthetic_set;
 
 class Pruning : public ::testing::TestWithParam<test::Fam> {};
 

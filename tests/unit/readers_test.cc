@@ -209,10 +209,7 @@ TEST(Readers, ParallelMalformed) {
 
 // --- the shipped data sets ---------------------------------------------------------------------
 
-std::string shared_data() {
-  const char* env = std::getenv("HP_SHARED_DATA");
-  return env && *env ? env : "../shared/data";
-}
+using test::shared_data;
 
 #define HP_REQUIRE_SHARED_DATA(dir)                                                              \
   const std::string dir = shared_data();                                                         \

@@ -10,7 +10,7 @@
 namespace hp {
 namespace {
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+using test::write;
 
 const char* kTwoSentences =
     "# sent_id = s1\n"

@@ -14,7 +14,7 @@
 namespace hp {
 namespace {
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+using test::write;
 
 ModelConfig model_for(Arch a) {
   ModelConfig c = tiny_config(a);
@@ -225,10 +225,7 @@ TEST(Tasks, ParallelAndTextTasks) {
 }
 
 // ---- real data (label: data) ----
-std::string shared_data() {
-  const char* env = std::getenv("HP_SHARED_DATA");
-  return env ? env : "../shared/data";
-}
+using test::shared_data;
 
 TEST(TasksData, RealFilesSlices) {
   const std::string root = shared_data();

@@ -1,8 +1,9 @@
 #include "test_util.h"
 
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
@@ -84,6 +85,30 @@ torch::Device device() {
 
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kCPU, torch::kDouble) - b.to(torch::kCPU, torch::kDouble)).abs().max().item<double>();
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.flush();
+  if (!f) throw std::runtime_error("test::write: cannot write " + path);
+}
+
+torch::Tensor logits(TransformerImpl& m, const Batch& b) {
+  torch::NoGradGuard no_grad;
+  return m.forward(b).logits;
+}
+
+EvalSet synthetic_set(const ModelConfig& cfg, int64_t n, uint64_t seed) {
+  EvalSet s;
+  s.name = "synthetic";
+  s.examples = synthetic_examples(cfg, n, 3, 10, seed);
+  return s;
+}
+
+std::string shared_data() {
+  const char* env = std::getenv("HP_SHARED_DATA");
+  return env && *env ? env : "../shared/data";
 }
 
 }  // namespace hp::test

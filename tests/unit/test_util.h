@@ -7,6 +7,7 @@
 
 #include "headprune/config.h"
 #include "headprune/data/synthetic.h"
+#include "headprune/eval/task_eval.h"
 #include "headprune/model/transformer.h"
 
 namespace hp::test {
@@ -51,5 +52,17 @@ double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);
 
 // The message of what `f` throws (a test failure when it does not throw).
 std::string error_of(const std::function<void()>& f);
+
+// Writes `text` to `path` byte for byte (binary mode); throws when the file cannot be written.
+void write(const std::string& path, const std::string& text);
+
+// A model's logits on a batch, without autograd, in the model's current mode.
+torch::Tensor logits(TransformerImpl& m, const Batch& b);
+
+// n examples of the model's built-in synthetic task (lengths 3..10), named "synthetic".
+EvalSet synthetic_set(const ModelConfig& cfg, int64_t n, uint64_t seed = 21);
+
+// The shipped data sets: $HP_SHARED_DATA when set and not empty, else ../shared/data.
+std::string shared_data();
 
 }  // namespace hp::test

@@ -20,9 +20,7 @@ namespace fs = std::filesystem;
 
 using Scratch = test::TempDir;  // a fresh temporary directory, removed afterwards
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+using test::write;
 
 // 48 sentences over a small vocabulary, built deterministically.
 std::vector<std::string> corpus() {

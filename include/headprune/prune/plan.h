@@ -77,7 +77,7 @@ PruningPlan plan_by_score(const HeadScores& scores, const ModelConfig& cfg, cons
 //             serves as many query heads as every other one of its layer (what llama.cpp's GGUF can
 //             express: per-layer head_count and head_count_kv); targets count query heads and are
 //             met in steps of one head per group of a layer, never overshot.
-enum class PlanUnit { Head, Group, Balanced };
+enum class PlanUnit { Head, KvGroup, Balanced };  // KvGroup: as ScoreUnit::KvGroup (whole key/value groups)
 std::string to_string(PlanUnit u);
 PlanUnit parse_plan_unit(const std::string& s);
 const NameTable<PlanUnit>& plan_unit_names();

@@ -25,7 +25,7 @@ std::vector<Metric> metrics_with_loss(Metric m) {
 }  // namespace
 
 HeadScores ablation_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
-  ModelState state(model);
+  ScoringGuard state(model);
   const Metric metric = opts.metric.value_or(default_metric(model.config().arch));
   const auto ms = metrics_with_loss(metric);
   const auto mo = metric_options(opts);
@@ -99,7 +99,7 @@ HeadScores ablation_scores(TransformerImpl& model, const EvalSet& data, const Sc
 }
 
 HeadScores all_but_one_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
-  ModelState state(model);
+  ScoringGuard state(model);
   const Metric metric = opts.metric.value_or(default_metric(model.config().arch));
   const auto ms = metrics_with_loss(metric);
   const auto mo = metric_options(opts);

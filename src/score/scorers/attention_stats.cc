@@ -8,7 +8,7 @@ namespace {
 
 HeadScores attention_stat_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
                                  bool confidence) {
-  ModelState state(model);
+  ScoringGuard state(model);
   torch::NoGradGuard no_grad;
   const auto& cfg = model.config();
   auto layers = attention_layers(model);

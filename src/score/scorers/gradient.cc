@@ -86,7 +86,7 @@ std::vector<torch::Tensor> layerwise_probe_grads(TransformerImpl& model, const B
 // One pass over the data gives the maps of every unit asked for (query heads and key/value groups).
 std::vector<HeadScores> gradient_units(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
                                        const std::vector<ScoreUnit>& units) {
-  ModelState state(model);
+  ScoringGuard state(model);
   state.freeze_parameters();
   const auto& cfg = model.config();
   auto layers = attention_layers(model);

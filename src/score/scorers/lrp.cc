@@ -6,7 +6,7 @@
 namespace hp::detail {
 
 HeadScores lrp_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
-  ModelState state(model);
+  ScoringGuard state(model);
   state.freeze_parameters();
   const auto& cfg = model.config();
   auto layers = attention_layers(model);

@@ -4,7 +4,7 @@
 namespace hp::detail {
 
 HeadScores output_norm_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
-  ModelState state(model);
+  ScoringGuard state(model);
   torch::NoGradGuard no_grad;
   const auto& cfg = model.config();
   auto layers = attention_layers(model);
