@@ -7,7 +7,6 @@
 #include <stdexcept>
 
 #include "headprune/io/checkpoint.h"
-#include "headprune/jobs/apply_plan.h"
 #include "headprune/io/files.h"
 #include "headprune/io/outputs.h"
 #include "headprune/io/formats.h"
@@ -66,7 +65,7 @@ nlohmann::json GatesResult::to_json() const {
           {"stages", stages.to_json()}, {"log", gates.log_json()}};
   if (!out_dir.empty()) j["model"] = join_path(out_dir, "model");  // what `bench` lists it as
   stamp_format(j, ResultKind::Gates);
-  j["checks"] = PlanChecks{masked_vs_removed, reloaded, nullptr}.to_json();
+  j["checks"] = checks.to_json();
   return j;
 }
 
@@ -75,7 +74,7 @@ void GatesResult::print(std::ostream& out) const {
   out << "kept " << gates.kept.size() << "/" << n_heads << " heads (" << kept_by_type(config, gates.kept) << ")"
       << (options.target_kept ? ", target " + std::to_string(*options.target_kept) : std::string()) << "; "
       << gates.emptied.size() << " attention layers emptied; " << gates.steps << " steps, " << fmt(wall_s, 1) << " s\n";
-  PlanChecks{masked_vs_removed, reloaded, nullptr}.print(out);
+  checks.print(out);
   out << "saved " << out_dir << "/model, plan.json, gates.json, gates_log.csv\n";
 }
 
@@ -148,9 +147,7 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
   PlanApplication how;
   how.finetune = req.finetune;
   how.measure = mo;
-  const PlanChecks checks = apply_plan(in, res.plan, dir, set, how, res.stages);
-  res.masked_vs_removed = checks.masked_vs_removed;
-  res.reloaded = checks.reloaded;
+  res.checks = apply_plan(in, res.plan, dir, set, how, res.stages);
   write_json_file(join_path(dir, "gates.json"), res.to_json(), 1);
   write_file_atomic(join_path(dir, "gates_log.csv"), res.gates.log_csv());
   out.commit();

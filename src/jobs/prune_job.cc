@@ -9,7 +9,6 @@
 #include <stdexcept>
 
 #include "headprune/data/dataset.h"
-#include "headprune/jobs/apply_plan.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/formats.h"
@@ -39,14 +38,14 @@ nlohmann::json PruneResult::to_json() const {
                       {"bytes_after", bytes_after},    {"mask_only", mask_only}};
   if (!out_dir.empty()) j["model"] = join_path(out_dir, "model");  // what `bench` lists it as
   stamp_format(j, ResultKind::Summary);
-  if (!compensation.is_null()) j["compensation"] = compensation;
-  j["checks"] = PlanChecks{masked_vs_removed, reloaded, nullptr}.to_json();
+  if (!checks.compensation.is_null()) j["compensation"] = checks.compensation;
+  j["checks"] = checks.to_json();
   return j;
 }
 
 void PruneResult::print(std::ostream& out) const {
   stages.print(out);
-  if (!compensation.is_null()) {
+  if (const auto& compensation = checks.compensation; !compensation.is_null()) {
     out << "compensation (gradient importance of the kept heads, before -> after fine-tuning):\n";
     for (const auto& l : compensation["layers"])
       out << "  " << std::left << std::setw(13) << l["attn_type"].get<std::string>() << std::right << " L"
@@ -56,7 +55,7 @@ void PruneResult::print(std::ostream& out) const {
     out << "  all kept heads: x" << fmt(compensation["total_ratio"].get<double>(), 2) << ", Spearman before/after "
         << fmt(compensation["spearman"].get<double>(), 3) << "\n";
   }
-  PlanChecks{masked_vs_removed, reloaded, nullptr}.print(out);
+  checks.print(out);
   out << "checkpoint " << bytes_before << " -> " << bytes_after << " bytes; saved " << out_dir << "/model and "
       << out_dir << "/plan.json\n";
 }
@@ -101,10 +100,7 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
   how.compensation = true;
   how.score = so;
   how.measure = mo;
-  const PlanChecks checks = apply_plan(in, res.plan, dir, set, how, res.stages);
-  res.masked_vs_removed = checks.masked_vs_removed;
-  res.reloaded = checks.reloaded;
-  res.compensation = checks.compensation;
+  res.checks = apply_plan(in, res.plan, dir, set, how, res.stages);
   res.bytes_before = dir_bytes(req.checkpoint);
   res.bytes_after = dir_bytes(join_path(dir, "model"));
   write_json_file(join_path(dir, "summary.json"), res.to_json());

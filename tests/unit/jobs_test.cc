@@ -63,10 +63,10 @@ TEST_F(Jobs, PruneWritesTheModelPlanAndSummaryAndChecksThem) {
   EXPECT_EQ(res.stages.rows[2].heads, 4);
   EXPECT_LT(res.stages.rows[2].params, res.stages.rows[0].params);
   EXPECT_NEAR(res.stages.rows[1].loss, res.stages.rows[2].loss, 1e-5) << "masked and removed differ";
-  ASSERT_TRUE(res.masked_vs_removed);
-  EXPECT_LE(*res.masked_vs_removed, 1e-5);
-  EXPECT_EQ(res.reloaded, 0.0);
-  EXPECT_FALSE(res.compensation.is_null());
+  ASSERT_TRUE(res.checks.masked_vs_removed);
+  EXPECT_LE(*res.checks.masked_vs_removed, 1e-5);
+  EXPECT_EQ(res.checks.reloaded, 0.0);
+  EXPECT_FALSE(res.checks.compensation.is_null());
   EXPECT_EQ(read_json_file(r.out_dir + "/summary.json"), res.to_json());
   EXPECT_EQ(read_plan(r.out_dir + "/plan.json").heads, res.plan.heads);
   EXPECT_EQ(load_checkpoint(r.out_dir + "/model")->n_active_heads(), 4);
@@ -133,9 +133,9 @@ TEST_F(Jobs, GatesWriteTheirLogAndPlan) {
   EXPECT_EQ(read_json_file(gr.out_dir + "/gates.json").at("log"), res.gates.log_json());
   EXPECT_TRUE(fs::exists(gr.out_dir + "/model/model.safetensors"));
   // The same plan application as prune (jobs/apply_plan.h): both output checks, in gates.json too.
-  ASSERT_TRUE(res.masked_vs_removed);
-  EXPECT_LE(*res.masked_vs_removed, 1e-5);
-  EXPECT_EQ(res.reloaded, 0.0);
+  ASSERT_TRUE(res.checks.masked_vs_removed);
+  EXPECT_LE(*res.checks.masked_vs_removed, 1e-5);
+  EXPECT_EQ(res.checks.reloaded, 0.0);
   EXPECT_EQ(read_json_file(gr.out_dir + "/gates.json").at("checks").at("reloaded_max_abs_diff"), 0.0);
   EXPECT_EQ(PruningPlan::from_json(read_json_file(gr.out_dir + "/plan.json")).heads, res.plan.heads);
 }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headprune/jobs/apply_plan.h"
 #include "headprune/jobs/job.h"
 #include "headprune/prune/gates.h"
 #include "headprune/prune/plan.h"
@@ -45,9 +46,7 @@ struct GatesResult {
   StageTable stages;
   ModelConfig config;  // the model the gates were trained on
   double wall_s = 0;
-  // The output checks of apply_plan (jobs/apply_plan.h): masked vs removed, and the saved checkpoint reloaded.
-  std::optional<double> masked_vs_removed;
-  double reloaded = 0;
+  PlanChecks checks;  // apply_plan's output checks: masked vs removed, and the saved checkpoint reloaded
   nlohmann::json to_json() const;  // gates.json
   void print(std::ostream& out) const;
 };

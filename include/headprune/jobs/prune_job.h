@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headprune/jobs/apply_plan.h"
 #include "headprune/jobs/job.h"
 #include "headprune/prune/strategy.h"
 
@@ -38,14 +39,11 @@ struct PruneResult {
   StageTable stages;
   std::string data;        // the evaluation set's name
   std::string score_data;  // the set the plan's importance was computed on (the same as data by default)
-  nlohmann::json compensation;  // null without fine-tuning
   uint64_t bytes_before = 0, bytes_after = 0;
   bool mask_only = false;
-  // Checks on the first evaluation batch (up to 64 examples): max |logit difference| between the
-  // masked and the physically pruned model (before fine-tuning; absent with mask_only), and between
-  // the saved checkpoint reloaded and the model saved.
-  std::optional<double> masked_vs_removed;
-  double reloaded = 0;
+  // apply_plan's output checks (masked vs removed, reloaded) and Budhraja's compensation table (null
+  // without fine-tuning).
+  PlanChecks checks;
   nlohmann::json to_json() const;      // summary.json
   void print(std::ostream& out) const;  // the stage table, compensation and sizes
 };
