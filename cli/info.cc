@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "common.h"
+#include "headprune/io/hf_family.h"
 #include "headprune/jobs/export_job.h"
 
 namespace hp::cli {
@@ -20,13 +21,14 @@ void register_info(CLI::App& app, Context& ctx) {
   });
 
   auto e = std::make_shared<ExportRequest>();
-  auto* ex = app.add_subcommand("export", "Write a model in HuggingFace's BERT / GPT-2 layout (and/or natively)");
+  auto* ex = app.add_subcommand("export", "Write a model in HuggingFace's layout (" + hf_families_summary() +
+                                                  ") and/or natively");
   ex->add_option("checkpoint", e->checkpoint, "headprune checkpoint or HF directory")->required();
   ex->add_option("--hf", e->hf_dir, "HF output directory (config.json, model.safetensors)");
   add_parsed(ex, "--hf-layout", e->hf_layout, parse_hf_layout,
              "auto, pruned_heads (HF v4's pruned_heads, sliced weights: transformers v4) or dense (every head count as "
-             "configured, removed heads zero: every transformers version); auto is pruned_heads for BERT and GPT-2, "
-             "dense for the LLaMA family",
+             "configured, removed heads zero: every transformers version); auto is pruned_heads where the family has it: " +
+                 hf_families_summary(),
              "auto");
   ex->add_option("--native", e->native_dir, "headprune checkpoint output directory");
   ex->add_flag("--overwrite", e->overwrite, "replace non-empty output directories as a whole (refused without it)");

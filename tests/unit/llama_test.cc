@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 std::string fixture(const std::string& name) { return std::string(HP_FIXTURES_DIR) + "/hf/" + name; }
 
-const char* const kFixtures[] = {"llama_gqa", "qwen2_tied", "mistral_window", "llama_sharded_bf16"};
+const char* const kFixtures[] = {"llama_gqa", "qwen2_tied", "mistral_window", "llama_sharded_bf16", "phi3_fused"};
 
 struct Golden {
   TensorMap t;
@@ -185,6 +185,60 @@ TEST(LlamaHf, PrunedCheckpointAndDenseExportRoundTrip) {
   const Golden gm("mistral_window");
   EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "mistral_hf").model, gm.batch), logits(*mistral_pruned, gm.batch)),
             1e-5);
+}
+
+// Phi-3 is the LLaMA block with fused qkv_proj and gate_up_proj (io/hf/phi3.cc): the fused tensors
+// split on import and fuse on export, unchanged; a pruned model exports dense as Phi-3.
+TEST(LlamaHf, Phi3FusedTensorsSplitAndFuseBack) {
+  test::TempDir tmp;
+  auto phi = import_hf(fixture("phi3_fused"));
+  EXPECT_EQ(phi.model_type, "phi3");
+  EXPECT_EQ(phi.model->config().sliding_window, 4);
+  export_hf(tmp / "same", *phi.model, phi.config);
+  const auto original = read_safetensors(fixture("phi3_fused") + "/model.safetensors").tensors;
+  const auto written = read_safetensors(tmp / "same/model.safetensors").tensors;
+  ASSERT_EQ(written.size(), original.size());
+  for (const auto& [name, t] : original) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(written.count(name));
+    EXPECT_TRUE(torch::equal(written.at(name), t));
+  }
+  const auto cfg = read_json_file(tmp / "same/config.json");
+  EXPECT_EQ(cfg.at("model_type"), "phi3");
+  EXPECT_EQ(cfg.at("architectures"), nlohmann::json::array({"Phi3ForCausalLM"}));
+  EXPECT_EQ(cfg.at("sliding_window"), 4);
+
+  const Golden g("phi3_fused");
+  const std::vector<HeadId> drop = {{AttnType::DecoderSelf, 0, 1}, {AttnType::DecoderSelf, 1, 2}, {AttnType::DecoderSelf, 1, 3}};
+  phi.model->mask_heads(drop);
+  const auto masked = logits(*phi.model, g.batch);
+  auto pruned = remove_heads(*phi.model, drop);
+  export_hf(tmp / "pruned", *pruned, phi.config);
+  const auto dense = read_safetensors(tmp / "pruned/model.safetensors").tensors;
+  EXPECT_EQ(dense.at("model.layers.1.self_attn.qkv_proj.weight").sizes().vec(), (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(dense.at("model.layers.0.mlp.gate_up_proj.weight").sizes().vec(), (std::vector<int64_t>{80, 32}));
+  EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "pruned").model, g.batch), masked), 1e-5);
+
+  // What Phi-3 models headprune cannot compute are refused by name.
+  auto with = [&](const char* key, const nlohmann::json& value) {
+    auto c = read_json_file(fixture("phi3_fused") + "/config.json");
+    c[key] = value;
+    return c;
+  };
+  const auto tensors = read_safetensors(fixture("phi3_fused") + "/model.safetensors").tensors;
+  try {
+    import_hf(with("partial_rotary_factor", 0.5), tensors, "x");
+    ADD_FAILURE() << "partial rotary accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'partial_rotary_factor' is 0.5: only 1.0 is supported"), std::string::npos)
+        << e.what();
+  }
+  try {
+    import_hf(with("rope_scaling", {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}}), tensors, "x");
+    ADD_FAILURE() << "longrope accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_scaling type 'longrope' is not supported"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LlamaHf, BadInputGetsClearErrors) {

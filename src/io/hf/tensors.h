@@ -1,9 +1,7 @@
-// Shared by the HF importers and exporters (hf.cc: BERT, GPT-2; hf_llama.cc: the LLaMA family):
-// config field readers whose errors name the config file, and the tensors of a file taken out one
-// by one against expected shapes. Private to src/io.
+// Private to src/io/hf: what the family files and the engine share. The file's tensors by HF name,
+// taken out one by one against expected shapes; HF's pruned_heads; HF's activation names.
 #pragma once
 
-#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -14,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/config.h"
-#include "headprune/io/hf.h"
 #include "headprune/model/state.h"
+#include "headprune/util/json_fields.h"
 
 namespace hp::hf_detail {
 
@@ -23,63 +21,12 @@ namespace hp::hf_detail {
   throw std::runtime_error(source + ": " + what);
 }
 
-inline int64_t checked_int(const nlohmann::json& v, const char* key, const std::string& source) {
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-    fail(source, std::string("config field '") + key + "' is " + v.dump() + ", too large for a 64-bit integer");
-  return v.get<int64_t>();
-}
-
-inline int64_t req_int(const nlohmann::json& c, const char* key, const std::string& source) {
-  if (!c.contains(key) || !c.at(key).is_number_integer())
-    fail(source, std::string("config field '") + key + "' is missing or not an integer");
-  return checked_int(c.at(key), key, source);
-}
-
-inline int64_t opt_int(const nlohmann::json& c, const char* key, int64_t dflt, const std::string& source) {
-  if (!c.contains(key) || c.at(key).is_null()) return dflt;
-  if (!c.at(key).is_number_integer()) fail(source, std::string("config field '") + key + "' must be an integer");
-  return checked_int(c.at(key), key, source);
-}
-
-inline std::string opt_str(const nlohmann::json& c, const char* key, const std::string& dflt, const std::string& source) {
-  if (!c.contains(key) || c.at(key).is_null()) return dflt;
-  if (!c.at(key).is_string()) fail(source, std::string("config field '") + key + "' must be a string, got " + c.at(key).dump());
-  return c.at(key).get<std::string>();
-}
-
-inline bool opt_bool(const nlohmann::json& c, const char* key, bool dflt, const std::string& source) {
-  if (!c.contains(key) || c.at(key).is_null()) return dflt;
-  if (!c.at(key).is_boolean()) fail(source, std::string("config field '") + key + "' must be true or false, got " + c.at(key).dump());
-  return c.at(key).get<bool>();
-}
-
-inline double opt_num(const nlohmann::json& c, const char* key, double dflt, const std::string& source) {
-  if (!c.contains(key) || c.at(key).is_null()) return dflt;
-  if (!c.at(key).is_number()) fail(source, std::string("config field '") + key + "' must be a number");
-  return c.at(key).get<double>();
-}
-
-inline Activation parse_hf_activation(const std::string& s, const std::string& source) {
-  if (s == "gelu") return Activation::Gelu;
-  if (s == "gelu_new" || s == "gelu_pytorch_tanh" || s == "gelu_fast") return Activation::GeluTanh;
-  if (s == "relu") return Activation::Relu;
-  if (s == "silu" || s == "swish") return Activation::Silu;
-  fail(source, "activation '" + s + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
-}
-
-inline std::string hf_activation(Activation a) {
-  switch (a) {
-    case Activation::Gelu: return "gelu";
-    case Activation::GeluTanh: return "gelu_new";
-    case Activation::Relu: return "relu";
-    case Activation::Silu: return "silu";
-  }
-  return "gelu";
-}
+Activation parse_hf_activation(const std::string& s, const std::string& source);
+std::string hf_activation(Activation a);
 
 // pruned_heads {"layer": [ids]} -> kept heads per layer.
 inline std::vector<std::vector<int64_t>> kept_from_pruned(const nlohmann::json& c, int64_t layers, int64_t heads,
-                                                   const std::string& source) {
+                                                          const std::string& source) {
   std::vector<std::vector<int64_t>> kept(static_cast<size_t>(layers));
   std::vector<std::set<int64_t>> pruned(static_cast<size_t>(layers));
   if (c.contains("pruned_heads") && !c.at("pruned_heads").is_null()) {
@@ -128,7 +75,13 @@ class HfTensors {
       original_[name] = k;
     }
   }
+  const std::string& source() const { return source_; }
   bool has(const std::string& name) const { return left_.count(name) > 0; }
+  // The tensor as stored, left in place (undefined when absent).
+  torch::Tensor peek(const std::string& name) const {
+    const auto it = left_.find(name);
+    return it == left_.end() ? torch::Tensor() : it->second;
+  }
   // The leading size of a matrix (e.g. the classes of a classifier), checked to be one.
   int64_t rows(const std::string& name) const {
     const auto it = left_.find(name);
@@ -162,12 +115,5 @@ class HfTensors {
   TensorMap left_;
   std::map<std::string, std::string> original_;
 };
-
-// The LLaMA family (hf_llama.cc): LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM.
-bool is_llama_family(const std::string& model_type);
-HfModel import_llama_family(const nlohmann::json& config, const TensorMap& tensors, const std::string& source,
-                            const std::string& config_source, const LoadOptions& options);
-// Dense masked export: the config's head counts, removed or masked heads zeroed.
-HfExport to_hf_llama(TransformerImpl& model, const nlohmann::json& base_config);
 
 }  // namespace hp::hf_detail

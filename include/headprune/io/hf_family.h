@@ -1,0 +1,105 @@
+// The HF architecture registry: one row (HfFamily) per HF model_type, each in its own file under
+// src/io/hf/ and named once in src/io/hf/families.def. A row says everything headprune knows of a
+// family: its config keys (each HfConfigKey reads a config.json key into ModelConfig and writes it
+// back: both directions from one row), its tensor-name table (HfTensorName: HF module <-> headprune
+// module, per layer, fused tensors split and fused by one helper, cross-attention included), which
+// export layouts HF can load for it, and the few things a table cannot say (hooks). Import, export,
+// `info` and the exporters read the row; nothing else decides the family.
+// Adding a family: docs/architecture.md, "Add an HF family".
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headprune/config.h"
+#include "headprune/io/hf.h"
+#include "headprune/util/json_fields.h"
+
+namespace hp {
+
+namespace hf_detail {
+class HfTensors;  // the file's tensors, taken out one by one (src/io/hf/tensors.h)
+}
+
+// One config.json key and the ModelConfig field(s) it stands for.
+struct HfConfigKey {
+  std::string key;
+  // Import: reads the key (absent: the default) into the config. Empty: not read.
+  std::function<void(const JsonFields& config, ModelConfig& cfg)> read;
+  // Export: the value to write (null is written as null). Empty: not written.
+  std::function<nlohmann::json(const ModelConfig& cfg)> write;
+};
+// A required integer; an optional one with its default; a number; a flag.
+HfConfigKey hf_key(std::string key, int64_t ModelConfig::*field);
+HfConfigKey hf_key(std::string key, int64_t ModelConfig::*field, int64_t dflt);
+HfConfigKey hf_key(std::string key, double ModelConfig::*field, double dflt);
+HfConfigKey hf_key(std::string key, bool ModelConfig::*field, bool dflt);
+// The activation (HF's names: gelu, gelu_new, relu, silu ...).
+HfConfigKey hf_activation_key(std::string key, std::string dflt);
+// A key headprune supports one value of: absent or `value` reads fine, anything else is an error;
+// written as `value` when `written`.
+HfConfigKey hf_fixed_key(std::string key, nlohmann::json value, bool written = true);
+
+// Where a tensor-name row applies: once per model, or once per encoder or decoder layer.
+enum class HfScope { Model, EncoderLayer, DecoderLayer };
+// How HF stores a matrix: Linear [out, in] as headprune does, or Conv1D [in, out] (GPT-2).
+enum class HfStorage { Linear, Conv1D };
+enum class HfPresence {
+  Always,    // the file must hold it
+  Optional,  // absent: headprune initializes it (BERT's pooler and classifier, which BertModel lacks)
+  Untied,    // only when the output embedding is not tied to the input one (lm_head)
+};
+// One HF module and the headprune module(s) it holds: its weight, and its bias where the headprune
+// module has one. Several headprune modules: one fused HF tensor, their rows in this order
+// (GPT-2's c_attn holds q, k, v; Phi-3's gate_up_proj holds gate, up). "{L}" stands for the layer.
+struct HfTensorName {
+  HfScope scope;
+  std::string hf;                 // without the family's prefix
+  std::vector<std::string> ours;  // headprune module names
+  HfStorage storage = HfStorage::Linear;
+  HfPresence presence = HfPresence::Always;
+  bool prefixed = true;           // false: never under the family's prefix (lm_head, classifier)
+};
+
+struct HfFamily {
+  std::string model_type;    // config.json's model_type
+  std::string architecture;  // the class export names in "architectures"
+  std::string prefix;        // the optional prefix of the body's tensors ("bert.", "model.")
+  std::vector<HfConfigKey> keys;
+  std::vector<HfTensorName> tensors;
+  std::vector<std::string> ignorable;  // name suffixes of buffers older files carry (not weights)
+  bool pruned_heads = false;   // HF v4's pruned_heads can express a pruned model (else dense only)
+  bool deferred_init = false;  // every parameter comes from the file: build without initializing
+  // Export: whether this family can hold a model of this shape, and whether it is the one to choose
+  // with no HF config to go by (exactly one family that fits should guess true).
+  std::function<bool(const ModelConfig&)> fits;
+  std::function<bool(const ModelConfig&)> guess;
+  // What the tables cannot say. configure: import, after the keys are read and before finalize
+  // (architecture, norms, pruned_heads ...). finish: import, after the tensors are moved (ties).
+  // check: export, throws std::invalid_argument for what HF's class cannot express. extras: export,
+  // config fields beyond the keys.
+  std::function<void(const JsonFields& config, hf_detail::HfTensors& tensors, ModelConfig& cfg)> configure;
+  std::function<void(const ModelConfig& cfg, hf_detail::HfTensors& tensors, TensorMap& state)> finish;
+  std::function<void(const ModelConfig& cfg)> check;
+  std::function<void(const ModelConfig& cfg, const TransformerImpl& model, nlohmann::json& config)> extras;
+};
+
+// Every family, sorted by model_type.
+const std::vector<const HfFamily*>& hf_families();
+// For help texts: "bert, gpt2 (pruned_heads or dense); llama, mistral, qwen2 (dense only)".
+std::string hf_families_summary();
+// The family of a model_type; unknown: std::runtime_error naming `source` and the supported ones.
+const HfFamily& hf_family(const std::string& model_type, const std::string& source);
+// The family a model is exported as: the base config's model_type where that family fits the model,
+// else the family whose guess says so; none: std::invalid_argument.
+const HfFamily& hf_family_for(const ModelConfig& cfg, const nlohmann::json& base_config);
+
+// Import and export through a row (src/io/hf/engine.cc).
+HfModel import_family(const HfFamily& f, const nlohmann::json& config, const TensorMap& tensors,
+                      const std::string& source, const std::string& config_source, const LoadOptions& options);
+HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann::json& base_config, HfLayout layout);
+
+}  // namespace hp

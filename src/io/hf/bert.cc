@@ -1,0 +1,106 @@
+// BERT (BertModel, BertForSequenceClassification): post-LayerNorm encoder with learned positions,
+// segment embeddings and a LayerNorm after the embeddings; a pooler and a classifier on top.
+#include "headprune/io/hf_family.h"
+#include "tensors.h"
+
+namespace hp {
+
+namespace {
+
+using hf_detail::fail;
+
+// The classes: the classifier's rows, else id2label's size, else num_labels.
+int64_t bert_classes(const JsonFields& c, const hf_detail::HfTensors& t) {
+  if (t.has("classifier.weight")) return t.rows("classifier.weight");
+  const auto& j = c.json();
+  if (j.contains("id2label") && j.at("id2label").is_object() && !j.at("id2label").empty() &&
+      j.at("id2label").size() <= static_cast<size_t>(ConfigLimits::classes))
+    return static_cast<int64_t>(j.at("id2label").size());
+  return c.opt_int("num_labels", 2);
+}
+
+void configure(const JsonFields& c, hf_detail::HfTensors& t, ModelConfig& cfg) {
+  cfg.arch = Arch::EncoderClassifier;
+  cfg.activation_dropout = 0.0;  // BertIntermediate's activation goes to BertOutput's dense undropped
+  if (cfg.n_heads <= 0 || cfg.d_model % cfg.n_heads != 0)
+    fail(c.source(), "hidden_size must be a multiple of num_attention_heads");
+  cfg.positional = Positional::Learned;
+  cfg.norm = NormPosition::Post;
+  cfg.embed_layer_norm = true;
+  cfg.tie_embeddings = false;
+  cfg.encoder_self_heads = hf_detail::kept_from_pruned(c.json(), cfg.n_encoder_layers, cfg.n_heads, c.source());
+  cfg.n_classes = bert_classes(c, t);
+}
+
+void check(const ModelConfig& cfg) {
+  auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
+  if (cfg.positional != Positional::Learned) bad("HF's BERT has learned positions, not sinusoidal");
+  if (cfg.head_dim * cfg.n_heads != cfg.d_model) bad("head_dim * n_heads must equal d_model");
+  if (cfg.norm_kind != NormKind::LayerNorm || cfg.gated_ffn || !cfg.mlp_bias || cfg.sliding_window > 0)
+    bad("HF's BERT has LayerNorm, a plain feed-forward with biases and no sliding window");
+  if (cfg.effective_kv_heads() != cfg.n_heads || !cfg.qkv_bias || !cfg.o_bias)
+    bad("HF's BERT has one key/value head per query head and biases on every projection (n_kv_heads " +
+        std::to_string(cfg.effective_kv_heads()) + ", n_heads " + std::to_string(cfg.n_heads) + ")");
+  if (cfg.norm != NormPosition::Post || !cfg.embed_layer_norm || cfg.n_segments < 1)
+    bad("a BERT needs post-LayerNorm, a LayerNorm after the embeddings and segment embeddings");
+}
+
+// id2label / label2id for the model's classes, unless the base config's fit.
+void extras(const ModelConfig& cfg, const TransformerImpl&, nlohmann::json& c) {
+  if (c.contains("id2label") && c.at("id2label").size() == static_cast<size_t>(cfg.n_classes)) return;
+  c["id2label"] = nlohmann::json::object();
+  c["label2id"] = nlohmann::json::object();
+  for (int64_t k = 0; k < cfg.n_classes; ++k) {
+    c["id2label"][std::to_string(k)] = "LABEL_" + std::to_string(k);
+    c["label2id"]["LABEL_" + std::to_string(k)] = k;
+  }
+}
+
+}  // namespace
+
+const HfFamily& bert_family() {
+  using S = HfScope;
+  static const HfFamily f{
+      "bert",
+      "BertForSequenceClassification",
+      "bert.",
+      {hf_key("vocab_size", &ModelConfig::vocab_size),
+       hf_key("hidden_size", &ModelConfig::d_model),
+       hf_key("num_attention_heads", &ModelConfig::n_heads),
+       hf_key("num_hidden_layers", &ModelConfig::n_encoder_layers),
+       hf_key("intermediate_size", &ModelConfig::d_ff),
+       hf_key("max_position_embeddings", &ModelConfig::max_positions),
+       hf_key("type_vocab_size", &ModelConfig::n_segments, 2),
+       hf_key("layer_norm_eps", &ModelConfig::layer_norm_eps, 1e-12),
+       hf_key("hidden_dropout_prob", &ModelConfig::dropout, 0.1),
+       hf_key("attention_probs_dropout_prob", &ModelConfig::attention_dropout, 0.1),
+       hf_key("pad_token_id", &ModelConfig::pad_id, 0),
+       hf_activation_key("hidden_act", "gelu"),
+       hf_fixed_key("position_embedding_type", "absolute")},
+      {{S::Model, "embeddings.word_embeddings", {"encoder.embed_tokens"}},
+       {S::Model, "embeddings.position_embeddings", {"encoder.embed_positions"}},
+       {S::Model, "embeddings.token_type_embeddings", {"encoder.embed_segments"}},
+       {S::Model, "embeddings.LayerNorm", {"encoder.embed_norm"}},
+       {S::EncoderLayer, "encoder.layer.{L}.attention.self.query", {"encoder.layers.{L}.self_attn.q_proj"}},
+       {S::EncoderLayer, "encoder.layer.{L}.attention.self.key", {"encoder.layers.{L}.self_attn.k_proj"}},
+       {S::EncoderLayer, "encoder.layer.{L}.attention.self.value", {"encoder.layers.{L}.self_attn.v_proj"}},
+       {S::EncoderLayer, "encoder.layer.{L}.attention.output.dense", {"encoder.layers.{L}.self_attn.o_proj"}},
+       {S::EncoderLayer, "encoder.layer.{L}.attention.output.LayerNorm", {"encoder.layers.{L}.self_attn_norm"}},
+       {S::EncoderLayer, "encoder.layer.{L}.intermediate.dense", {"encoder.layers.{L}.ffn.fc1"}},
+       {S::EncoderLayer, "encoder.layer.{L}.output.dense", {"encoder.layers.{L}.ffn.fc2"}},
+       {S::EncoderLayer, "encoder.layer.{L}.output.LayerNorm", {"encoder.layers.{L}.ffn_norm"}},
+       {S::Model, "pooler.dense", {"pooler"}, HfStorage::Linear, HfPresence::Optional},
+       {S::Model, "classifier", {"classifier"}, HfStorage::Linear, HfPresence::Optional, /*prefixed=*/false}},
+      {"embeddings.position_ids"},
+      /*pruned_heads=*/true,
+      /*deferred_init=*/false,
+      [](const ModelConfig& cfg) { return cfg.positional != Positional::Rotary && cfg.arch == Arch::EncoderClassifier; },
+      [](const ModelConfig&) { return true; },
+      configure,
+      {},
+      check,
+      extras};
+  return f;
+}
+
+}  // namespace hp

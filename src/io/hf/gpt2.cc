@@ -1,0 +1,98 @@
+// GPT-2 (GPT2Model, GPT2LMHeadModel): pre-LayerNorm decoder with learned positions; Conv1D
+// projections ([in, out]) and q, k, v fused in attn.c_attn; the output embedding tied to the input
+// one unless the file's lm_head differs from it.
+#include "headprune/io/hf_family.h"
+#include "tensors.h"
+
+namespace hp {
+
+namespace {
+
+using hf_detail::fail;
+
+void configure(const JsonFields& c, hf_detail::HfTensors& t, ModelConfig& cfg) {
+  cfg.arch = Arch::DecoderLM;
+  cfg.activation_dropout = 0.0;  // GPT2MLP drops after c_proj (resid_pdrop), not after the activation
+  if (cfg.n_heads <= 0 || cfg.d_model % cfg.n_heads != 0) fail(c.source(), "n_embd must be a multiple of n_head");
+  cfg.positional = Positional::Learned;
+  cfg.norm = NormPosition::Pre;
+  cfg.embed_layer_norm = false;
+  cfg.decoder_self_heads = hf_detail::kept_from_pruned(c.json(), cfg.n_decoder_layers, cfg.n_heads, c.source());
+  // Tied unless the file has an lm_head that differs from wte (a tied copy is dropped).
+  const auto lm_head = t.peek("lm_head.weight"), wte = t.peek("wte.weight");
+  cfg.tie_embeddings = !lm_head.defined() || (wte.defined() && lm_head.sizes() == wte.sizes() &&
+                                              torch::equal(lm_head.to(wte.scalar_type()), wte));
+  if (cfg.tie_embeddings && lm_head.defined()) t.take("lm_head.weight");
+}
+
+void check(const ModelConfig& cfg) {
+  auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
+  if (cfg.positional != Positional::Learned) bad("HF's GPT-2 has learned positions, not sinusoidal");
+  if (cfg.head_dim * cfg.n_heads != cfg.d_model) bad("head_dim * n_heads must equal d_model");
+  if (cfg.norm_kind != NormKind::LayerNorm || cfg.gated_ffn || !cfg.mlp_bias || cfg.sliding_window > 0)
+    bad("HF's GPT-2 has LayerNorm, a plain feed-forward with biases and no sliding window");
+  if (cfg.effective_kv_heads() != cfg.n_heads || !cfg.qkv_bias || !cfg.o_bias)
+    bad("HF's GPT-2 has one key/value head per query head and biases on every projection (n_kv_heads " +
+        std::to_string(cfg.effective_kv_heads()) + ", n_heads " + std::to_string(cfg.n_heads) + ")");
+  if (cfg.norm != NormPosition::Pre || cfg.embed_layer_norm)
+    bad("a GPT-2 needs pre-LayerNorm and no LayerNorm after the embeddings");
+}
+
+}  // namespace
+
+const HfFamily& gpt2_family() {
+  using S = HfScope;
+  const auto conv = HfStorage::Conv1D;
+  static const HfFamily f{
+      "gpt2",
+      "GPT2LMHeadModel",
+      "transformer.",
+      {hf_key("vocab_size", &ModelConfig::vocab_size),
+       hf_key("n_embd", &ModelConfig::d_model),
+       hf_key("n_head", &ModelConfig::n_heads),
+       hf_key("n_layer", &ModelConfig::n_decoder_layers),
+       // 4 x n_embd by default (n_embd is bounded first, so the product cannot overflow).
+       {"n_inner",
+        [](const JsonFields& c, ModelConfig& cfg) {
+          cfg.d_ff = c.opt_int("n_inner", cfg.d_model > 0 && cfg.d_model <= ConfigLimits::dim ? 4 * cfg.d_model : cfg.d_model);
+        },
+        [](const ModelConfig& cfg) { return nlohmann::json(cfg.d_ff); }},
+       hf_key("n_positions", &ModelConfig::max_positions),
+       hf_key("layer_norm_epsilon", &ModelConfig::layer_norm_eps, 1e-5),
+       hf_key("resid_pdrop", &ModelConfig::dropout, 0.1),
+       hf_key("attn_pdrop", &ModelConfig::attention_dropout, 0.1),
+       hf_activation_key("activation_function", "gelu_new"),
+       hf_fixed_key("scale_attn_weights", true),
+       hf_fixed_key("scale_attn_by_inverse_layer_idx", false, /*written=*/false),
+       {"eos_token_id",  // the padding id: GPT-2 has no pad token
+        [](const JsonFields& c, ModelConfig& cfg) {
+          const int64_t eos = c.opt_int("eos_token_id", 0);
+          cfg.pad_id = eos >= 0 && eos < cfg.vocab_size ? eos : 0;
+        },
+        {}},
+       {"tie_word_embeddings", {}, [](const ModelConfig& cfg) { return nlohmann::json(cfg.tie_embeddings); }}},
+      {{S::Model, "wte", {"decoder.embed_tokens"}},
+       {S::Model, "wpe", {"decoder.embed_positions"}},
+       {S::DecoderLayer, "h.{L}.ln_1", {"decoder.layers.{L}.self_attn_norm"}},
+       {S::DecoderLayer, "h.{L}.ln_2", {"decoder.layers.{L}.ffn_norm"}},
+       {S::DecoderLayer, "h.{L}.attn.c_attn",
+        {"decoder.layers.{L}.self_attn.q_proj", "decoder.layers.{L}.self_attn.k_proj", "decoder.layers.{L}.self_attn.v_proj"},
+        conv},
+       {S::DecoderLayer, "h.{L}.attn.c_proj", {"decoder.layers.{L}.self_attn.o_proj"}, conv},
+       {S::DecoderLayer, "h.{L}.mlp.c_fc", {"decoder.layers.{L}.ffn.fc1"}, conv},
+       {S::DecoderLayer, "h.{L}.mlp.c_proj", {"decoder.layers.{L}.ffn.fc2"}, conv},
+       {S::Model, "ln_f", {"decoder.final_norm"}},
+       {S::Model, "lm_head", {"lm_head"}, HfStorage::Linear, HfPresence::Untied, /*prefixed=*/false}},
+      {".attn.bias", ".attn.masked_bias"},  // causal-mask buffers of older files
+      /*pruned_heads=*/true,
+      /*deferred_init=*/false,
+      [](const ModelConfig& cfg) { return cfg.positional != Positional::Rotary && cfg.arch == Arch::DecoderLM; },
+      [](const ModelConfig&) { return true; },
+      configure,
+      {},
+      check,
+      {}};
+  return f;
+}
+
+}  // namespace hp

@@ -1,0 +1,50 @@
+// Phi-3 (Phi3ForCausalLM): the LLaMA block with q, k and v fused in self_attn.qkv_proj ([q | k | v]
+// rows) and gate and up fused in mlp.gate_up_proj ([gate | up] rows), no biases, an optional sliding
+// window, and full rotary (partial_rotary_factor 1). LongRoPE (the 128k models' rope_scaling) is
+// refused by the rope key with the types it supports.
+#include "llama_block.h"
+
+namespace hp {
+
+using namespace hf_detail;
+
+const HfFamily& phi3_family() {
+  using S = HfScope;
+  static const HfFamily f = [] {
+    const std::string L = "layers.{L}.", O = "decoder.layers.{L}.";
+    HfFamily f{"phi3",
+               "Phi3ForCausalLM",
+               "model.",
+               llama_block_keys(),
+               {{S::Model, "embed_tokens", {"decoder.embed_tokens"}},
+                {S::DecoderLayer, L + "self_attn.qkv_proj", {O + "self_attn.q_proj", O + "self_attn.k_proj", O + "self_attn.v_proj"}},
+                {S::DecoderLayer, L + "self_attn.o_proj", {O + "self_attn.o_proj"}},
+                {S::DecoderLayer, L + "mlp.gate_up_proj", {O + "ffn.gate", O + "ffn.fc1"}},
+                {S::DecoderLayer, L + "mlp.down_proj", {O + "ffn.fc2"}},
+                {S::DecoderLayer, L + "input_layernorm", {O + "self_attn_norm"}},
+                {S::DecoderLayer, L + "post_attention_layernorm", {O + "ffn_norm"}},
+                {S::Model, "norm", {"decoder.final_norm"}},
+                {S::Model, "lm_head", {"lm_head"}, HfStorage::Linear, HfPresence::Untied, /*prefixed=*/false}},
+               {".rotary_emb.inv_freq"},
+               /*pruned_heads=*/false,
+               /*deferred_init=*/true,
+               llama_block_fits,
+               [](const ModelConfig&) { return false; },  // never chosen without a Phi-3 config to go by
+               [](const JsonFields& c, HfTensors& t, ModelConfig& cfg) {
+                 llama_block_configure(c, t, cfg);
+                 cfg.qkv_bias = cfg.o_bias = cfg.mlp_bias = false;
+               },
+               llama_block_finish,
+               [](const ModelConfig& cfg) {
+                 llama_block_check(cfg);
+                 if (cfg.qkv_bias || cfg.o_bias || cfg.mlp_bias) llama_block_bad("Phi-3 has no biases");
+               },
+               llama_block_extras};
+    f.keys.push_back(sliding_window_key());
+    f.keys.push_back(hf_fixed_key("partial_rotary_factor", 1.0, /*written=*/false));
+    return f;
+  }();
+  return f;
+}
+
+}  // namespace hp
