@@ -1,6 +1,7 @@
 // HuggingFace checkpoints: import BERT (BertModel, BertForSequenceClassification), GPT-2
 // (GPT2Model, GPT2LMHeadModel) and the LLaMA family (LlamaForCausalLM, Qwen2ForCausalLM,
-// MistralForCausalLM: rotary positions, RMSNorm, SwiGLU, grouped-query attention; src/io/hf_llama.cc)
+// MistralForCausalLM, Phi3ForCausalLM: rotary positions, RMSNorm, SwiGLU, grouped-query attention);
+// each family is one row of the registry (io/hf_family.h, src/io/hf/)
 // from a directory with config.json and model.safetensors (or a sharded model.safetensors.index.json;
 // F32, F16 and BF16 tensors are read as fp32), and export a (pruned) model back in HF's layout.
 //
@@ -13,8 +14,8 @@
 // LLaMA family has no pruned_heads in HF, and its runtimes expect one head count for every layer, so
 // dense is its only layout.
 //
-// Names are translated through one table per architecture (see hf.cc); GPT-2's fused, transposed
-// c_attn (Conv1D, weight [in, 3*out]) is split into Q/K/V, and its Conv1D weights are transposed.
+// Names are translated through each family's tensor-name table; fused tensors (GPT-2's transposed
+// c_attn, Phi-3's qkv_proj and gate_up_proj) are split, and Conv1D weights transposed.
 // Loading is strict: every tensor the model needs is present with the expected shape, and nothing
 // is left over (except position-id and causal-mask buffers that older files carry). The config's
 // `pruned_heads` ({"layer": [original head ids]}) is honoured: those heads are absent and the
@@ -41,7 +42,7 @@ bool is_hf_dir(const std::string& dir);
 
 struct HfModel {
   Transformer model{nullptr};
-  std::string model_type;                   // "bert" or "gpt2"
+  std::string model_type;                   // the family's config.json model_type ("bert", "llama" ...)
   nlohmann::json config;                    // the HF config as read
   std::vector<std::string> initialized;     // tensors the file lacked and that were initialized
                                             // (a BertModel has no classifier: it gets a fresh one)
@@ -58,17 +59,18 @@ HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const 
                   const std::string& config_source = "config.json", const LoadOptions& options = {});
 
 // The HF tensors and config of a model (masked heads are removed first). `base_config` (e.g.
-// the imported one) supplies fields headprune does not model (id2label, token ids ...); the model
-// type follows the architecture: encoder_classifier -> BERT, decoder_lm -> GPT-2. A model that HF's
-// classes cannot express (sinusoidal positions, pre-LayerNorm BERT ...) is std::invalid_argument.
+// the imported one) supplies fields headprune does not model (id2label, token ids ...); the family is
+// the base config's where it fits the model, else the one the model's shape says (hf_family_for:
+// encoder_classifier -> BERT, decoder_lm -> GPT-2, rotary -> Llama, Mistral or Qwen2). A model that
+// HF's classes cannot express (sinusoidal positions, pre-LayerNorm BERT ...) is std::invalid_argument.
 struct HfExport {
   nlohmann::json config;
   // By HF name; each made when it is written (the LLaMA family restores one layer's attention at a
   // time from the model's own tensors: no second copy of a large model).
   std::map<std::string, LazyTensor> tensors;
 };
-// Auto: pruned_heads for BERT and GPT-2, dense for the LLaMA family. pruned_heads for the LLaMA
-// family is std::invalid_argument.
+// Auto: pruned_heads where the family has it (BERT, GPT-2), else dense (the LLaMA family, for which
+// pruned_heads is std::invalid_argument).
 enum class HfLayout { Auto, PrunedHeads, Dense };
 HfLayout parse_hf_layout(const std::string& s);  // "auto", "pruned_heads", "dense"
 HfExport to_hf(TransformerImpl& model, const nlohmann::json& base_config = nlohmann::json::object(),
