@@ -2,6 +2,7 @@
 #include "headprune/config.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headprune/util/json_fields.h"
 #include "headprune/util/names.h"
 
 namespace hp {
@@ -55,6 +57,48 @@ void require_positive(const std::string& field, int64_t v) {
 
 void require_at_most(const std::string& field, int64_t v, int64_t limit) {
   if (v > limit) bad(field, "is " + std::to_string(v) + ", above the limit " + std::to_string(limit) + " (not a real model?)");
+}
+
+void check_field_bounds(const ModelConfig& c);  // the field table's bounds (below)
+
+// Rotary positions' fields, and none of them without rotary positions.
+void check_rope(const ModelConfig& c) {
+  if (c.positional == Positional::Rotary) {
+    if (c.head_dim % 2 != 0) bad("head_dim", "must be even for rotary positions, got " + std::to_string(c.head_dim));
+    if (!(c.rope_theta > 1.0)) bad("rope_theta", "must be > 1, got " + std::to_string(c.rope_theta));
+    const auto& r = c.rope_scaling;
+    if (r.type != RopeScalingType::Default && !(r.factor > 0)) bad("rope_scaling.factor", "must be > 0");
+    if (r.type == RopeScalingType::Llama3) {
+      if (!(r.high_freq_factor > r.low_freq_factor) || !(r.low_freq_factor > 0))
+        bad("rope_scaling", "llama3 needs 0 < low_freq_factor < high_freq_factor");
+      require_positive("rope_scaling.original_max_positions", r.original_max_positions);
+    }
+  } else if (!(c.rope_scaling == RopeScaling{}) || c.rope_theta != 10000.0) {
+    bad("rope_scaling", "and rope_theta are only for positional \"rotary\"");
+  }
+}
+
+// The layers and classes each architecture has.
+void check_layers(const ModelConfig& c) {
+  switch (c.arch) {
+    case Arch::EncoderClassifier:
+      require_positive("n_encoder_layers", c.n_encoder_layers);
+      require_positive("n_classes", c.n_classes);
+      if (c.n_decoder_layers != 0) bad("n_decoder_layers", "must be 0 for encoder_classifier");
+      break;
+    case Arch::DecoderLM:
+      require_positive("n_decoder_layers", c.n_decoder_layers);
+      if (c.n_encoder_layers != 0) bad("n_encoder_layers", "must be 0 for decoder_lm");
+      if (c.n_classes != 0) bad("n_classes", "is only for encoder_classifier");
+      break;
+    case Arch::EncoderDecoder:
+      require_positive("n_encoder_layers", c.n_encoder_layers);
+      require_positive("n_decoder_layers", c.n_decoder_layers);
+      if (c.n_classes != 0) bad("n_classes", "is only for encoder_classifier");
+      break;
+  }
+  if (c.arch != Arch::EncoderDecoder && c.tgt_vocab_size != 0)
+    bad("tgt_vocab_size", "is only for encoder_decoder");
 }
 
 }  // namespace
@@ -159,23 +203,7 @@ double ModelConfig::approx_parameters() const {
 }
 
 void ModelConfig::finalize() {
-  require_at_most("vocab_size", vocab_size, ConfigLimits::vocab);
-  require_at_most("tgt_vocab_size", tgt_vocab_size, ConfigLimits::vocab);
-  require_at_most("d_model", d_model, ConfigLimits::dim);
-  require_at_most("d_ff", d_ff, ConfigLimits::dim);
-  require_at_most("head_dim", head_dim, ConfigLimits::dim);
-  require_at_most("n_heads", n_heads, ConfigLimits::heads);
-  require_at_most("n_kv_heads", n_kv_heads, ConfigLimits::heads);
-  require_at_most("n_encoder_layers", n_encoder_layers, ConfigLimits::layers);
-  require_at_most("n_decoder_layers", n_decoder_layers, ConfigLimits::layers);
-  require_at_most("max_positions", max_positions, ConfigLimits::positions);
-  require_at_most("n_classes", n_classes, ConfigLimits::classes);
-  require_at_most("n_segments", n_segments, ConfigLimits::classes);
-  require_positive("vocab_size", vocab_size);
-  require_positive("d_model", d_model);
-  require_positive("d_ff", d_ff);
-  require_positive("n_heads", n_heads);
-  require_positive("max_positions", max_positions);
+  check_field_bounds(*this);
   if (head_dim == 0) {
     if (d_model % n_heads != 0)
       bad("head_dim", "is 0 (derive from d_model / n_heads) but d_model " + std::to_string(d_model) +
@@ -192,19 +220,7 @@ void ModelConfig::finalize() {
   if (attention_dropout < 0 || attention_dropout >= 1) bad("attention_dropout", "must be in [0, 1)");
   if (activation_dropout >= 1) bad("activation_dropout", "must be in [0, 1) (absent: the same as dropout)");
   if (layer_norm_eps <= 0) bad("layer_norm_eps", "must be > 0");
-  if (positional == Positional::Rotary) {
-    if (head_dim % 2 != 0) bad("head_dim", "must be even for rotary positions, got " + std::to_string(head_dim));
-    if (!(rope_theta > 1.0)) bad("rope_theta", "must be > 1, got " + std::to_string(rope_theta));
-    const auto& r = rope_scaling;
-    if (r.type != RopeScalingType::Default && !(r.factor > 0)) bad("rope_scaling.factor", "must be > 0");
-    if (r.type == RopeScalingType::Llama3) {
-      if (!(r.high_freq_factor > r.low_freq_factor) || !(r.low_freq_factor > 0))
-        bad("rope_scaling", "llama3 needs 0 < low_freq_factor < high_freq_factor");
-      require_positive("rope_scaling.original_max_positions", r.original_max_positions);
-    }
-  } else if (!(rope_scaling == RopeScaling{}) || rope_theta != 10000.0) {
-    bad("rope_scaling", "and rope_theta are only for positional \"rotary\"");
-  }
+  check_rope(*this);
   if (sliding_window < 0) bad("sliding_window", "must be >= 0 (0 = none)");
   if (sliding_window > 0 && arch == Arch::EncoderClassifier) bad("sliding_window", "is only for causal self-attention");
   if (gated_ffn && activation != Activation::Silu && activation != Activation::Gelu && activation != Activation::GeluTanh)
@@ -212,25 +228,7 @@ void ModelConfig::finalize() {
   if (pad_id < 0 || pad_id >= vocab_size)
     bad("pad_id", "must be a token id in [0, vocab_size), got " + std::to_string(pad_id));
   if (n_segments < 0) bad("n_segments", "must be >= 0");
-  switch (arch) {
-    case Arch::EncoderClassifier:
-      require_positive("n_encoder_layers", n_encoder_layers);
-      require_positive("n_classes", n_classes);
-      if (n_decoder_layers != 0) bad("n_decoder_layers", "must be 0 for encoder_classifier");
-      break;
-    case Arch::DecoderLM:
-      require_positive("n_decoder_layers", n_decoder_layers);
-      if (n_encoder_layers != 0) bad("n_encoder_layers", "must be 0 for decoder_lm");
-      if (n_classes != 0) bad("n_classes", "is only for encoder_classifier");
-      break;
-    case Arch::EncoderDecoder:
-      require_positive("n_encoder_layers", n_encoder_layers);
-      require_positive("n_decoder_layers", n_decoder_layers);
-      if (n_classes != 0) bad("n_classes", "is only for encoder_classifier");
-      break;
-  }
-  if (arch != Arch::EncoderDecoder && tgt_vocab_size != 0)
-    bad("tgt_vocab_size", "is only for encoder_decoder");
+  check_layers(*this);
   for (AttnType t : kAllAttnTypes) {
     auto& hs = heads(t);
     const std::string field = "heads." + to_string(t);
@@ -261,176 +259,206 @@ void ModelConfig::finalize() {
   }
 }
 
-nlohmann::json ModelConfig::to_json() const {
-  nlohmann::json j;
-  j["arch"] = to_string(arch);
-  j["vocab_size"] = vocab_size;
-  if (arch == Arch::EncoderDecoder) j["tgt_vocab_size"] = tgt_vocab_size;
-  j["d_model"] = d_model;
-  j["d_ff"] = d_ff;
-  j["n_heads"] = n_heads;
-  j["head_dim"] = head_dim;
-  if (effective_kv_heads() != n_heads) j["n_kv_heads"] = n_kv_heads;
-  if (!qkv_bias) j["qkv_bias"] = false;
-  if (!o_bias) j["o_bias"] = false;
-  if (!mlp_bias) j["mlp_bias"] = false;
-  if (gated_ffn) j["gated_ffn"] = true;
-  if (norm_kind != NormKind::LayerNorm) j["norm_kind"] = to_string(norm_kind);
-  if (positional == Positional::Rotary) {
-    j["rope_theta"] = rope_theta;
-    if (rope_scaling.type != RopeScalingType::Default) {
-      nlohmann::json r = {{"type", to_string(rope_scaling.type)}, {"factor", rope_scaling.factor}};
-      if (rope_scaling.type == RopeScalingType::Llama3) {
-        r["low_freq_factor"] = rope_scaling.low_freq_factor;
-        r["high_freq_factor"] = rope_scaling.high_freq_factor;
-        r["original_max_positions"] = rope_scaling.original_max_positions;
-      }
-      j["rope_scaling"] = r;
-    }
-  }
-  if (sliding_window > 0) j["sliding_window"] = sliding_window;
-  j["n_encoder_layers"] = n_encoder_layers;
-  j["n_decoder_layers"] = n_decoder_layers;
-  j["dropout"] = dropout;
-  j["attention_dropout"] = attention_dropout;
-  if (activation_dropout >= 0) j["activation_dropout"] = activation_dropout;
-  j["max_positions"] = max_positions;
-  j["positional"] = to_string(positional);
-  j["activation"] = to_string(activation);
-  j["norm"] = to_string(norm);
-  j["embed_layer_norm"] = embed_layer_norm;
-  j["tie_embeddings"] = tie_embeddings;
-  j["n_segments"] = n_segments;
-  j["n_classes"] = n_classes;
-  j["layer_norm_eps"] = layer_norm_eps;
-  j["pad_id"] = pad_id;
-  nlohmann::json heads_j = nlohmann::json::object();
-  for (AttnType t : attn_types()) heads_j[to_string(t)] = heads(t);
-  j["heads"] = heads_j;
-  return j;
-}
-
 namespace {
 
+// ---- the field table: every ModelConfig field in config.json, read, written and bounded from one row ----
+
+struct ConfigField {
+  std::string key;
+  bool required = false;
+  std::function<void(const JsonFields& j, ModelConfig& c)> read;  // called for every row, present or not
+  std::function<void(const ModelConfig& c, nlohmann::json& j)> write;
+  int64_t ModelConfig::*bounded = nullptr;  // an integer field finalize bounds
+  int64_t at_most = 0;                      // ConfigLimits (0 = no upper bound)
+  bool positive = false;
+};
+using When = std::function<bool(const ModelConfig&)>;
+const When kAlways = [](const ModelConfig&) { return true; };
+
 template <typename T>
-T get_as(const nlohmann::json& v, const std::string& key) {
-  try {
-    return v.get<T>();
-  } catch (const nlohmann::json::exception&) {
-    bad(key, "has the wrong type (got " + std::string(v.type_name()) + ": " + v.dump() + ")");
+When unless_default(T ModelConfig::*m) {
+  return [m](const ModelConfig& c) { return !(c.*m == ModelConfig{}.*m); };
+}
+
+ConfigField int_field(std::string key, int64_t ModelConfig::*m, int64_t at_most = 0, bool positive = false,
+                      bool required = false, When when = kAlways) {
+  ConfigField f{key, required,
+                [key, m](const JsonFields& j, ModelConfig& c) {
+                  if (j.has(key)) c.*m = j.req_int(key);
+                },
+                [key, m, when](const ModelConfig& c, nlohmann::json& j) {
+                  if (when(c)) j[key] = c.*m;
+                }};
+  f.bounded = m;
+  f.at_most = at_most;
+  f.positive = positive;
+  return f;
+}
+
+ConfigField num_field(std::string key, double ModelConfig::*m, When when = kAlways) {
+  return {key, false,
+          [key, m](const JsonFields& j, ModelConfig& c) {
+            if (j.has(key)) c.*m = j.req_num(key);
+          },
+          [key, m, when](const ModelConfig& c, nlohmann::json& j) {
+            if (when(c)) j[key] = c.*m;
+          }};
+}
+
+ConfigField bool_field(std::string key, bool ModelConfig::*m, When when = kAlways) {
+  return {key, false,
+          [key, m](const JsonFields& j, ModelConfig& c) {
+            if (j.has(key)) c.*m = j.opt_bool(key, c.*m);
+          },
+          [key, m, when](const ModelConfig& c, nlohmann::json& j) {
+            if (when(c)) j[key] = c.*m;
+          }};
+}
+
+template <typename E>
+ConfigField enum_field(std::string key, E ModelConfig::*m, const NameTable<E>& names, bool required = false,
+                       When when = kAlways) {
+  const NameTable<E>* t = &names;
+  return {key, required,
+          [key, m, t](const JsonFields& j, ModelConfig& c) {
+            if (j.has(key)) c.*m = t->parse(j.req_str(key));
+          },
+          [key, m, t, when](const ModelConfig& c, nlohmann::json& j) {
+            if (when(c)) j[key] = t->name(c.*m);
+          }};
+}
+
+void read_rope_scaling(const JsonFields& j, ModelConfig& c) {
+  if (!j.has("rope_scaling")) return;
+  if (!j.at("rope_scaling").is_object())
+    j.fail("rope_scaling", "must be an object {\"type\": default|linear|llama3, \"factor\": ...}");
+  const JsonFields r = j.object("rope_scaling");
+  r.only({"type", "factor", "low_freq_factor", "high_freq_factor", "original_max_positions"}, "rope_scaling key");
+  auto& s = c.rope_scaling;
+  if (r.has("type")) s.type = parse_rope_scaling_type(r.req_str("type"));
+  s.factor = r.opt_num("factor", s.factor);
+  s.low_freq_factor = r.opt_num("low_freq_factor", s.low_freq_factor);
+  s.high_freq_factor = r.opt_num("high_freq_factor", s.high_freq_factor);
+  s.original_max_positions = r.opt_int("original_max_positions", s.original_max_positions);
+}
+
+void write_rope_scaling(const ModelConfig& c, nlohmann::json& j) {
+  const auto& s = c.rope_scaling;
+  if (c.positional != Positional::Rotary || s.type == RopeScalingType::Default) return;
+  nlohmann::json r = {{"type", to_string(s.type)}, {"factor", s.factor}};
+  if (s.type == RopeScalingType::Llama3) {
+    r["low_freq_factor"] = s.low_freq_factor;
+    r["high_freq_factor"] = s.high_freq_factor;
+    r["original_max_positions"] = s.original_max_positions;
+  }
+  j["rope_scaling"] = r;
+}
+
+// "heads": {attention type: [[kept head ids of layer 0], ...]}.
+void read_heads(const JsonFields& j, ModelConfig& c) {
+  if (!j.has("heads")) return;
+  const auto& hj = j.at("heads");
+  if (!hj.is_object()) j.fail("heads", "must be an object {attention type: [[head ids of layer 0], ...]}");
+  for (auto it = hj.begin(); it != hj.end(); ++it) {
+    const AttnType t = parse_attn_type(it.key());
+    const std::string field = "heads." + it.key();
+    if (!it.value().is_array()) j.fail(field, "must be a list of per-layer head id lists");
+    auto& dst = c.heads(t);
+    dst.clear();
+    for (const auto& layer : it.value()) {
+      if (!layer.is_array()) j.fail(field, "must be a list of per-layer head id lists, got element " + layer.dump());
+      std::vector<int64_t> ids;
+      for (const auto& h : layer) ids.push_back(j.as_int(h, field));
+      dst.push_back(std::move(ids));
+    }
+    // An explicitly empty list of layers is "every layer pruned to nothing" only if the
+    // arch has zero layers, which finalize() rejects; keep the marker distinguishable.
+    if (dst.empty() && c.n_layers(t) > 0) j.fail(field, "lists no layers");
   }
 }
 
-int64_t get_int(const nlohmann::json& v, const std::string& key) {
-  if (!v.is_number_integer()) bad(key, "must be an integer, got " + v.dump());
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-    bad(key, "is " + v.dump() + ", too large for a 64-bit integer");
-  return v.get<int64_t>();
+const std::vector<ConfigField>& config_fields() {
+  using M = ModelConfig;
+  using L = ConfigLimits;
+  static const std::vector<ConfigField> fields = {
+      enum_field("arch", &M::arch, arch_names(), /*required=*/true),
+      int_field("vocab_size", &M::vocab_size, L::vocab, true, /*required=*/true),
+      int_field("tgt_vocab_size", &M::tgt_vocab_size, L::vocab, false, false,
+                [](const M& c) { return c.arch == Arch::EncoderDecoder; }),
+      int_field("d_model", &M::d_model, L::dim, true, true),
+      int_field("d_ff", &M::d_ff, L::dim, true, true),
+      int_field("n_heads", &M::n_heads, L::heads, true, true),
+      int_field("head_dim", &M::head_dim, L::dim),
+      int_field("n_kv_heads", &M::n_kv_heads, L::heads, false, false,
+                [](const M& c) { return c.effective_kv_heads() != c.n_heads; }),
+      bool_field("qkv_bias", &M::qkv_bias, unless_default(&M::qkv_bias)),
+      bool_field("o_bias", &M::o_bias, unless_default(&M::o_bias)),
+      bool_field("mlp_bias", &M::mlp_bias, unless_default(&M::mlp_bias)),
+      bool_field("gated_ffn", &M::gated_ffn, unless_default(&M::gated_ffn)),
+      enum_field("norm_kind", &M::norm_kind, kNormKindNames, false, unless_default(&M::norm_kind)),
+      num_field("rope_theta", &M::rope_theta, [](const M& c) { return c.positional == Positional::Rotary; }),
+      {"rope_scaling", false, read_rope_scaling, write_rope_scaling},
+      int_field("sliding_window", &M::sliding_window, 0, false, false, unless_default(&M::sliding_window)),
+      int_field("n_encoder_layers", &M::n_encoder_layers, L::layers),
+      int_field("n_decoder_layers", &M::n_decoder_layers, L::layers),
+      num_field("dropout", &M::dropout),
+      num_field("attention_dropout", &M::attention_dropout),
+      {"activation_dropout", false,  // absent (-1): the same as dropout
+       [](const JsonFields& j, M& c) {
+         if (!j.has("activation_dropout")) return;
+         c.activation_dropout = j.req_num("activation_dropout");
+         if (c.activation_dropout < 0) j.fail("activation_dropout", "must be in [0, 1) (absent: the same as dropout)");
+       },
+       [](const M& c, nlohmann::json& j) {
+         if (c.activation_dropout >= 0) j["activation_dropout"] = c.activation_dropout;
+       }},
+      int_field("max_positions", &M::max_positions, L::positions, true),
+      enum_field("positional", &M::positional, kPosNames),
+      enum_field("activation", &M::activation, kActNames),
+      enum_field("norm", &M::norm, kNormNames),
+      {"embed_layer_norm", false,  // absent: after a post-norm stack's embeddings (BERT), not a pre-norm one's
+       [](const JsonFields& j, M& c) { c.embed_layer_norm = j.opt_bool("embed_layer_norm", c.norm == NormPosition::Post); },
+       [](const M& c, nlohmann::json& j) { j["embed_layer_norm"] = c.embed_layer_norm; }},
+      bool_field("tie_embeddings", &M::tie_embeddings),
+      int_field("n_segments", &M::n_segments, L::classes),
+      int_field("n_classes", &M::n_classes, L::classes),
+      num_field("layer_norm_eps", &M::layer_norm_eps),
+      int_field("pad_id", &M::pad_id),
+      {"heads", false, read_heads,
+       [](const M& c, nlohmann::json& j) {
+         nlohmann::json heads = nlohmann::json::object();
+         for (AttnType t : c.attn_types()) heads[to_string(t)] = c.heads(t);
+         j["heads"] = heads;
+       }},
+  };
+  return fields;
+}
+
+void check_field_bounds(const ModelConfig& c) {
+  for (const auto& f : config_fields())
+    if (f.bounded && f.at_most > 0) require_at_most(f.key, c.*f.bounded, f.at_most);
+  for (const auto& f : config_fields())
+    if (f.bounded && f.positive) require_positive(f.key, c.*f.bounded);
 }
 
 }  // namespace
 
+nlohmann::json ModelConfig::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& f : config_fields()) f.write(*this, j);
+  return j;
+}
+
 ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw std::invalid_argument("config: expected a JSON object, got " + std::string(j.type_name()));
+  const JsonFields fields(j, "config",
+                          JsonStyle{"field", "is required", JsonStyle::Nulls::Invalid, JsonStyle::Error::InvalidArgument});
+  std::set<std::string> known = {"format", "version"};  // a checkpoint's own tags
+  for (const auto& f : config_fields()) known.insert(f.key);
+  fields.only(known, "config key");
+  for (const auto& f : config_fields())
+    if (f.required && !fields.has(f.key)) fields.fail(f.key, "is required");
   ModelConfig c;
-  static const std::set<std::string> known = {
-      "arch", "vocab_size", "tgt_vocab_size", "d_model", "d_ff", "n_heads", "head_dim", "n_kv_heads", "qkv_bias", "o_bias",
-      "n_encoder_layers", "n_decoder_layers", "dropout", "attention_dropout", "activation_dropout", "max_positions",
-      "positional", "activation", "norm", "embed_layer_norm", "tie_embeddings", "n_segments",
-      "n_classes", "layer_norm_eps", "pad_id", "heads", "format", "version", "mlp_bias", "gated_ffn", "norm_kind",
-      "rope_theta", "rope_scaling", "sliding_window"};
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!known.count(it.key())) bad(it.key(), "is not a known config key");
-  if (!j.contains("arch")) bad("arch", "is required");
-  c.arch = parse_arch(get_as<std::string>(j.at("arch"), "arch"));
-  auto opt_int = [&](const char* k, int64_t& dst) {
-    if (j.contains(k)) dst = get_int(j.at(k), k);
-  };
-  auto opt_double = [&](const char* k, double& dst) {
-    if (j.contains(k)) {
-      if (!j.at(k).is_number()) bad(k, "must be a number, got " + j.at(k).dump());
-      dst = j.at(k).get<double>();
-    }
-  };
-  auto opt_bool = [&](const char* k, bool& dst) {
-    if (j.contains(k)) {
-      if (!j.at(k).is_boolean()) bad(k, "must be true or false, got " + j.at(k).dump());
-      dst = j.at(k).get<bool>();
-    }
-  };
-  for (const char* k : {"vocab_size", "d_model", "d_ff", "n_heads"})
-    if (!j.contains(k)) bad(k, "is required");
-  opt_int("vocab_size", c.vocab_size);
-  opt_int("tgt_vocab_size", c.tgt_vocab_size);
-  opt_int("d_model", c.d_model);
-  opt_int("d_ff", c.d_ff);
-  opt_int("n_heads", c.n_heads);
-  opt_int("head_dim", c.head_dim);
-  opt_int("n_kv_heads", c.n_kv_heads);
-  opt_bool("qkv_bias", c.qkv_bias);
-  opt_bool("o_bias", c.o_bias);
-  opt_bool("mlp_bias", c.mlp_bias);
-  opt_bool("gated_ffn", c.gated_ffn);
-  if (j.contains("norm_kind")) c.norm_kind = parse_norm_kind(get_as<std::string>(j.at("norm_kind"), "norm_kind"));
-  opt_double("rope_theta", c.rope_theta);
-  if (j.contains("rope_scaling")) {
-    const auto& r = j.at("rope_scaling");
-    if (!r.is_object()) bad("rope_scaling", "must be an object {\"type\": default|linear|llama3, \"factor\": ...}");
-    static const std::set<std::string> rk = {"type", "factor", "low_freq_factor", "high_freq_factor", "original_max_positions"};
-    for (auto it = r.begin(); it != r.end(); ++it)
-      if (!rk.count(it.key())) bad("rope_scaling." + it.key(), "is not a known rope_scaling key");
-    if (r.contains("type")) c.rope_scaling.type = parse_rope_scaling_type(get_as<std::string>(r.at("type"), "rope_scaling.type"));
-    auto num = [&](const char* k, double& dst) {
-      if (!r.contains(k)) return;
-      if (!r.at(k).is_number()) bad(std::string("rope_scaling.") + k, "must be a number, got " + r.at(k).dump());
-      dst = r.at(k).get<double>();
-    };
-    num("factor", c.rope_scaling.factor);
-    num("low_freq_factor", c.rope_scaling.low_freq_factor);
-    num("high_freq_factor", c.rope_scaling.high_freq_factor);
-    if (r.contains("original_max_positions"))
-      c.rope_scaling.original_max_positions = get_int(r.at("original_max_positions"), "rope_scaling.original_max_positions");
-  }
-  opt_int("sliding_window", c.sliding_window);
-  opt_int("n_encoder_layers", c.n_encoder_layers);
-  opt_int("n_decoder_layers", c.n_decoder_layers);
-  opt_double("dropout", c.dropout);
-  opt_double("attention_dropout", c.attention_dropout);
-  if (j.contains("activation_dropout")) {
-    opt_double("activation_dropout", c.activation_dropout);
-    if (c.activation_dropout < 0) bad("activation_dropout", "must be in [0, 1) (absent: the same as dropout)");
-  }
-  opt_int("max_positions", c.max_positions);
-  if (j.contains("positional")) c.positional = parse_positional(get_as<std::string>(j.at("positional"), "positional"));
-  if (j.contains("activation")) c.activation = parse_activation(get_as<std::string>(j.at("activation"), "activation"));
-  if (j.contains("norm")) c.norm = parse_norm_position(get_as<std::string>(j.at("norm"), "norm"));
-  c.embed_layer_norm = c.norm == NormPosition::Post;
-  opt_bool("embed_layer_norm", c.embed_layer_norm);
-  opt_bool("tie_embeddings", c.tie_embeddings);
-  opt_int("n_segments", c.n_segments);
-  opt_int("n_classes", c.n_classes);
-  opt_double("layer_norm_eps", c.layer_norm_eps);
-  opt_int("pad_id", c.pad_id);
-  if (j.contains("heads")) {
-    const auto& hj = j.at("heads");
-    if (!hj.is_object()) bad("heads", "must be an object {attention type: [[head ids of layer 0], ...]}");
-    for (auto it = hj.begin(); it != hj.end(); ++it) {
-      AttnType t = parse_attn_type(it.key());
-      const std::string field = "heads." + it.key();
-      if (!it.value().is_array()) bad(field, "must be a list of per-layer head id lists");
-      auto& dst = c.heads(t);
-      dst.clear();
-      for (const auto& layer : it.value()) {
-        if (!layer.is_array()) bad(field, "must be a list of per-layer head id lists, got element " + layer.dump());
-        std::vector<int64_t> ids;
-        for (const auto& h : layer) ids.push_back(get_int(h, field));
-        dst.push_back(std::move(ids));
-      }
-      // An explicitly empty list of layers is "every layer pruned to nothing" only if the
-      // arch has zero layers, which finalize() rejects; keep the marker distinguishable.
-      if (dst.empty() && c.n_layers(t) > 0) bad(field, "lists no layers");
-    }
-  }
+  for (const auto& f : config_fields()) f.read(fields, c);
   c.finalize();
   return c;
 }

@@ -26,13 +26,16 @@ bool JsonFields::has(const std::string& key) const {
 }
 
 const nlohmann::json& JsonFields::at(const std::string& key) const {
-  if (!has(key)) fail(key, "is missing");
+  if (!has(key)) fail(key, style_.missing);
   return j_.at(key);
 }
 
 int64_t JsonFields::req_int(const std::string& key) const {
-  if (!has(key)) fail(key, "is missing (an integer)");
-  const auto& v = j_.at(key);
+  if (!has(key)) fail(key, style_.missing + " (an integer)");
+  return as_int(j_.at(key), key);
+}
+
+int64_t JsonFields::as_int(const nlohmann::json& v, const std::string& key) const {
   if (!v.is_number_integer()) fail(key, "must be an integer, got " + v.dump());
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
     fail(key, "is " + v.dump() + ", too large for a 64-bit integer");
@@ -42,7 +45,7 @@ int64_t JsonFields::req_int(const std::string& key) const {
 int64_t JsonFields::opt_int(const std::string& key, int64_t dflt) const { return has(key) ? req_int(key) : dflt; }
 
 double JsonFields::req_num(const std::string& key) const {
-  if (!has(key)) fail(key, "is missing (a number)");
+  if (!has(key)) fail(key, style_.missing + " (a number)");
   const auto& v = j_.at(key);
   if (!v.is_number()) fail(key, "must be a number, got " + v.dump());
   return v.get<double>();
@@ -58,7 +61,7 @@ bool JsonFields::opt_bool(const std::string& key, bool dflt) const {
 }
 
 std::string JsonFields::req_str(const std::string& key) const {
-  if (!has(key)) fail(key, "is missing (a string)");
+  if (!has(key)) fail(key, style_.missing + " (a string)");
   const auto& v = j_.at(key);
   if (!v.is_string()) fail(key, "must be a string, got " + v.dump());
   return v.get<std::string>();
@@ -74,9 +77,9 @@ JsonFields JsonFields::object(const std::string& key) const {
   return JsonFields(v, source_, style_, prefix_ + key + ".");
 }
 
-void JsonFields::only(const std::set<std::string>& known) const {
+void JsonFields::only(const std::set<std::string>& known, const std::string& noun) const {
   for (auto it = j_.begin(); it != j_.end(); ++it)
-    if (!known.count(it.key())) fail(it.key(), "is not a known key");
+    if (!known.count(it.key())) fail(it.key(), "is not a known " + noun);
 }
 
 }  // namespace hp

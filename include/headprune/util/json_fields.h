@@ -18,6 +18,7 @@ struct JsonStyle {
   enum class Nulls { Absent, Invalid };  // whether "key": null reads as absent
   enum class Error { Runtime, InvalidArgument };
   std::string label = "config field";  // the noun in front of a field's name
+  std::string missing = "is missing";  // what an absent required field is said to be
   Nulls nulls = Nulls::Absent;
   Error error = Error::Runtime;
 };
@@ -32,6 +33,8 @@ class JsonFields {
   const nlohmann::json& at(const std::string& key) const;  // must be present
 
   int64_t req_int(const std::string& key) const;
+  // A value inside the field `key` (an element of its list ...) read as an integer.
+  int64_t as_int(const nlohmann::json& value, const std::string& key) const;
   int64_t opt_int(const std::string& key, int64_t dflt) const;
   double req_num(const std::string& key) const;
   double opt_num(const std::string& key, double dflt) const;
@@ -40,8 +43,8 @@ class JsonFields {
   std::string opt_str(const std::string& key, const std::string& dflt) const;
   // A nested object, read with the same style; its fields are named "key.field".
   JsonFields object(const std::string& key) const;
-  // Every key is one of `known` (else "... 'k' is not a known key").
-  void only(const std::set<std::string>& known) const;
+  // Every key is one of `known` (else "... 'k' is not a known <noun>").
+  void only(const std::set<std::string>& known, const std::string& noun = "key") const;
 
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
   [[noreturn]] void fail(const std::string& problem) const;  // the document as a whole
