@@ -332,13 +332,6 @@ void remove_stale_scratch(const std::string& path, const std::string& marker) {
   }
 }
 
-int64_t json_int(const nlohmann::json& v, const std::string& what) {
-  if (!v.is_number_integer() ||
-      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
-    throw std::invalid_argument(what + " must be an integer, got " + v.dump());
-  return v.get<int64_t>();
-}
-
 nlohmann::json parse_json(const std::string& text, const std::string& source, bool allow_comments) {
   using Event = nlohmann::json::parse_event_t;
   std::vector<std::set<std::string>> keys;  // the keys of each object being parsed, innermost last

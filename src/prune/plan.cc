@@ -13,6 +13,7 @@
 
 #include "headprune/io/files.h"
 #include "headprune/io/formats.h"
+#include "headprune/util/json_fields.h"
 
 namespace hp {
 namespace {
@@ -45,35 +46,32 @@ nlohmann::json PruningPlan::to_json() const {
 
 PruningPlan PruningPlan::from_json(const nlohmann::json& j, const std::string& what) {
   if (!j.is_object()) throw std::invalid_argument(what + ": a plan must be a JSON object");
-  if (j.contains("format")) {
+  const JsonFields f(j, what, JsonStyle{"field", "is missing", JsonStyle::Nulls::Invalid, JsonStyle::Error::InvalidArgument});
+  if (f.has("format")) {
     // Plans have carried their tag since the first release; one of another kind (an importance map,
     // a summary) or of a newer version is refused by name rather than read for its "heads".
-    const auto& f = j.at("format");
-    const std::string tag = f.is_string() ? f.get<std::string>() : f.dump();
+    const auto& tag_json = f.at("format");
+    const std::string tag = tag_json.is_string() ? tag_json.get<std::string>() : tag_json.dump();
     if (tag != kPlanFormat)
-      throw std::invalid_argument(what + ": field 'format' is '" + tag + "', expected '" + kPlanFormat +
-                                  "' (a plan.json written by headprune prune or curve)");
+      f.fail("format", "is '" + tag + "', expected '" + kPlanFormat + "' (a plan.json written by headprune prune or curve)");
   }
-  if (!j.contains("heads") || !j.at("heads").is_array())
-    throw std::invalid_argument(what + ": field 'heads' (an array of \"TYPE:LAYER:HEAD\") is missing");
+  if (!f.has("heads") || !f.at("heads").is_array())
+    f.fail("heads", "(an array of \"TYPE:LAYER:HEAD\") is missing");
   PruningPlan p;
   std::vector<HeadId> heads;
-  for (size_t i = 0; i < j.at("heads").size(); ++i) {
-    const auto& h = j.at("heads")[i];
-    if (!h.is_string())
-      throw std::invalid_argument(what + ": heads[" + std::to_string(i) + "] must be a string \"TYPE:LAYER:HEAD\"");
+  for (size_t i = 0; i < f.at("heads").size(); ++i) {
+    const auto& h = f.at("heads")[i];
+    const std::string at = "heads[" + std::to_string(i) + "]";
+    if (!h.is_string()) f.fail(at + " must be a string \"TYPE:LAYER:HEAD\"");
     try {
       heads.push_back(parse_head_id(h.get<std::string>()));
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(what + ": heads[" + std::to_string(i) + "]: " + e.what());
+      f.fail(at + ": " + e.what());
     }
   }
   p.heads = sorted_unique(heads, what);
-  if (j.contains("strategy")) {
-    if (!j.at("strategy").is_string()) throw std::invalid_argument(what + ": field 'strategy' must be a string");
-    p.strategy = j.at("strategy").get<std::string>();
-  }
-  if (j.contains("info")) p.info = j.at("info");
+  p.strategy = f.opt_str("strategy", p.strategy);
+  if (f.has("info")) p.info = f.at("info");
   return p;
 }
 

@@ -11,6 +11,7 @@
 
 #include "headprune/io/files.h"
 #include "headprune/io/formats.h"
+#include "headprune/util/json_fields.h"
 
 namespace hp {
 
@@ -99,35 +100,25 @@ nlohmann::json HeadScores::to_json() const {
 }
 
 HeadScores HeadScores::from_json(const nlohmann::json& j) {
-  auto need = [&](const nlohmann::json& o, const char* key) -> const nlohmann::json& {
-    if (!o.is_object() || !o.contains(key))
-      throw std::invalid_argument(std::string("score map: missing field '") + key + "'");
-    return o.at(key);
-  };
+  const JsonStyle style{"field", "is missing", JsonStyle::Nulls::Invalid, JsonStyle::Error::InvalidArgument};
+  const JsonFields f(j, "score map", style);
   HeadScores s;
-  try {
-    s.method = need(j, "method").get<std::string>();
-    s.higher_is_important = j.value("higher_is_important", true);
-    s.unit = parse_score_unit(j.value("unit", "head"));
-    s.normalization = parse_normalization(j.value("normalization", "none"));
-    if (j.contains("info")) s.info = j.at("info");
-    const auto& heads = need(j, "heads");
-    if (!heads.is_array()) throw std::invalid_argument("score map: 'heads' must be an array");
-    for (const auto& row : heads) {
-      HeadId h{parse_attn_type(need(row, "attn_type").get<std::string>()), json_int(need(row, "layer"), "score map: 'layer'"),
-               json_int(need(row, "head"), "score map: 'head'")};
-      if (s.scores.count(h)) throw std::invalid_argument("score map: head " + to_string(h) + " appears twice");
-      s.scores[h] = need(row, "score").get<double>();
-      for (auto it = row.begin(); it != row.end(); ++it) {
-        const std::string& k = it.key();
-        if (k == "attn_type" || k == "layer" || k == "head" || k == "score") continue;
-        if (!it.value().is_number())
-          throw std::invalid_argument("score map: column '" + k + "' of head " + to_string(h) + " is not a number");
-        s.columns[k][h] = it.value().get<double>();
-      }
+  s.method = f.req_str("method");
+  s.higher_is_important = f.opt_bool("higher_is_important", true);
+  s.unit = parse_score_unit(f.opt_str("unit", "head"));
+  s.normalization = parse_normalization(f.opt_str("normalization", "none"));
+  if (f.has("info")) s.info = f.at("info");
+  if (!f.at("heads").is_array()) f.fail("heads", "must be an array");
+  for (const auto& row_json : f.at("heads")) {
+    const JsonFields row(row_json, "score map: heads[]", style);
+    const HeadId h{parse_attn_type(row.req_str("attn_type")), row.req_int("layer"), row.req_int("head")};
+    if (s.scores.count(h)) f.fail("heads", "head " + to_string(h) + " appears twice");
+    s.scores[h] = row.req_num("score");
+    for (auto it = row_json.begin(); it != row_json.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "attn_type" || k == "layer" || k == "head" || k == "score") continue;
+      s.columns[k][h] = row.req_num(k);  // a further column: a number per head
     }
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(std::string("score map: wrong type: ") + e.what());
   }
   return s;
 }

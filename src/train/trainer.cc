@@ -16,6 +16,7 @@
 #include "headprune/util/dist.h"
 #include "headprune/util/log.h"
 #include "headprune/util/runtime.h"
+#include "headprune/util/json_fields.h"
 
 namespace hp {
 namespace fs = std::filesystem;
@@ -31,40 +32,33 @@ nlohmann::json TrainOptions::to_json() const {
 }
 
 TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw std::invalid_argument("train options: expected a JSON object");
+  const JsonFields f(j, "train options",
+                     JsonStyle{"field", "is missing", JsonStyle::Nulls::Invalid, JsonStyle::Error::InvalidArgument});
+  f.only({"max_steps", "batch_tokens", "max_batch", "lr", "warmup_steps", "schedule", "beta1", "beta2", "adam_eps",
+          "weight_decay", "clip_norm", "label_smoothing", "eval_every", "log_every", "save_every", "keep_every",
+          "best_metric", "bf16", "seed"});
   TrainOptions o;
-  const std::set<std::string> known = {"max_steps", "batch_tokens", "max_batch", "lr", "warmup_steps", "schedule",
-                                       "beta1", "beta2", "adam_eps", "weight_decay", "clip_norm", "label_smoothing",
-                                       "eval_every", "log_every", "save_every", "keep_every", "best_metric", "bf16", "seed"};
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!known.count(it.key())) throw std::invalid_argument("train options: '" + it.key() + "' is not a known key");
-  auto num = [&](const char* k, auto& dst) {
-    if (!j.contains(k)) return;
-    if (!j.at(k).is_number()) throw std::invalid_argument(std::string("train options: '") + k + "' must be a number");
-    dst = j.at(k).get<std::decay_t<decltype(dst)>>();
-  };
-  num("max_steps", o.max_steps);
-  num("batch_tokens", o.batch_tokens);
-  num("max_batch", o.max_batch);
-  num("lr", o.lr);
-  num("warmup_steps", o.warmup_steps);
-  if (j.contains("schedule")) o.schedule = parse_lr_schedule(j.at("schedule").get<std::string>());
-  num("beta1", o.adam.beta1);
-  num("beta2", o.adam.beta2);
-  num("adam_eps", o.adam.eps);
-  num("weight_decay", o.adam.weight_decay);
-  num("clip_norm", o.clip_norm);
-  num("label_smoothing", o.label_smoothing);
-  num("eval_every", o.eval_every);
-  num("log_every", o.log_every);
-  num("save_every", o.save_every);
-  num("keep_every", o.keep_every);
-  if (j.contains("best_metric")) o.best_metric = j.at("best_metric").get<std::string>();
-  if (j.contains("bf16")) {
-    if (!j.at("bf16").is_boolean()) throw std::invalid_argument("train options: 'bf16' must be true or false");
-    o.bf16 = j.at("bf16").get<bool>();
-  }
-  num("seed", o.seed);
+  o.max_steps = f.opt_int("max_steps", o.max_steps);
+  o.batch_tokens = f.opt_int("batch_tokens", o.batch_tokens);
+  o.max_batch = f.opt_int("max_batch", o.max_batch);
+  o.lr = f.opt_num("lr", o.lr);
+  o.warmup_steps = f.opt_int("warmup_steps", o.warmup_steps);
+  if (f.has("schedule")) o.schedule = parse_lr_schedule(f.req_str("schedule"));
+  o.adam.beta1 = f.opt_num("beta1", o.adam.beta1);
+  o.adam.beta2 = f.opt_num("beta2", o.adam.beta2);
+  o.adam.eps = f.opt_num("adam_eps", o.adam.eps);
+  o.adam.weight_decay = f.opt_num("weight_decay", o.adam.weight_decay);
+  o.clip_norm = f.opt_num("clip_norm", o.clip_norm);
+  o.label_smoothing = f.opt_num("label_smoothing", o.label_smoothing);
+  o.eval_every = f.opt_int("eval_every", o.eval_every);
+  o.log_every = f.opt_int("log_every", o.log_every);
+  o.save_every = f.opt_int("save_every", o.save_every);
+  o.keep_every = f.opt_int("keep_every", o.keep_every);
+  o.best_metric = f.opt_str("best_metric", o.best_metric);
+  o.bf16 = f.opt_bool("bf16", o.bf16);
+  const int64_t seed = f.opt_int("seed", static_cast<int64_t>(o.seed));
+  if (seed < 0) f.fail("seed", "must be >= 0, got " + std::to_string(seed));
+  o.seed = static_cast<uint64_t>(seed);
   return o;
 }
 

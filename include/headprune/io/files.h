@@ -96,8 +96,5 @@ nlohmann::json parse_json(const std::string& text, const std::string& source, bo
 nlohmann::json read_json_file(const std::string& path, bool allow_comments = false);
 void write_json_file(const std::string& path, const nlohmann::json& j, int indent = 2);
 
-// An integer JSON value as int64_t; anything else (a float such as 1e20, a string, an unsigned value
-// above INT64_MAX) is std::invalid_argument "WHAT must be an integer, got VALUE".
-int64_t json_int(const nlohmann::json& v, const std::string& what);
 
 }  // namespace hp
