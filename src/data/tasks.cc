@@ -181,185 +181,263 @@ std::vector<Example> calibration_blocks(const std::optional<Tokenizer>& tok, con
   return out;
 }
 
-TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const std::string& data_root,
-                   const std::optional<Tokenizer>& tokenizer, const std::vector<std::string>& splits, uint64_t seed) {
+namespace {
+
+// What every kind of data spec is read with: the spec, the model, where its files are, which splits
+// to build, and the vocabulary given (else one is trained with `seed`).
+struct TaskRequest {
+  const nlohmann::json& spec;
+  const ModelConfig& model;
+  const std::string& data_root;
+  const std::optional<Tokenizer>& tokenizer;
+  const std::vector<std::string>& splits;
+  uint64_t seed;
+
+  std::string path(const std::string& p) const { return resolve_data_path(data_root, p); }
+  bool wants(const char* split) const { return hp::wants(splits, split); }
+};
+
+void check_spec_keys(const nlohmann::json& spec) {
   if (!spec.is_object()) throw std::invalid_argument("data spec: expected a JSON object");
   for (auto it = spec.begin(); it != spec.end(); ++it)
     if (!kSpecKeys.count(it.key())) throw std::invalid_argument("data spec: '" + it.key() + "' is not a known key");
-  const std::string kind = opt<std::string>(spec, "kind", "synthetic");
-  const int64_t max_train = opt<int64_t>(spec, "max_train", 0);
-  TaskData d;
-  auto path = [&](const std::string& p) { return resolve_data_path(data_root, p); };
-  auto cap = [&](std::vector<Example>& v) {
-    if (max_train > 0 && static_cast<int64_t>(v.size()) > max_train) v.resize(max_train);
-  };
+}
 
-  if (kind == "synthetic") {
-    const int64_t lo = opt<int64_t>(spec, "min_len", 3), hi = opt<int64_t>(spec, "max_len", 24);
-    if (wants(splits, "train")) d.train = synthetic_examples(model, opt<int64_t>(spec, "n_train", 4000), lo, hi, seed);
-    if (wants(splits, "valid")) d.valid = synthetic_examples(model, opt<int64_t>(spec, "n_valid", 500), lo, hi, seed + 1);
-    if (wants(splits, "test")) d.test = synthetic_examples(model, opt<int64_t>(spec, "n_test", 500), lo, hi, seed + 2);
-    return d;
-  }
+// max_len (the model's max_positions unless given), at most max_positions.
+int64_t spec_max_len(const nlohmann::json& spec, const ModelConfig& model) {
   const int64_t max_len = opt<int64_t>(spec, "max_len", model.max_positions);
   if (max_len > model.max_positions)
     throw std::invalid_argument("data spec: max_len " + std::to_string(max_len) + " exceeds the model's max_positions " +
                                 std::to_string(model.max_positions));
+  return max_len;
+}
 
-  if (kind == "tsv") {
-    if (model.arch != Arch::EncoderClassifier) throw std::invalid_argument("data spec: kind tsv needs encoder_classifier");
-    TsvColumns cols;
-    cols.text_a = opt<std::string>(spec, "text_a", "sentence");
-    cols.text_b = opt<std::string>(spec, "text_b", "");
-    cols.label = opt<std::string>(spec, "label", "label");
-    if (spec.contains("labels")) {
-      const auto& names = spec.at("labels");
-      if (!names.is_array() || names.empty())
-        throw std::invalid_argument("data spec: 'labels' must be a non-empty array of class names");
-      std::set<std::string> seen;
-      for (const auto& n : names) {
-        if (!n.is_string() || n.get<std::string>().empty())
-          throw std::invalid_argument("data spec: 'labels' must hold non-empty strings, got " + n.dump());
-        if (!seen.insert(n.get<std::string>()).second)
-          throw std::invalid_argument("data spec: 'labels' names '" + n.get<std::string>() + "' twice");
-        cols.label_names.push_back(n.get<std::string>());
-      }
-      if (static_cast<int64_t>(cols.label_names.size()) != model.n_classes)
-        throw std::invalid_argument("data spec: 'labels' names " + std::to_string(cols.label_names.size()) +
-                                    " classes, the model has n_classes " + std::to_string(model.n_classes));
+TaskData synthetic_task(const TaskRequest& r) {
+  TaskData d;
+  const int64_t lo = opt<int64_t>(r.spec, "min_len", 3), hi = opt<int64_t>(r.spec, "max_len", 24);
+  if (r.wants("train")) d.train = synthetic_examples(r.model, opt<int64_t>(r.spec, "n_train", 4000), lo, hi, r.seed);
+  if (r.wants("valid")) d.valid = synthetic_examples(r.model, opt<int64_t>(r.spec, "n_valid", 500), lo, hi, r.seed + 1);
+  if (r.wants("test")) d.test = synthetic_examples(r.model, opt<int64_t>(r.spec, "n_test", 500), lo, hi, r.seed + 2);
+  return d;
+}
+
+// The given vocabulary, else one trained on the train split's texts (`texts` adds a row's).
+template <typename Row, typename Texts>
+Tokenizer task_tokenizer(const TaskRequest& r, const std::map<std::string, std::vector<Row>>& raw, Texts texts) {
+  if (r.tokenizer) return *r.tokenizer;
+  const auto train = raw.find("train");
+  if (train == raw.end()) throw std::invalid_argument("data spec: a vocabulary needs the train split");
+  std::vector<std::string> text;
+  for (const auto& row : train->second) texts(row, text);
+  return train_tokenizer(text, r.spec, r.seed);
+}
+
+// ---- tsv: sentence classification -----------------------------------------------------------------
+
+// 'labels': the class names, one per class of the model, none twice.
+std::vector<std::string> label_names(const nlohmann::json& names, const ModelConfig& model) {
+  if (!names.is_array() || names.empty())
+    throw std::invalid_argument("data spec: 'labels' must be a non-empty array of class names");
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& n : names) {
+    if (!n.is_string() || n.get<std::string>().empty())
+      throw std::invalid_argument("data spec: 'labels' must hold non-empty strings, got " + n.dump());
+    if (!seen.insert(n.get<std::string>()).second)
+      throw std::invalid_argument("data spec: 'labels' names '" + n.get<std::string>() + "' twice");
+    out.push_back(n.get<std::string>());
+  }
+  if (static_cast<int64_t>(out.size()) != model.n_classes)
+    throw std::invalid_argument("data spec: 'labels' names " + std::to_string(out.size()) +
+                                " classes, the model has n_classes " + std::to_string(model.n_classes));
+  return out;
+}
+
+TsvColumns tsv_columns(const nlohmann::json& spec, const ModelConfig& model) {
+  TsvColumns cols;
+  cols.text_a = opt<std::string>(spec, "text_a", "sentence");
+  cols.text_b = opt<std::string>(spec, "text_b", "");
+  cols.label = opt<std::string>(spec, "label", "label");
+  if (spec.contains("labels")) cols.label_names = label_names(spec.at("labels"), model);
+  return cols;
+}
+
+// The rows of the splits wanted, by split, and the file each came from.
+struct TsvSplits {
+  std::map<std::string, std::vector<TextExample>> raw;
+  std::map<std::string, std::string> files;
+};
+
+// valid_fraction: the valid split is a held-out part of the train file (for checkpoint selection), so
+// that the file's own dev set can be the reported test split.
+TsvSplits read_tsv_splits(const TaskRequest& r, const TsvColumns& cols) {
+  const auto& spec = r.spec;
+  const bool held_out = spec.contains("valid_fraction");
+  if (held_out && spec.contains("valid"))
+    throw std::invalid_argument("data spec: give 'valid' (a file) or 'valid_fraction' (held out of train), not both");
+  const double frac = opt<double>(spec, "valid_fraction", 0.0);
+  if (held_out && (frac <= 0 || frac >= 1)) throw std::invalid_argument("data spec: valid_fraction must be in (0, 1)");
+  TsvSplits s;
+  for (const char* split : {"train", "valid", "test"})
+    if (r.wants(split) && spec.contains(split)) {
+      s.files[split] = r.path(spec.at(split).get<std::string>());
+      s.raw[split] = read_tsv_classification(s.files[split], cols);
     }
-    // valid_fraction: the valid split is a held-out part of the train file (for checkpoint
-    // selection), so that the file's own dev set can be the reported test split.
-    const bool held_out = spec.contains("valid_fraction");
-    if (held_out && spec.contains("valid"))
-      throw std::invalid_argument("data spec: give 'valid' (a file) or 'valid_fraction' (held out of train), not both");
-    const double frac = opt<double>(spec, "valid_fraction", 0.0);
-    if (held_out && (frac <= 0 || frac >= 1)) throw std::invalid_argument("data spec: valid_fraction must be in (0, 1)");
-    std::map<std::string, std::vector<TextExample>> raw;
-    std::map<std::string, std::string> files;
-    for (const char* s : {"train", "valid", "test"})
-      if (wants(splits, s) && spec.contains(s)) {
-        files[s] = path(spec.at(s).get<std::string>());
-        raw[s] = read_tsv_classification(files[s], cols);
-      }
-    if (held_out && (wants(splits, "valid") || wants(splits, "train"))) {
-      if (!spec.contains("train")) throw std::invalid_argument("data spec: valid_fraction needs 'train'");
-      files["train"] = files["valid"] = path(spec.at("train").get<std::string>());
-      auto parts = hold_out(raw.count("train") ? std::move(raw["train"]) : read_tsv_classification(files["train"], cols),
-                            frac);
-      if (parts.first.empty() || parts.second.empty())
-        throw std::invalid_argument("data spec: valid_fraction " + std::to_string(frac) + " of " + files["train"] +
-                                    "'s rows leaves an empty split");
-      raw.erase("train");
-      if (wants(splits, "train") || !tokenizer) raw["train"] = std::move(parts.first);  // the vocabulary's too
-      if (wants(splits, "valid")) raw["valid"] = std::move(parts.second);
-    }
-    if (tokenizer) {
-      d.tokenizer = tokenizer;
+  if (held_out && (r.wants("valid") || r.wants("train"))) {
+    if (!spec.contains("train")) throw std::invalid_argument("data spec: valid_fraction needs 'train'");
+    s.files["train"] = s.files["valid"] = r.path(spec.at("train").get<std::string>());
+    auto parts = hold_out(
+        s.raw.count("train") ? std::move(s.raw["train"]) : read_tsv_classification(s.files["train"], cols), frac);
+    if (parts.first.empty() || parts.second.empty())
+      throw std::invalid_argument("data spec: valid_fraction " + std::to_string(frac) + " of " + s.files["train"] +
+                                  "'s rows leaves an empty split");
+    s.raw.erase("train");
+    if (r.wants("train") || !r.tokenizer) s.raw["train"] = std::move(parts.first);  // the vocabulary's too
+    if (r.wants("valid")) s.raw["valid"] = std::move(parts.second);
+  }
+  return s;
+}
+
+// The rows of `file` as examples; a label outside the model's classes is an error naming the row.
+std::vector<Example> classification_examples(const std::vector<TextExample>& rows, const std::string& file,
+                                             const Tokenizer& tok, const ModelConfig& model, int64_t max_len) {
+  std::vector<Example> ex;
+  for (const auto& e : rows) {
+    if (e.label < 0 || e.label >= model.n_classes)
+      throw std::invalid_argument(file + ":" + std::to_string(e.line) + ": label " + std::to_string(e.label) +
+                                  " is outside the model's " + std::to_string(model.n_classes) + " classes [0, " +
+                                  std::to_string(model.n_classes) + ")");
+    ex.push_back(classification_example(tok, e.text_a, e.text_b, e.label, max_len));
+  }
+  return ex;
+}
+
+TaskData tsv_task(const TaskRequest& r, int64_t max_len) {
+  if (r.model.arch != Arch::EncoderClassifier) throw std::invalid_argument("data spec: kind tsv needs encoder_classifier");
+  const TsvColumns cols = tsv_columns(r.spec, r.model);
+  TsvSplits s = read_tsv_splits(r, cols);
+  TaskData d;
+  d.tokenizer = task_tokenizer(r, s.raw, [](const TextExample& e, std::vector<std::string>& text) {
+    text.push_back(e.text_a);
+    if (!e.text_b.empty()) text.push_back(e.text_b);
+  });
+  for (auto& kv : s.raw) {
+    auto ex = classification_examples(kv.second, s.files[kv.first], *d.tokenizer, r.model, max_len);
+    (kv.first == "train" ? d.train : kv.first == "valid" ? d.valid : d.test) = std::move(ex);
+  }
+  return d;
+}
+
+// ---- parallel: translation ------------------------------------------------------------------------
+
+using SentencePairs = std::vector<std::pair<std::string, std::string>>;
+
+// Pairs as examples: an over-long training pair is dropped, an over-long evaluation pair truncated.
+std::vector<Example> translation_examples(const SentencePairs& pairs, bool train, const Tokenizer& tok, int64_t max_len) {
+  std::vector<Example> ex;
+  for (const auto& p : pairs) {
+    Example e = translation_example(tok, p.first, p.second, 0);
+    const bool too_long = static_cast<int64_t>(std::max(e.src.size(), e.tgt.size())) > max_len;
+    if (too_long && train) continue;  // drop over-long training pairs
+    if (too_long) e = translation_example(tok, p.first, p.second, max_len);
+    ex.push_back(std::move(e));
+  }
+  return ex;
+}
+
+TaskData parallel_task(const TaskRequest& r, int64_t max_len) {
+  if (r.model.arch != Arch::EncoderDecoder) throw std::invalid_argument("data spec: kind parallel needs encoder_decoder");
+  std::map<std::string, SentencePairs> raw;
+  for (const char* s : {"train", "valid", "test"}) {
+    if (!r.wants(s) || !r.spec.contains(s)) continue;
+    const auto& pair = r.spec.at(s);
+    if (!pair.is_array() || pair.size() != 2)
+      throw std::invalid_argument(std::string("data spec: '") + s + "' must be [source file, target file]");
+    raw[s] = read_parallel(r.path(pair[0].get<std::string>()), r.path(pair[1].get<std::string>()));
+  }
+  TaskData d;
+  d.tokenizer = task_tokenizer(r, raw, [](const auto& p, std::vector<std::string>& text) {
+    text.push_back(p.first);  // one joint vocabulary for both languages
+    text.push_back(p.second);
+  });
+  for (auto& kv : raw) {
+    auto ex = translation_examples(kv.second, kv.first == "train", *d.tokenizer, max_len);
+    if (kv.first == "train") d.train = std::move(ex);
+    else if (kv.first == "valid") {
+      d.valid = std::move(ex);
+      d.valid_text = kv.second;
     } else {
-      if (!raw.count("train")) throw std::invalid_argument("data spec: a vocabulary needs the train split");
-      std::vector<std::string> text;
-      for (const auto& e : raw["train"]) {
-        text.push_back(e.text_a);
-        if (!e.text_b.empty()) text.push_back(e.text_b);
-      }
-      d.tokenizer = train_tokenizer(text, spec, seed);
+      d.test = std::move(ex);
+      d.test_text = kv.second;
     }
-    for (auto& kv : raw) {
-      std::vector<Example> ex;
-      for (const auto& e : kv.second) {
-        if (e.label < 0 || e.label >= model.n_classes)
-          throw std::invalid_argument(files[kv.first] + ":" + std::to_string(e.line) + ": label " +
-                                      std::to_string(e.label) + " is outside the model's " +
-                                      std::to_string(model.n_classes) + " classes [0, " +
-                                      std::to_string(model.n_classes) + ")");
-        ex.push_back(classification_example(*d.tokenizer, e.text_a, e.text_b, e.label, max_len));
-      }
-      (kv.first == "train" ? d.train : kv.first == "valid" ? d.valid : d.test) = std::move(ex);
-    }
-    cap(d.train);
-    return d;
   }
+  return d;
+}
 
-  if (kind == "parallel") {
-    if (model.arch != Arch::EncoderDecoder) throw std::invalid_argument("data spec: kind parallel needs encoder_decoder");
-    std::map<std::string, std::vector<std::pair<std::string, std::string>>> raw;
-    for (const char* s : {"train", "valid", "test"}) {
-      if (!wants(splits, s) || !spec.contains(s)) continue;
-      const auto& pair = spec.at(s);
-      if (!pair.is_array() || pair.size() != 2)
-        throw std::invalid_argument(std::string("data spec: '") + s + "' must be [source file, target file]");
-      raw[s] = read_parallel(path(pair[0].get<std::string>()), path(pair[1].get<std::string>()));
-    }
-    if (tokenizer) {
-      d.tokenizer = tokenizer;
-    } else {
-      if (!raw.count("train")) throw std::invalid_argument("data spec: a vocabulary needs the train split");
-      std::vector<std::string> text;  // one joint vocabulary for both languages
-      for (const auto& p : raw["train"]) {
-        text.push_back(p.first);
-        text.push_back(p.second);
-      }
-      d.tokenizer = train_tokenizer(text, spec, seed);
-    }
-    for (auto& kv : raw) {
-      std::vector<Example> ex;
-      for (const auto& p : kv.second) {
-        Example e = translation_example(*d.tokenizer, p.first, p.second, 0);
-        const bool too_long = static_cast<int64_t>(std::max(e.src.size(), e.tgt.size())) > max_len;
-        if (too_long && kv.first == "train") continue;  // drop over-long training pairs
-        if (too_long) e = translation_example(*d.tokenizer, p.first, p.second, max_len);
-        ex.push_back(std::move(e));
-      }
-      if (kv.first == "train") d.train = std::move(ex);
-      else if (kv.first == "valid") {
-        d.valid = std::move(ex);
-        d.valid_text = kv.second;
-      } else {
-        d.test = std::move(ex);
-        d.test_text = kv.second;
-      }
-    }
-    cap(d.train);
-    return d;
-  }
+// ---- text: language modelling ---------------------------------------------------------------------
 
-  if (kind == "text") {
-    if (model.arch != Arch::DecoderLM) throw std::invalid_argument("data spec: kind text needs decoder_lm");
-    if (!spec.contains("train")) throw std::invalid_argument("data spec: kind text needs 'train'");
-    const std::string file = spec.at("train").get<std::string>();
-    auto lines = read_lines(path(file));
-    // The file is cut in order: train, then valid_fraction of its lines (checkpoint selection), then
-    // test_fraction (the split reported), so the held-out text is contiguous and never trained on.
-    const double frac = opt<double>(spec, "valid_fraction", 0.1);
-    if (frac <= 0 || frac >= 1) throw std::invalid_argument("data spec: valid_fraction must be in (0, 1)");
-    const bool test_held_out = spec.contains("test_fraction");
-    if (test_held_out && spec.contains("test"))
-      throw std::invalid_argument("data spec: give 'test' (a file) or 'test_fraction' (held out of train), not both");
-    const double test_frac = opt<double>(spec, "test_fraction", 0.0);
-    if (test_held_out && (test_frac <= 0 || frac + test_frac >= 1))
-      throw std::invalid_argument("data spec: test_fraction must be > 0 and valid_fraction + test_fraction < 1");
-    const auto n = static_cast<double>(lines.size());
-    const auto cut = static_cast<size_t>(n * (1.0 - frac - test_frac));
-    const auto test_cut = static_cast<size_t>(n * (1.0 - test_frac));
-    if (cut == 0 || test_cut <= cut || (test_held_out && test_cut >= lines.size()))
-      throw std::invalid_argument("data spec: valid_fraction " + shortest(frac) +
-                                  (test_held_out ? " and test_fraction " + shortest(test_frac) : "") + " of " + file +
-                                  "'s " + std::to_string(lines.size()) + " lines leave an empty split");
-    std::vector<std::string> train(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(cut));
-    std::vector<std::string> valid(lines.begin() + static_cast<std::ptrdiff_t>(cut),
-                                   lines.begin() + static_cast<std::ptrdiff_t>(test_cut));
-    std::vector<std::string> test(lines.begin() + static_cast<std::ptrdiff_t>(test_cut), lines.end());
-    d.tokenizer = tokenizer ? *tokenizer : train_tokenizer(train, spec, seed);
-    if (wants(splits, "train")) d.train = lm_blocks(*d.tokenizer, train, max_len);
-    if (wants(splits, "valid")) d.valid = lm_blocks(*d.tokenizer, valid, max_len);
-    if (wants(splits, "test") && test_held_out) d.test = lm_blocks(*d.tokenizer, test, max_len);
-    if (wants(splits, "test") && spec.contains("test"))
-      d.test = lm_blocks(*d.tokenizer, read_lines(path(spec.at("test").get<std::string>())), max_len);
-    cap(d.train);
-    return d;
-  }
-  throw std::invalid_argument("data spec: unknown kind '" + kind + "' (expected synthetic, tsv, parallel or text)");
+// A text file cut in order: train, then valid_fraction of its lines (checkpoint selection), then
+// test_fraction (the split reported), so the held-out text is contiguous and never trained on.
+struct TextSplits {
+  std::vector<std::string> train, valid, test;
+  bool test_held_out = false;  // test_fraction given
+};
+
+TextSplits cut_text(const std::vector<std::string>& lines, const nlohmann::json& spec, const std::string& file) {
+  const double frac = opt<double>(spec, "valid_fraction", 0.1);
+  if (frac <= 0 || frac >= 1) throw std::invalid_argument("data spec: valid_fraction must be in (0, 1)");
+  TextSplits s;
+  s.test_held_out = spec.contains("test_fraction");
+  if (s.test_held_out && spec.contains("test"))
+    throw std::invalid_argument("data spec: give 'test' (a file) or 'test_fraction' (held out of train), not both");
+  const double test_frac = opt<double>(spec, "test_fraction", 0.0);
+  if (s.test_held_out && (test_frac <= 0 || frac + test_frac >= 1))
+    throw std::invalid_argument("data spec: test_fraction must be > 0 and valid_fraction + test_fraction < 1");
+  const auto n = static_cast<double>(lines.size());
+  const auto cut = static_cast<size_t>(n * (1.0 - frac - test_frac));
+  const auto test_cut = static_cast<size_t>(n * (1.0 - test_frac));
+  if (cut == 0 || test_cut <= cut || (s.test_held_out && test_cut >= lines.size()))
+    throw std::invalid_argument("data spec: valid_fraction " + shortest(frac) +
+                                (s.test_held_out ? " and test_fraction " + shortest(test_frac) : "") + " of " + file +
+                                "'s " + std::to_string(lines.size()) + " lines leave an empty split");
+  s.train.assign(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(cut));
+  s.valid.assign(lines.begin() + static_cast<std::ptrdiff_t>(cut), lines.begin() + static_cast<std::ptrdiff_t>(test_cut));
+  s.test.assign(lines.begin() + static_cast<std::ptrdiff_t>(test_cut), lines.end());
+  return s;
+}
+
+TaskData text_task(const TaskRequest& r, int64_t max_len) {
+  if (r.model.arch != Arch::DecoderLM) throw std::invalid_argument("data spec: kind text needs decoder_lm");
+  if (!r.spec.contains("train")) throw std::invalid_argument("data spec: kind text needs 'train'");
+  const std::string file = r.spec.at("train").get<std::string>();
+  const TextSplits s = cut_text(read_lines(r.path(file)), r.spec, file);
+  TaskData d;
+  d.tokenizer = r.tokenizer ? *r.tokenizer : train_tokenizer(s.train, r.spec, r.seed);
+  if (r.wants("train")) d.train = lm_blocks(*d.tokenizer, s.train, max_len);
+  if (r.wants("valid")) d.valid = lm_blocks(*d.tokenizer, s.valid, max_len);
+  if (r.wants("test") && s.test_held_out) d.test = lm_blocks(*d.tokenizer, s.test, max_len);
+  if (r.wants("test") && r.spec.contains("test"))
+    d.test = lm_blocks(*d.tokenizer, read_lines(r.path(r.spec.at("test").get<std::string>())), max_len);
+  return d;
+}
+
+}  // namespace
+
+TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const std::string& data_root,
+                   const std::optional<Tokenizer>& tokenizer, const std::vector<std::string>& splits, uint64_t seed) {
+  check_spec_keys(spec);
+  const std::string kind = opt<std::string>(spec, "kind", "synthetic");
+  const int64_t max_train = opt<int64_t>(spec, "max_train", 0);
+  const TaskRequest r{spec, model, data_root, tokenizer, splits, seed};
+  if (kind == "synthetic") return synthetic_task(r);
+  const int64_t max_len = spec_max_len(spec, model);
+  TaskData d;
+  if (kind == "tsv") d = tsv_task(r, max_len);
+  else if (kind == "parallel") d = parallel_task(r, max_len);
+  else if (kind == "text") d = text_task(r, max_len);
+  else throw std::invalid_argument("data spec: unknown kind '" + kind + "' (expected synthetic, tsv, parallel or text)");
+  if (max_train > 0 && static_cast<int64_t>(d.train.size()) > max_train) d.train.resize(max_train);  // max_train caps training
+  return d;
 }
 
 }  // namespace hp

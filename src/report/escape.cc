@@ -140,9 +140,7 @@ bool is_datablock_header(std::string_view line) {
   return line.substr(i) == " << EOD";
 }
 
-}  // namespace
-
-std::string gnuplot_program_problem(std::string_view program, std::string* skeleton) {
+std::vector<std::string_view> split_lines(std::string_view program) {
   std::vector<std::string_view> lines;
   for (size_t start = 0; start < program.size();) {
     size_t end = program.find('\n', start);
@@ -150,136 +148,181 @@ std::string gnuplot_program_problem(std::string_view program, std::string* skele
     lines.push_back(program.substr(start, end - start));
     start = end + 1;
   }
-  std::string skel;
-  auto at = [](size_t i) { return "line " + std::to_string(i + 1) + ": "; };
+  return lines;
+}
+
+// "line N: ", before a problem of the line with index i.
+std::string at(size_t i) { return "line " + std::to_string(i + 1) + ": "; }
+
+// A row inside a datablock (not its EOD): its skeleton, the quoted fields emptied, appended to skel;
+// "" or the problem.
+std::string datablock_row_problem(std::string_view line, std::string& skel) {
+  if (line.find('\\') != std::string_view::npos) return "a backslash in a datablock row";
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') quoted = !quoted, skel += c;
+    else if (!quoted) skel += c;
+  }
+  if (quoted) return "a quoted field of a datablock row does not end";
+  skel += '\n';
+  return "";
+}
+
+// The end of the string literal whose opening quote is at l[k], as gnuplot 5.4's scanner reads it: the
+// literal ends at the first quote, except that a character followed by two quotes takes them in (an
+// escaped quote). Its contents go to `text`; `end` when it does not end before `end`.
+size_t literal_end(std::string_view l, size_t k, size_t end, std::string& text) {
+  size_t j = k + 1;
+  for (; j < end && l[j] != '\''; ++j) {
+    text += l[j];
+    if (j + 2 < end && l[j + 1] == '\'' && l[j + 2] == '\'') text += '\'', j += 2;
+  }
+  return j;
+}
+
+// The end of the number at l[k] (digits, '.', an exponent with its sign).
+size_t number_end(std::string_view l, size_t k, size_t end) {
+  size_t j = k;
+  while (j < end && (is_digit(l[j]) || l[j] == '.' || l[j] == 'e' || l[j] == 'E' ||
+                     ((l[j] == '-' || l[j] == '+') && (l[j - 1] == 'e' || l[j - 1] == 'E'))))
+    ++j;
+  return j;
+}
+
+// The end of the name (letters, digits, '_') that goes on at l[k].
+size_t name_end(std::string_view l, size_t k, size_t end) {
+  while (k < end && (is_alpha(l[k]) || is_digit(l[k]))) ++k;
+  return k;
+}
+
+// The tokens of one program line (a continuation backslash left out: `continued`) appended to
+// `tokens`, its skeleton to skel; "" or the problem.
+std::string scan_line(std::string_view l, bool continued, std::vector<Token>& tokens, std::string& skel) {
+  const size_t end = continued ? l.size() - 1 : l.size();
+  for (size_t k = 0; k < end;) {
+    const char c = l[k];
+    size_t j = k + 1;  // where the token ends
+    if (c == ' ') {
+      skel += c;
+    } else if (c == '\'') {
+      std::string text;
+      j = literal_end(l, k, end, text);
+      if (j >= end) return "a string literal does not end on its line";
+      if (continued && j + 1 == end) return "a string literal ends at a line continuation";
+      tokens.push_back({Token::Literal, text});
+      skel += "''";
+      ++j;
+    } else if (c == '#') {
+      if (continued) return "a comment ends in a backslash (gnuplot would join the next line to it)";
+      skel += '#';
+      j = end;
+    } else if (c == '"' || c == '`' || c == '@' || c == ';' || c == '!') {
+      return "'" + std::string(1, c) + "' outside a string literal";
+    } else if (c == '$' && k + 1 < end && is_alpha(l[k + 1])) {
+      j = name_end(l, k + 1, end);
+      tokens.push_back({Token::Block, std::string(l.substr(k + 1, j - k - 1))});
+      skel.append(l.substr(k, j - k));
+    } else if (is_digit(c) || (c == '.' && k + 1 < end && is_digit(l[k + 1]))) {
+      j = number_end(l, k, end);
+      tokens.push_back({Token::Number, std::string(l.substr(k, j - k))});
+      skel.append(l.substr(k, j - k));
+    } else if (is_alpha(c)) {
+      j = name_end(l, k, end);
+      const std::string word(l.substr(k, j - k));
+      if (kForbiddenWords.count(word)) return "'" + word + "' outside a string literal";
+      tokens.push_back({Token::Word, word});
+      skel += word;
+    } else {
+      tokens.push_back({Token::Punct, std::string(1, c)});
+      skel += c;
+    }
+    k = j;
+  }
+  if (continued) skel += "\\";
+  skel += '\n';
+  return "";
+}
+
+// One command: lines[i] and, while a line ends in a backslash, the next (gnuplot joins them); i ends at
+// its last line. "" or the problem, naming its line.
+std::string scan_command(const std::vector<std::string_view>& lines, size_t& i, std::vector<Token>& tokens,
+                         std::string& skel) {
+  for (;; ++i) {
+    const std::string_view l = lines[i];
+    const bool continued = !l.empty() && l.back() == '\\';
+    if (auto problem = scan_line(l, continued, tokens, skel); !problem.empty()) return at(i) + problem;
+    if (!continued) return "";
+    if (i + 1 >= lines.size()) return at(i) + "the program ends in a backslash";
+  }
+}
+
+// A plot: every element (split at the commas outside brackets) begins with what it draws.
+std::string plot_problem(const std::vector<Token>& tokens) {
+  int depth = 0;
+  bool element_start = true;
+  for (size_t k = 1; k < tokens.size(); ++k) {
+    const Token& t = tokens[k];
+    if (element_start) {
+      const bool ok = t.kind == Token::Block || t.kind == Token::Number || (t.kind == Token::Word && t.text == "NaN") ||
+                      (t.kind == Token::Punct && t.text == "-" && k + 1 < tokens.size() && tokens[k + 1].kind == Token::Number);
+      if (!ok) return "a plot element that reads no datablock, NaN or number";
+      element_start = false;
+    }
+    if (t.kind != Token::Punct) continue;
+    if (t.text == "(" || t.text == "[" || t.text == "{") ++depth;
+    else if (t.text == ")" || t.text == "]" || t.text == "}") --depth;
+    else if (t.text == "," && depth == 0) element_start = true;
+  }
+  return element_start ? "a plot ends without an element" : "";
+}
+
+// Whether a command (at least one token) is one headprune writes: set, unset, array, plot, or
+// NAME[INDEX] = 'literal'. "" or the problem.
+std::string command_problem(const std::vector<Token>& tokens) {
+  const auto is = [&](size_t k, Token::Kind kind, const std::string& text) {
+    return k < tokens.size() && tokens[k].kind == kind && tokens[k].text == text;
+  };
+  const std::string& command = tokens[0].text;
+  if (tokens[0].kind == Token::Word && (command == "set" || command == "unset" || command == "array")) {
+    if (command == "set" && is(1, Token::Word, "output") &&
+        (tokens.size() != 3 || tokens[2].kind != Token::Literal || tokens[2].text.empty() || tokens[2].text[0] == '|'))
+      return "the output is not a file name";
+    return "";
+  }
+  if (tokens[0].kind == Token::Word && command == "plot") return plot_problem(tokens);
+  if (tokens.size() == 6 && tokens[0].kind == Token::Word && is(1, Token::Punct, "[") && tokens[2].kind == Token::Number &&
+      is(3, Token::Punct, "]") && is(4, Token::Punct, "=") && tokens[5].kind == Token::Literal)
+    return "";
+  return "not a command headprune writes ('" + command + "')";
+}
+
+}  // namespace
+
+std::string gnuplot_program_problem(std::string_view program, std::string* skeleton) {
+  const std::vector<std::string_view> lines = split_lines(program);
   for (size_t i = 0; i < lines.size(); ++i)
     if (display_text(lines[i]) != lines[i])
       return at(i) + "a control character, a byte that is no UTF-8, or \"]]>\"";
+  std::string skel;
   bool in_block = false;
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::string_view line = lines[i];
-    if (in_block) {
-      if (line.substr(0, 3) == "EOD") {  // gnuplot ends a datablock at the first line beginning so
-        if (line != "EOD") return at(i) + "a datablock row begins with EOD";
-        in_block = false;
-        skel += "EOD\n";
-        continue;
-      }
-      if (line.find('\\') != std::string_view::npos) return at(i) + "a backslash in a datablock row";
-      bool quoted = false;
-      for (char c : line) {
-        if (c == '"') quoted = !quoted, skel += c;
-        else if (!quoted) skel += c;
-      }
-      if (quoted) return at(i) + "a quoted field of a datablock row does not end";
-      skel += '\n';
-      continue;
-    }
-    if (is_datablock_header(line)) {
+    if (in_block && line.substr(0, 3) == "EOD") {  // gnuplot ends a datablock at the first line beginning so
+      if (line != "EOD") return at(i) + "a datablock row begins with EOD";
+      in_block = false;
+      skel += "EOD\n";
+    } else if (in_block) {
+      if (auto problem = datablock_row_problem(line, skel); !problem.empty()) return at(i) + problem;
+    } else if (is_datablock_header(line)) {
       in_block = true;
       skel.append(line.data(), line.size()) += '\n';
-      continue;
+    } else {
+      std::vector<Token> tokens;
+      const size_t first = i;
+      if (auto problem = scan_command(lines, i, tokens, skel); !problem.empty()) return problem;
+      if (tokens.empty()) continue;  // a comment or a blank line
+      if (auto problem = command_problem(tokens); !problem.empty()) return at(first) + problem;
     }
-    // One command: this line and, while a line ends in a backslash, the next (gnuplot joins them).
-    std::vector<Token> tokens;
-    const size_t first = i;
-    for (;; ++i) {
-      const std::string_view l = lines[i];
-      size_t end = l.size();
-      const bool continued = end > 0 && l[end - 1] == '\\';
-      if (continued) --end;
-      for (size_t k = 0; k < end;) {
-        const char c = l[k];
-        if (c == ' ') {
-          skel += c, ++k;
-        } else if (c == '\'') {
-          // As gnuplot 5.4's scanner reads it: the literal ends at the first quote, except that a
-          // character followed by two quotes takes them in (an escaped quote).
-          std::string text;
-          size_t j = k + 1;
-          for (; j < end && l[j] != '\''; ++j) {
-            text += l[j];
-            if (j + 2 < end && l[j + 1] == '\'' && l[j + 2] == '\'') text += '\'', j += 2;
-          }
-          if (j >= end) return at(i) + "a string literal does not end on its line";
-          if (continued && j + 1 == end) return at(i) + "a string literal ends at a line continuation";
-          tokens.push_back({Token::Literal, text});
-          skel += "''";
-          k = j + 1;
-        } else if (c == '#') {
-          if (continued) return at(i) + "a comment ends in a backslash (gnuplot would join the next line to it)";
-          skel += '#';
-          k = end;
-        } else if (c == '"' || c == '`' || c == '@' || c == ';' || c == '!') {
-          return at(i) + "'" + std::string(1, c) + "' outside a string literal";
-        } else if (c == '$' && k + 1 < end && is_alpha(l[k + 1])) {
-          size_t j = k + 1;
-          while (j < end && (is_alpha(l[j]) || is_digit(l[j]))) ++j;
-          tokens.push_back({Token::Block, std::string(l.substr(k + 1, j - k - 1))});
-          skel.append(l.substr(k, j - k));
-          k = j;
-        } else if (is_digit(c) || (c == '.' && k + 1 < end && is_digit(l[k + 1]))) {
-          size_t j = k;
-          while (j < end && (is_digit(l[j]) || l[j] == '.' || l[j] == 'e' || l[j] == 'E' ||
-                             ((l[j] == '-' || l[j] == '+') && (l[j - 1] == 'e' || l[j - 1] == 'E'))))
-            ++j;
-          tokens.push_back({Token::Number, std::string(l.substr(k, j - k))});
-          skel.append(l.substr(k, j - k));
-          k = j;
-        } else if (is_alpha(c)) {
-          size_t j = k;
-          while (j < end && (is_alpha(l[j]) || is_digit(l[j]))) ++j;
-          const std::string word(l.substr(k, j - k));
-          if (kForbiddenWords.count(word)) return at(i) + "'" + word + "' outside a string literal";
-          tokens.push_back({Token::Word, word});
-          skel += word;
-          k = j;
-        } else {
-          tokens.push_back({Token::Punct, std::string(1, c)});
-          skel += c, ++k;
-        }
-      }
-      if (continued) skel += "\\";
-      skel += '\n';
-      if (!continued) break;
-      if (i + 1 >= lines.size()) return at(i) + "the program ends in a backslash";
-    }
-    if (tokens.empty()) continue;  // a comment or a blank line
-    const auto is = [&](size_t k, Token::Kind kind, const std::string& text) {
-      return k < tokens.size() && tokens[k].kind == kind && tokens[k].text == text;
-    };
-    const std::string& command = tokens[0].text;
-    if (tokens[0].kind == Token::Word && (command == "set" || command == "unset" || command == "array")) {
-      if (command == "set" && is(1, Token::Word, "output") &&
-          (tokens.size() != 3 || tokens[2].kind != Token::Literal || tokens[2].text.empty() || tokens[2].text[0] == '|'))
-        return at(first) + "the output is not a file name";
-      continue;
-    }
-    if (tokens[0].kind == Token::Word && command == "plot") {
-      // Every element (split at the commas outside brackets) begins with what it draws.
-      int depth = 0;
-      bool element_start = true;
-      for (size_t k = 1; k < tokens.size(); ++k) {
-        const Token& t = tokens[k];
-        if (element_start) {
-          const bool ok = t.kind == Token::Block || t.kind == Token::Number || (t.kind == Token::Word && t.text == "NaN") ||
-                          (t.kind == Token::Punct && t.text == "-" && k + 1 < tokens.size() && tokens[k + 1].kind == Token::Number);
-          if (!ok) return at(first) + "a plot element that reads no datablock, NaN or number";
-          element_start = false;
-        }
-        if (t.kind != Token::Punct) continue;
-        if (t.text == "(" || t.text == "[" || t.text == "{") ++depth;
-        else if (t.text == ")" || t.text == "]" || t.text == "}") --depth;
-        else if (t.text == "," && depth == 0) element_start = true;
-      }
-      if (element_start) return at(first) + "a plot ends without an element";
-      continue;
-    }
-    // NAME[INDEX] = 'literal'
-    if (tokens.size() == 6 && tokens[0].kind == Token::Word && is(1, Token::Punct, "[") && tokens[2].kind == Token::Number &&
-        is(3, Token::Punct, "]") && is(4, Token::Punct, "=") && tokens[5].kind == Token::Literal)
-      continue;
-    return at(first) + "not a command headprune writes ('" + command + "')";
   }
   if (in_block) return "the program ends inside a datablock";
   if (skeleton) *skeleton = std::move(skel);

@@ -138,102 +138,142 @@ std::string extension(ImageFormat f) {
 
 // ---- importance ----------------------------------------------------------------------------------
 
-std::vector<Figure> importance_figures(const LabeledResult& r) {
-  const auto& maps = need_array(r, r.json, "maps", "importance file");
-  int64_t n_heads_cfg = 0;
+namespace {
+
+// One map of an importance file: type -> layer -> head -> (score, significant), the types in the order
+// they first appear, and the score range.
+struct ImportanceMap {
+  std::string method, norm;
+  bool groups = false;  // unit kv_group: key/value groups, not heads
+  bool higher = true;   // a higher score is more important
+  std::map<std::string, std::map<int64_t, std::map<int64_t, std::pair<double, bool>>>> cells;
+  std::vector<std::string> type_order;
+  double lo = INFINITY, hi = -INFINITY;
+  bool any_sig_column = false;  // some head has a "significant" field
+};
+
+// config.n_heads of the file, 0 when it does not say.
+int64_t config_n_heads(const LabeledResult& r) {
   if (r.json.contains("config") && r.json["config"].is_object() && r.json["config"].contains("n_heads") &&
       r.json["config"]["n_heads"].is_number_integer())
-    n_heads_cfg = r.json["config"]["n_heads"].get<int64_t>();
+    return r.json["config"]["n_heads"].get<int64_t>();
+  return 0;
+}
+
+ImportanceMap read_importance_map(const LabeledResult& r, const nlohmann::json& m, const std::string& where) {
+  ImportanceMap im;
+  im.method = need_string(r, m, "method", where);
+  const std::string unit = m.contains("unit") && m["unit"].is_string() ? m["unit"].get<std::string>() : "head";
+  im.groups = unit == "kv_group";
+  im.norm = m.contains("normalization") && m["normalization"].is_string() ? m["normalization"].get<std::string>()
+                                                                           : "none";
+  im.higher = !m.contains("higher_is_important") || m["higher_is_important"] != false;
+  const auto& heads = need_array(r, m, "heads", where);
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const auto& h = heads[i];
+    const std::string hw = where + ".heads[" + std::to_string(i) + "]";
+    const std::string type = need_string(r, h, "attn_type", hw);
+    const double layer = need_number(r, h, "layer", hw), head = need_number(r, h, "head", hw);
+    const double score = need_number(r, h, "score", hw);
+    bool sig = false;
+    if (h.contains("significant") && h["significant"].is_number()) {
+      im.any_sig_column = true;
+      sig = h["significant"].get<double>() > 0.5;
+    }
+    if (!im.cells.count(type)) im.type_order.push_back(type);
+    im.cells[type][static_cast<int64_t>(layer)][static_cast<int64_t>(head)] = {score, sig};
+    if (std::isfinite(score)) im.lo = std::min(im.lo, score), im.hi = std::max(im.hi, score);
+  }
+  if (im.cells.empty()) bad(r, where + " (" + im.method + ") scores no head");
+  if (!(im.hi > im.lo)) im.hi = im.lo + 1;
+  return im;
+}
+
+// Two datablocks per attention type t: $mt (head, layer, score, its label, the label's colour) and
+// $st (the significant cells; a NaN row when none is).
+std::string importance_blocks(const ImportanceMap& im) {
+  std::string out;
+  for (size_t t = 0; t < im.type_order.size(); ++t) {
+    Block b{"m" + std::to_string(t)}, sigb{"s" + std::to_string(t)};
+    for (const auto& [layer, hs] : im.cells.at(im.type_order[t])) {
+      for (const auto& [head, v] : hs) {
+        const double rel = (v.first - im.lo) / (im.hi - im.lo);
+        b.rows << head << " " << layer << " " << num(v.first) << " \"" << std::setprecision(2) << std::fixed
+               << v.first << std::defaultfloat << "\" " << (rel < 0.6 ? "0xffffff" : "0x000000") << "\n";
+        if (v.second) sigb.rows << head << " " << layer << "\n";
+      }
+    }
+    if (sigb.rows.str().empty()) sigb.rows << "NaN NaN\n";
+    out += b.text() + sigb.text();
+  }
+  return out;
+}
+
+// The heat map of attention type t: layers by heads (or groups), the scores as labels when they fit,
+// the significant cells framed; the colour box on the last panel only.
+void importance_panel(std::ostream& s, const ImportanceMap& im, size_t t, int64_t n_heads_cfg) {
+  const auto& layers_of_type = im.cells.at(im.type_order[t]);
+  int64_t width = im.groups ? 0 : n_heads_cfg;
+  for (const auto& [layer, hs] : layers_of_type)
+    for (const auto& [head, v] : hs) width = std::max(width, head + 1);
+  int64_t layers = 0;
+  for (const auto& [layer, hs] : layers_of_type) layers = std::max(layers, layer + 1);
+  s << "set title " << gnuplot_string(im.type_order[t]) << "\n";
+  s << "set xlabel " << gnuplot_string(im.groups ? "key/value group" : "head (original id)") << "\n";
+  s << "set ylabel 'layer'\n";
+  s << "set xrange [-0.5:" << width - 0.5 << "]\nset yrange [-0.5:" << layers - 0.5 << "]\n";
+  s << "set xtics 0,1," << width - 1 << " out\nset ytics 0,1," << layers - 1 << " out\n";
+  if (t + 1 < im.type_order.size()) s << "unset colorbox\n";
+  else s << "set colorbox\n";
+  const bool labels = width * layers <= 160;
+  s << "plot $m" << t << " using 1:2:(0.5):(0.5):3 with boxxyerror fc palette";
+  if (labels) s << ", $m" << t << " using 1:2:4:5 with labels font ',8' tc rgb variable";
+  if (im.any_sig_column)
+    s << ", $s" << t << " using 1:2:(0.44):(0.44) with boxxyerror fs empty border lc rgb '#D55E00' lw 3 lc rgb '#D55E00'"
+      << (t == 0 ? " title 'significant (bootstrap test)'" : "");
+  s << "\n";
+}
+
+// One map's figure: a panel per attention type side by side, on one colour scale.
+Figure importance_figure(const LabeledResult& r, const ImportanceMap& im, std::string name, int64_t n_heads_cfg) {
+  const size_t n_types = im.type_order.size();
+  Figure f;
+  f.name = std::move(name);
+  f.width = static_cast<int>(std::max<size_t>(1, n_types)) * 420 + 100;
+  f.height = 400;
+  std::ostringstream s;
+  s << importance_blocks(im);
+  s << kCommon << kViridis << "set style fill solid 1.0 noborder\nunset grid\n"
+    << "set key at screen 0.5, screen 0.015 center bottom horizontal\nset bmargin 5\n";
+  s << "set cbrange [" << num(im.lo) << ":" << num(im.hi) << "]\n";
+  s << "set cblabel "
+    << gnuplot_string(im.method + " score" + (im.norm != "none" ? " (" + im.norm + "-normalized)" : "") +
+                      (im.higher ? "" : ", lower = more important"))
+    << "\n";
+  s << "set multiplot layout 1," << n_types << " title "
+    << gnuplot_string(r.label + ": " + im.method + " importance of each " + (im.groups ? "key/value group" : "head"))
+    << "\n";
+  for (size_t t = 0; t < n_types; ++t) importance_panel(s, im, t, n_heads_cfg);
+  s << "unset multiplot\n";
+  f.script = s.str();
+  f.caption = display_text(r.label + ": " + im.method + " importance" + (im.groups ? " of key/value groups" : "") +
+                           (im.any_sig_column ? "; framed: significant in the bootstrap test" : "") + " (" + r.source +
+                           ")");
+  return f;
+}
+
+}  // namespace
+
+std::vector<Figure> importance_figures(const LabeledResult& r) {
+  const auto& maps = need_array(r, r.json, "maps", "importance file");
+  const int64_t n_heads_cfg = config_n_heads(r);
   std::vector<Figure> figs;
   std::map<std::string, int> seen;
   for (size_t mi = 0; mi < maps.size(); ++mi) {
-    const auto& m = maps[mi];
-    const std::string where = "maps[" + std::to_string(mi) + "]";
-    const std::string method = need_string(r, m, "method", where);
-    const std::string unit = m.contains("unit") && m["unit"].is_string() ? m["unit"].get<std::string>() : "head";
-    const bool groups = unit == "kv_group";
-    const std::string norm = m.contains("normalization") && m["normalization"].is_string()
-                                 ? m["normalization"].get<std::string>() : "none";
-    const bool higher = !m.contains("higher_is_important") || m["higher_is_important"] != false;
-    // type -> layer -> head -> (score, significant)
-    std::map<std::string, std::map<int64_t, std::map<int64_t, std::pair<double, bool>>>> cells;
-    std::vector<std::string> type_order;
-    double lo = INFINITY, hi = -INFINITY;
-    bool any_sig_column = false;
-    const auto& heads = need_array(r, m, "heads", where);
-    for (size_t i = 0; i < heads.size(); ++i) {
-      const auto& h = heads[i];
-      const std::string hw = where + ".heads[" + std::to_string(i) + "]";
-      const std::string type = need_string(r, h, "attn_type", hw);
-      const double layer = need_number(r, h, "layer", hw), head = need_number(r, h, "head", hw);
-      const double score = need_number(r, h, "score", hw);
-      bool sig = false;
-      if (h.contains("significant") && h["significant"].is_number()) {
-        any_sig_column = true;
-        sig = h["significant"].get<double>() > 0.5;
-      }
-      if (!cells.count(type)) type_order.push_back(type);
-      cells[type][static_cast<int64_t>(layer)][static_cast<int64_t>(head)] = {score, sig};
-      if (std::isfinite(score)) lo = std::min(lo, score), hi = std::max(hi, score);
-    }
-    if (cells.empty()) bad(r, where + " (" + method + ") scores no head");
-    if (!(hi > lo)) hi = lo + 1;
-    const size_t n_types = type_order.size();
-    Figure f;
-    const std::string key = file_name_part(method) + (groups ? "_groups" : "");  // the name is a file name
-    f.name = "importance_" + key + (seen[key]++ ? "_" + std::to_string(seen[key]) : "");
-    f.width = static_cast<int>(std::max<size_t>(1, n_types)) * 420 + 100;
-    f.height = 400;
-    std::ostringstream s;
-    std::vector<Block> blocks;
-    for (size_t t = 0; t < n_types; ++t) {
-      Block b{"m" + std::to_string(t)}, sigb{"s" + std::to_string(t)};
-      for (const auto& [layer, hs] : cells[type_order[t]]) {
-        for (const auto& [head, v] : hs) {
-          const double rel = (v.first - lo) / (hi - lo);
-          b.rows << head << " " << layer << " " << num(v.first) << " \"" << std::setprecision(2) << std::fixed
-                 << v.first << std::defaultfloat << "\" " << (rel < 0.6 ? "0xffffff" : "0x000000") << "\n";
-          if (v.second) sigb.rows << head << " " << layer << "\n";
-        }
-      }
-      if (sigb.rows.str().empty()) sigb.rows << "NaN NaN\n";
-      blocks.push_back(std::move(b));
-      blocks.push_back(std::move(sigb));
-    }
-    for (const auto& b : blocks) s << b.text();
-    s << kCommon << kViridis << "set style fill solid 1.0 noborder\nunset grid\n"
-      << "set key at screen 0.5, screen 0.015 center bottom horizontal\nset bmargin 5\n";
-    s << "set cbrange [" << num(lo) << ":" << num(hi) << "]\n";
-    s << "set cblabel " << gnuplot_string(method + " score" + (norm != "none" ? " (" + norm + "-normalized)" : "") +
-                                          (higher ? "" : ", lower = more important")) << "\n";
-    s << "set multiplot layout 1," << n_types << " title "
-      << gnuplot_string(r.label + ": " + method + " importance of each " + (groups ? "key/value group" : "head")) << "\n";
-    for (size_t t = 0; t < n_types; ++t) {
-      int64_t width = groups ? 0 : n_heads_cfg;
-      for (const auto& [layer, hs] : cells[type_order[t]])
-        for (const auto& [head, v] : hs) width = std::max(width, head + 1);
-      int64_t layers = 0;
-      for (const auto& [layer, hs] : cells[type_order[t]]) layers = std::max(layers, layer + 1);
-      s << "set title " << gnuplot_string(type_order[t]) << "\n";
-      s << "set xlabel " << gnuplot_string(groups ? "key/value group" : "head (original id)") << "\n";
-      s << "set ylabel 'layer'\n";
-      s << "set xrange [-0.5:" << width - 0.5 << "]\nset yrange [-0.5:" << layers - 0.5 << "]\n";
-      s << "set xtics 0,1," << width - 1 << " out\nset ytics 0,1," << layers - 1 << " out\n";
-      if (t + 1 < n_types) s << "unset colorbox\n";
-      else s << "set colorbox\n";
-      const bool labels = width * layers <= 160;
-      s << "plot $m" << t << " using 1:2:(0.5):(0.5):3 with boxxyerror fc palette";
-      if (labels) s << ", $m" << t << " using 1:2:4:5 with labels font ',8' tc rgb variable";
-      if (any_sig_column)
-        s << ", $s" << t << " using 1:2:(0.44):(0.44) with boxxyerror fs empty border lc rgb '#D55E00' lw 3 lc rgb '#D55E00'"
-          << (t == 0 ? " title 'significant (bootstrap test)'" : "");
-      s << "\n";
-    }
-    s << "unset multiplot\n";
-    f.script = s.str();
-    f.caption = display_text(r.label + ": " + method + " importance" + (groups ? " of key/value groups" : "") +
-                             (any_sig_column ? "; framed: significant in the bootstrap test" : "") + " (" + r.source + ")");
-    figs.push_back(std::move(f));
+    const ImportanceMap im = read_importance_map(r, maps[mi], "maps[" + std::to_string(mi) + "]");
+    const std::string key = file_name_part(im.method) + (im.groups ? "_groups" : "");  // the name is a file name
+    const std::string name = "importance_" + key + (seen[key]++ ? "_" + std::to_string(seen[key]) : "");
+    figs.push_back(importance_figure(r, im, name, n_heads_cfg));
   }
   return figs;
 }

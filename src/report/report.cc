@@ -363,9 +363,9 @@ constexpr const char* kGeneratorMeta = "<meta name=\"generator\" content=\"headp
 OutputFile report_output(const std::string& path) {
   return {path, "--out", "an HTML report", file_head_contains(kGeneratorMeta)};
 }
-}  // namespace
 
-ReportResult run_report(const ReportRequest& req) {
+// Its arguments, and --out: before any work (io/outputs.h).
+void check_report_request(const ReportRequest& req) {
   if (req.runs.empty()) throw std::invalid_argument("report: no run directory given");
   if (req.out.empty()) throw std::invalid_argument("report: --out FILE.html is required");
   if (!req.labels.empty() && req.labels.size() != req.runs.size())
@@ -373,25 +373,36 @@ ReportResult run_report(const ReportRequest& req) {
                                 std::to_string(req.runs.size()) + " runs (give one per run, or none)");
   std::vector<NamedPath> inputs;
   for (const auto& r : req.runs) inputs.push_back({r.substr(0, r.find('#')), "the run"});
-  check_output_file(report_output(req.out), inputs);  // before any work (io/outputs.h)
-  ReportResult res;
-  res.out = req.out;
-  struct Run {
-    std::string label, path;
-    std::vector<LabeledResult> results;
-  };
-  std::vector<Run> runs;
+  check_output_file(report_output(req.out), inputs);
+}
+
+// One run of the report: its label (unique in the page), where it is, and its results.
+struct ReportRun {
+  std::string label, path;
+  std::vector<LabeledResult> results;
+};
+
+// The label of run i: the one given, else the run directory's name (or the result's default label);
+// made unique among `used` with _2, _3, ...
+std::string run_label(const ReportRequest& req, size_t i, std::set<std::string>& used) {
+  std::string label = req.labels.empty() ? "" : req.labels[i];
+  if (label.empty()) {
+    std::string p = req.runs[i].substr(0, req.runs[i].find('#'));
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    label = is_directory(p) ? fs::path(p).filename().string() : default_label(req.runs[i]);
+  }
+  for (int k = 2; used.count(label); ++k) label += "_" + std::to_string(k);
+  used.insert(label);
+  return label;
+}
+
+// The runs with their results; a run with none is an error. Counts the results and keeps the notes.
+std::vector<ReportRun> load_runs(const ReportRequest& req, ReportResult& res) {
+  std::vector<ReportRun> runs;
   std::set<std::string> used_labels;
   for (size_t i = 0; i < req.runs.size(); ++i) {
-    std::string label = req.labels.empty() ? "" : req.labels[i];
-    if (label.empty()) {
-      std::string p = req.runs[i].substr(0, req.runs[i].find('#'));
-      while (p.size() > 1 && p.back() == '/') p.pop_back();
-      label = is_directory(p) ? fs::path(p).filename().string() : default_label(req.runs[i]);
-    }
-    for (int k = 2; used_labels.count(label); ++k) label += "_" + std::to_string(k);
-    used_labels.insert(label);
-    Run run{label, req.runs[i], find_results(req.runs[i], label, &res.notes)};
+    const std::string label = run_label(req, i, used_labels);
+    ReportRun run{label, req.runs[i], find_results(req.runs[i], label, &res.notes)};
     if (run.results.empty())
       throw std::invalid_argument("report: " + req.runs[i] +
                                   " holds no headprune result (importance.json, curve.json, gates.json, roles.json, "
@@ -399,6 +410,106 @@ ReportResult run_report(const ReportRequest& req) {
     res.n_results += run.results.size();
     runs.push_back(std::move(run));
   }
+  return runs;
+}
+
+// The page's figures: drawn as SVG into the scratch directory, then inlined as data: URIs, each named
+// PREFIX_NAME, unique in the page.
+class PageFigures {
+ public:
+  PageFigures(std::string scratch, ReportResult& res) : scratch_(std::move(scratch)), res_(res) {}
+
+  std::string html(std::vector<Figure> figs, const std::string& prefix) {
+    for (auto& f : figs) {
+      std::string n = file_name_part(prefix) + "_" + f.name;
+      for (int k = 2; names_.count(n); ++k) n = file_name_part(prefix) + "_" + f.name + "_" + std::to_string(k);
+      names_.insert(n);
+      f.name = n;
+    }
+    std::string out;
+    for (const auto& f : figs) out += figure_html(f);
+    return out;
+  }
+
+ private:
+  std::string figure_html(const Figure& f) {
+    const std::string path = join_path(scratch_, f.name + ".svg");
+    render(f, ImageFormat::Svg, path);
+    ++res_.n_figures;
+    return "<figure data-figure=\"" + xml_text(f.name) + "\"><img alt=\"" + xml_text(f.caption) +
+           "\" width=\"" + std::to_string(f.width) + "\" height=\"" + std::to_string(f.height) +
+           "\" src=\"data:image/svg+xml;base64," + base64(read_file(path)) + "\"><figcaption>" + xml_text(f.caption) +
+           "</figcaption></figure>\n";
+  }
+
+  std::string scratch_;
+  ReportResult& res_;
+  std::set<std::string> names_;
+};
+
+// A run's section: what it holds, its tables, its figures.
+std::string run_section(const ReportRun& run, const FigureOptions& fo, PageFigures& figures, ReportResult& res) {
+  std::ostringstream body;
+  body << "<section><h2>" << xml_text(run.label) << "</h2><p>From <code>" << xml_text(run.path) << "</code>: ";
+  std::map<std::string, int> kinds;
+  for (const auto& r : run.results) ++kinds[to_string(*result_kind(r.json, r.source))];
+  bool first = true;
+  for (const auto& [k, n] : kinds) body << (first ? "" : ", ") << n << " " << k << (n > 1 ? " files" : " file"), first = false;
+  body << ".</p>\n";
+  for (const auto& r : run.results) {
+    if (auto t = stage_table(r)) body << t->html(), ++res.n_tables;
+    if (result_kind(r.json, r.source) == ResultKind::Bench) {
+      body << bench_table(r).html(), ++res.n_tables;
+      if (auto e = environment_table(r)) body << e->html(), ++res.n_tables;
+    }
+  }
+  body << figures.html(figures_for(run.results, fo, &res.notes), run.label);
+  body << "</section>\n";
+  return body.str();
+}
+
+// The curves of every run on one axis, when there are runs and curves to compare.
+std::string compared_section(const std::vector<ReportRun>& runs, CurveAxis axis, PageFigures& figures) {
+  if (runs.size() <= 1) return "";
+  std::vector<LabeledResult> curves;
+  for (const auto& run : runs)
+    for (const auto& r : run.results)
+      if (result_kind(r.json, r.source) == ResultKind::Curve) curves.push_back(r);
+  std::string cmp;
+  if (curves.size() > 1) cmp = figures.html({curve_figure(curves, axis)}, "compare");
+  if (cmp.empty()) return "";
+  return "<section><h2>Compared</h2>\n" + cmp + "</section>\n";
+}
+
+std::string notes_section(const std::vector<std::string>& notes) {
+  if (notes.empty()) return "";
+  std::ostringstream body;
+  body << "<section><h2>Notes</h2><ul class=\"notes\">";
+  for (const auto& n : notes) body << "<li>" << xml_text(n) << "</li>";
+  body << "</ul></section>\n";
+  return body.str();
+}
+
+// The whole page around the sections.
+std::string report_page(const std::string& title, size_t n_runs, const std::string& body) {
+  std::ostringstream html;
+  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n" << kGeneratorMeta << HP_VERSION_STRING
+       << "\">\n<title>" << xml_text(title)
+       << "</title>\n<style>" << kStyle << "</style></head>\n<body>\n<h1>" << xml_text(title) << "</h1>\n<p>"
+       << "Written by headprune " << HP_VERSION_STRING << " from " << n_runs << (n_runs == 1 ? " run" : " runs")
+       << ". Self-contained: the figures are inline SVG, drawn with gnuplot from the result files named under each "
+          "one; <code>headprune plot</code> writes them as SVG, PNG or PDF.</p>\n"
+       << body << kCheckScript << "</body></html>\n";
+  return html.str();
+}
+
+}  // namespace
+
+ReportResult run_report(const ReportRequest& req) {
+  check_report_request(req);
+  ReportResult res;
+  res.out = req.out;
+  const std::vector<ReportRun> runs = load_runs(req, res);
 
   // Figures are drawn as SVG into a scratch directory beside the page (.OUT.headprune-figures.PID.RANDOM),
   // then inlined as data: URIs. Not into the system's temp directory: a report killed there (SIGKILL
@@ -406,71 +517,12 @@ ReportResult run_report(const ReportRequest& req) {
   // next report to OUT removes them (io/outputs.h), and the lock keeps two reports off one OUT.
   const PathLock lock(req.out);
   const ScratchDir scratch_dir = ScratchDir::beside(req.out, "figures");
-  const std::string& scratch = scratch_dir.path();
-  auto figure_html = [&](const Figure& f) {
-    const std::string path = join_path(scratch, f.name + ".svg");
-    render(f, ImageFormat::Svg, path);
-    ++res.n_figures;
-    return "<figure data-figure=\"" + xml_text(f.name) + "\"><img alt=\"" + xml_text(f.caption) +
-           "\" width=\"" + std::to_string(f.width) + "\" height=\"" + std::to_string(f.height) +
-           "\" src=\"data:image/svg+xml;base64," + base64(read_file(path)) + "\"><figcaption>" + xml_text(f.caption) +
-           "</figcaption></figure>\n";
-  };
-
-  std::ostringstream body;
-  std::set<std::string> figure_names;
-  auto unique = [&](std::vector<Figure> figs, const std::string& prefix) {
-    for (auto& f : figs) {
-      std::string n = file_name_part(prefix) + "_" + f.name;
-      for (int k = 2; figure_names.count(n); ++k) n = file_name_part(prefix) + "_" + f.name + "_" + std::to_string(k);
-      figure_names.insert(n);
-      f.name = n;
-    }
-    return figs;
-  };
-  for (const auto& run : runs) {
-    body << "<section><h2>" << xml_text(run.label) << "</h2><p>From <code>" << xml_text(run.path) << "</code>: ";
-    std::map<std::string, int> kinds;
-    for (const auto& r : run.results) ++kinds[to_string(*result_kind(r.json, r.source))];
-    bool first = true;
-    for (const auto& [k, n] : kinds) body << (first ? "" : ", ") << n << " " << k << (n > 1 ? " files" : " file"), first = false;
-    body << ".</p>\n";
-    for (const auto& r : run.results) {
-      if (auto t = stage_table(r)) body << t->html(), ++res.n_tables;
-      if (result_kind(r.json, r.source) == ResultKind::Bench) {
-        body << bench_table(r).html(), ++res.n_tables;
-        if (auto e = environment_table(r)) body << e->html(), ++res.n_tables;
-      }
-    }
-    for (const auto& f : unique(figures_for(run.results, req.figures, &res.notes), run.label)) body << figure_html(f);
-    body << "</section>\n";
-  }
-  if (runs.size() > 1) {
-    // The curves of every run on one axis.
-    std::vector<LabeledResult> curves;
-    for (const auto& run : runs)
-      for (const auto& r : run.results)
-        if (result_kind(r.json, r.source) == ResultKind::Curve) curves.push_back(r);
-    std::ostringstream cmp;
-    if (curves.size() > 1)
-      for (const auto& f : unique({curve_figure(curves, req.figures.axis)}, "compare")) cmp << figure_html(f);
-    if (!cmp.str().empty()) body << "<section><h2>Compared</h2>\n" << cmp.str() << "</section>\n";
-  }
-  if (!res.notes.empty()) {
-    body << "<section><h2>Notes</h2><ul class=\"notes\">";
-    for (const auto& n : res.notes) body << "<li>" << xml_text(n) << "</li>";
-    body << "</ul></section>\n";
-  }
-
-  std::ostringstream html;
-  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n" << kGeneratorMeta << HP_VERSION_STRING
-       << "\">\n<title>" << xml_text(req.title)
-       << "</title>\n<style>" << kStyle << "</style></head>\n<body>\n<h1>" << xml_text(req.title) << "</h1>\n<p>"
-       << "Written by headprune " << HP_VERSION_STRING << " from " << runs.size() << (runs.size() == 1 ? " run" : " runs")
-       << ". Self-contained: the figures are inline SVG, drawn with gnuplot from the result files named under each "
-          "one; <code>headprune plot</code> writes them as SVG, PNG or PDF.</p>\n"
-       << body.str() << kCheckScript << "</body></html>\n";
-  write_output_file(report_output(req.out), html.str());
+  PageFigures figures(scratch_dir.path(), res);
+  std::string body;
+  for (const auto& run : runs) body += run_section(run, req.figures, figures, res);
+  body += compared_section(runs, req.figures.axis, figures);
+  body += notes_section(res.notes);
+  write_output_file(report_output(req.out), report_page(req.title, runs.size(), body));
   return res;
 }
 

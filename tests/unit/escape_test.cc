@@ -254,13 +254,21 @@ std::string error_of_call(const std::function<void()>& f) {
   return "";
 }
 
+// `plot` of `inputs` (with `labels`, when given) into out_dir; "" or the error it threw.
+std::string plot_error(const std::vector<std::string>& inputs, const std::string& out_dir,
+                       const std::vector<ImageFormat>& formats = {ImageFormat::Svg},
+                       const std::vector<std::string>& labels = {}) {
+  PlotRequest plot;
+  plot.inputs = inputs;
+  plot.labels = labels;
+  plot.out_dir = out_dir;
+  plot.formats = formats;
+  return error_of_call([&] { run_plot(plot); });
+}
+
 // `plot` of the run's files, and gnuplot on the saved programs ("edit and rerun").
 void plot_and_rerun(const test::TempDir& tmp, const HostileRun& h, const std::string& out) {
-  PlotRequest plot;
-  plot.inputs = {h.dir + "/bench.json", h.dir + "/summary.json"};
-  plot.out_dir = out;
-  plot.formats = {ImageFormat::Svg, ImageFormat::Png};
-  EXPECT_EQ(error_of_call([&] { run_plot(plot); }), "");
+  EXPECT_EQ(plot_error({h.dir + "/bench.json", h.dir + "/summary.json"}, out, {ImageFormat::Svg, ImageFormat::Png}), "");
   expect_no_marker(h, "plot");
   ASSERT_TRUE(is_file(out + "/pareto.svg"));
   EXPECT_TRUE(is_file(out + "/pareto.png"));
@@ -323,12 +331,7 @@ TEST(HostileLabels, LabelsKeepTheSvgValidXml) {
   make_directories(tmp / "run");
   write_json_file(tmp / "run/history.json", history);
   const std::string label = "a ]]> b <c> & d \x01\x1b[31m \xef\xbf\xbf é";
-  PlotRequest plot;
-  plot.inputs = {tmp / "run/history.json"};
-  plot.labels = {label};
-  plot.out_dir = tmp / "plot";
-  plot.formats = {ImageFormat::Svg};
-  EXPECT_EQ(error_of_call([&] { run_plot(plot); }), "");
+  EXPECT_EQ(plot_error({tmp / "run/history.json"}, tmp / "plot", {ImageFormat::Svg}, {label}), "");
   EXPECT_EQ(xml_problems(tmp.path, tmp / "plot"), "");
   // the text is drawn as it was, but for the invisible space that parts "]]" from ">"
   const std::string svg = is_file(tmp / "plot/history.svg") ? read_file(tmp / "plot/history.svg") : "";
@@ -353,11 +356,7 @@ TEST(HostileLabels, FigureNamesStayInsideTheOutput) {
   stamp_format(imp, ResultKind::Importance);
   make_directories(tmp / "a/b");
   write_json_file(tmp / "a/b/importance.json", imp);
-  PlotRequest plot;
-  plot.inputs = {tmp / "a/b/importance.json"};
-  plot.out_dir = tmp / "a/b/plot";
-  plot.formats = {ImageFormat::Svg};
-  EXPECT_EQ(error_of_call([&] { run_plot(plot); }), "");
+  EXPECT_EQ(plot_error({tmp / "a/b/importance.json"}, tmp / "a/b/plot"), "");
   EXPECT_TRUE(is_file(tmp / "a/b/plot/importance_______escaped.svg"));
   EXPECT_FALSE(is_file(tmp / "a/escaped.svg"));
   EXPECT_FALSE(is_file(tmp / "escaped.svg"));
@@ -373,11 +372,7 @@ TEST(HostileLabels, NulInATextKeepsTheProgramWhole) {
       curve["points"].push_back({{"strategy", st}, {"fraction", k / 8.0}, {"n_pruned", k}, {"metric", 0.9 - 0.1 * k}});
   stamp_format(curve, ResultKind::Curve);
   write_json_file(tmp / "curve.json", curve);
-  PlotRequest plot;
-  plot.inputs = {tmp / "curve.json"};
-  plot.out_dir = tmp / "plot";
-  plot.formats = {ImageFormat::Svg};
-  EXPECT_EQ(error_of_call([&] { run_plot(plot); }), "");
+  EXPECT_EQ(plot_error({tmp / "curve.json"}, tmp / "plot"), "");
   EXPECT_EQ(xml_problems(tmp.path, tmp / "plot"), "");
   const std::string svg = is_file(tmp / "plot/curve.svg") ? read_file(tmp / "plot/curve.svg") : "";
   EXPECT_NE(svg.find("a b"), std::string::npos);  // each control character drawn as a space

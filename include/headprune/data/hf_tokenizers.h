@@ -89,7 +89,7 @@ class ByteLevelBpeTokenizer {
   std::map<int64_t, std::string> by_id_;
   std::map<std::pair<std::string, std::string>, int64_t> ranks_;
   // tokenizer.json only (defaults: GPT-2's files).
-  struct Pipeline;                          // normalizer and pre-tokenizer steps (ICU regexes), in the .cc
+  struct Pipeline;                          // normalizer and pre-tokenizer steps (ICU regexes): src/data/tokenizers/
   std::shared_ptr<const Pipeline> pipeline_;  // null: GPT-2's pattern
   bool ignore_merges_ = false;              // a piece that is a vocabulary entry is one token
   std::map<std::string, int64_t> added_;    // content -> id

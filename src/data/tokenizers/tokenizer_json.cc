@@ -1,0 +1,284 @@
+// Byte-level BPE from HF's tokenizer.json: the model (vocabulary, merges, ignore_merges), the added
+// tokens, the normalizer and pre-tokenizer pipeline (regexes on ICU), and the decoder, which must be
+// ByteLevel (see headprune/data/hf_tokenizers.h).
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include "bpe_pipeline.h"
+#include "headprune/config.h"
+#include "headprune/io/files.h"
+
+namespace hp {
+
+namespace {
+
+// An error of a tokenizer.json field: "PATH: FIELD: WHAT".
+std::runtime_error field_error(const std::string& path, const std::string& field, const std::string& what) {
+  return std::runtime_error(path + ": " + field + ": " + what);
+}
+
+// HF's regexes (Rust regex / Oniguruma) read by ICU: \s and \S become Unicode White_Space, which is
+// what those engines mean by them (ICU's own \s leaves out a few separators).
+std::string icu_pattern(const std::string& p) {
+  std::string out;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == '\\' && i + 1 < p.size()) {
+      if (p[i + 1] == 's') out += "\\p{White_Space}";
+      else if (p[i + 1] == 'S') out += "\\P{White_Space}";
+      else out += p.substr(i, 2);
+      ++i;
+    } else {
+      out += p[i];
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> split_isolated(const icu::RegexPattern& re, const std::string& text) {
+  std::vector<std::string> out;
+  UErrorCode err = U_ZERO_ERROR;
+  const icu::UnicodeString u = icu::UnicodeString::fromUTF8(text);
+  std::unique_ptr<icu::RegexMatcher> m(re.matcher(u, err));
+  if (U_FAILURE(err)) throw std::runtime_error(std::string("tokenizer: regex matcher: ") + u_errorName(err));
+  int32_t last = 0;
+  auto piece = [&](int32_t a, int32_t b) {
+    if (b <= a) return;
+    std::string sub;
+    u.tempSubStringBetween(a, b).toUTF8String(sub);
+    out.push_back(std::move(sub));
+  };
+  while (m->find(err) && U_SUCCESS(err)) {
+    const int32_t a = m->start(err), b = m->end(err);
+    if (b == a) continue;  // an empty match splits nothing
+    piece(last, a);
+    piece(a, b);
+    last = b;
+  }
+  piece(last, u.length());
+  return out;
+}
+
+// The "model" section, checked to be a BPE that reads bytes (no byte fallback, no continuing-subword
+// prefix, no end-of-word suffix).
+const nlohmann::json& bpe_model(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object() || !j.contains("model") || !j.at("model").is_object())
+    throw field_error(path, "model", "missing (not a tokenizer.json?)");
+  const auto& model = j.at("model");
+  if (model.value("type", std::string("BPE")) != "BPE")
+    throw field_error(path, "model.type",
+                      "'" + model.value("type", std::string()) + "' is not supported (byte-level BPE only)");
+  if (model.value("byte_fallback", false))
+    throw field_error(path, "model.byte_fallback", "byte fallback (SentencePiece-style BPE) is not supported");
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(k) && model.at(k).is_string() && !model.at(k).get<std::string>().empty())
+      throw field_error(path, std::string("model.") + k, "is not supported");
+  return model;
+}
+
+// model.vocab: {token: id}; an id too large for int64 becomes -1, which from_parts reports.
+std::map<std::string, int64_t> read_vocab(const nlohmann::json& model, const std::string& path) {
+  if (!model.contains("vocab") || !model.at("vocab").is_object())
+    throw field_error(path, "model.vocab", "expected {token: id}");
+  std::map<std::string, int64_t> vocab;
+  for (auto it = model.at("vocab").begin(); it != model.at("vocab").end(); ++it) {
+    if (!it.value().is_number_integer())
+      throw field_error(path, "model.vocab", "the id of '" + it.key() + "' is not an integer");
+    vocab[it.key()] = it.value().is_number_unsigned() && it.value().get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                          ? -1
+                          : it.value().get<int64_t>();
+  }
+  return vocab;
+}
+
+// model.merges, in rank order: "a b" strings or ["a", "b"] pairs; none when absent.
+std::vector<std::pair<std::string, std::string>> read_merges(const nlohmann::json& model, const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> merges;
+  if (!model.contains("merges")) return merges;
+  if (!model.at("merges").is_array()) throw field_error(path, "model.merges", "expected a list");
+  for (const auto& m : model.at("merges")) {
+    if (m.is_string()) {
+      const std::string l = m.get<std::string>();
+      const auto sp = l.find(' ');
+      if (sp == std::string::npos || sp == 0 || sp + 1 >= l.size() || l.find(' ', sp + 1) != std::string::npos)
+        throw field_error(path, "model.merges", "expected \"a b\", got '" + l + "'");
+      merges.emplace_back(l.substr(0, sp), l.substr(sp + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      throw field_error(path, "model.merges", "expected \"a b\" or [\"a\", \"b\"], got " + m.dump());
+    }
+  }
+  return merges;
+}
+
+// "added_tokens": a list (an empty one when absent or null).
+const nlohmann::json& added_token_list(const nlohmann::json& j, const std::string& path) {
+  static const nlohmann::json none = nlohmann::json::array();
+  if (!j.contains("added_tokens") || j.at("added_tokens").is_null()) return none;
+  if (!j.at("added_tokens").is_array()) throw field_error(path, "added_tokens", "expected a list");
+  return j.at("added_tokens");
+}
+
+// One added token: {"id": N, "content": "..."} -> (id, content).
+std::pair<int64_t, std::string> read_added_token(const nlohmann::json& a, const std::string& path) {
+  if (!a.is_object() || !a.contains("id") || !a.at("id").is_number_integer() || !a.contains("content") ||
+      !a.at("content").is_string() || a.at("content").get<std::string>().empty())
+    throw field_error(path, "added_tokens", "expected {\"id\": N, \"content\": \"...\"}, got " + a.dump());
+  const int64_t id = a.at("id").get<int64_t>();
+  std::string content = a.at("content").get<std::string>();
+  if (id < 0 || id >= ConfigLimits::vocab) throw field_error(path, "added_tokens", "id " + std::to_string(id) + " out of range");
+  return {id, std::move(content)};
+}
+
+// A Split pre-tokenizer's pattern (a Regex or a String), compiled; only behavior Isolated, not inverted.
+std::shared_ptr<icu::RegexPattern> split_pattern(const nlohmann::json& p, const std::string& f, const std::string& path) {
+  if (p.value("behavior", std::string("Isolated")) != "Isolated" || p.value("invert", false))
+    throw field_error(path, f,
+                      "Split with behavior '" + p.value("behavior", std::string()) + "'" +
+                          (p.value("invert", false) ? " inverted" : "") + " is not supported (Isolated only)");
+  const auto& pat = p.value("pattern", nlohmann::json::object());
+  std::string regex;
+  if (pat.contains("Regex") && pat.at("Regex").is_string()) {
+    regex = icu_pattern(pat.at("Regex").get<std::string>());
+  } else if (pat.contains("String") && pat.at("String").is_string()) {
+    regex = "\\Q" + pat.at("String").get<std::string>() + "\\E";
+  } else {
+    throw field_error(path, f + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
+  }
+  UErrorCode err = U_ZERO_ERROR;
+  UParseError pe;
+  std::shared_ptr<icu::RegexPattern> re(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(regex), 0, pe, err));
+  if (U_FAILURE(err) || !re)
+    throw field_error(path, f + ".pattern",
+                      "the regex does not compile (" + std::string(u_errorName(err)) + " at offset " +
+                          std::to_string(pe.offset) + ")");
+  return re;
+}
+
+// "decoder": none, or ByteLevel.
+void check_decoder(const nlohmann::json& j, const std::string& path) {
+  if (const auto& d = j.value("decoder", nlohmann::json()); !d.is_null() && d.value("type", std::string()) != "ByteLevel")
+    throw field_error(path, "decoder", "'" + d.value("type", std::string()) + "' is not supported (ByteLevel)");
+}
+
+}  // namespace
+
+// ---- the pipeline ------------------------------------------------------------------------------
+
+std::shared_ptr<const ByteLevelBpeTokenizer::Pipeline> ByteLevelBpeTokenizer::Pipeline::read(
+    const nlohmann::json& tokenizer_json, const std::string& path) {
+  auto pipeline = std::make_shared<Pipeline>();
+  pipeline->add_normalizer(tokenizer_json.value("normalizer", nlohmann::json()), "normalizer", path);
+  pipeline->add_pre_tokenizer(tokenizer_json.value("pre_tokenizer", nlohmann::json()), "pre_tokenizer", path);
+  if (!std::any_of(pipeline->steps.begin(), pipeline->steps.end(), [](const Step& st) { return st.byte_level; }))
+    throw field_error(path, "pre_tokenizer", "no ByteLevel step: not a byte-level BPE");
+  return pipeline;
+}
+
+// Normalizer: none, NFC/NFD/NFKC/NFKD, or a Sequence of them.
+void ByteLevelBpeTokenizer::Pipeline::add_normalizer(const nlohmann::json& n, const std::string& f,
+                                                     const std::string& path) {
+  if (n.is_null()) return;
+  const std::string type = n.value("type", std::string());
+  UErrorCode err = U_ZERO_ERROR;
+  if (type == "Sequence") {
+    for (const auto& x : n.value("normalizers", nlohmann::json::array())) add_normalizer(x, f + ".normalizers", path);
+  } else if (type == "NFC") {
+    normalizers.push_back(icu::Normalizer2::getNFCInstance(err));
+  } else if (type == "NFD") {
+    normalizers.push_back(icu::Normalizer2::getNFDInstance(err));
+  } else if (type == "NFKC") {
+    normalizers.push_back(icu::Normalizer2::getNFKCInstance(err));
+  } else if (type == "NFKD") {
+    normalizers.push_back(icu::Normalizer2::getNFKDInstance(err));
+  } else {
+    throw field_error(path, f, "normalizer '" + type + "' is not supported (NFC, NFD, NFKC, NFKD, Sequence)");
+  }
+  if (U_FAILURE(err)) throw field_error(path, f, std::string("ICU: ") + u_errorName(err));
+}
+
+// Pre-tokenizer: ByteLevel, Split, or a Sequence of them.
+void ByteLevelBpeTokenizer::Pipeline::add_pre_tokenizer(const nlohmann::json& p, const std::string& f,
+                                                        const std::string& path) {
+  if (p.is_null()) return;
+  const std::string type = p.value("type", std::string());
+  if (type == "Sequence") {
+    for (const auto& x : p.value("pretokenizers", nlohmann::json::array())) add_pre_tokenizer(x, f + ".pretokenizers", path);
+  } else if (type == "ByteLevel") {
+    Step st;
+    st.byte_level = true;
+    st.use_regex = p.value("use_regex", true);
+    st.add_prefix_space = p.value("add_prefix_space", false);
+    steps.push_back(st);
+  } else if (type == "Split") {
+    Step st;
+    st.split = split_pattern(p, f, path);
+    steps.push_back(st);
+  } else {
+    throw field_error(path, f, "pre-tokenizer '" + type + "' is not supported (ByteLevel, Split, Sequence)");
+  }
+}
+
+std::vector<std::string> ByteLevelBpeTokenizer::Pipeline::pre_tokenize(const std::string& text) const {
+  std::string normalized = text;
+  for (const auto* n : normalizers) {
+    UErrorCode err = U_ZERO_ERROR;
+    const icu::UnicodeString u = n->normalize(icu::UnicodeString::fromUTF8(normalized), err);
+    if (U_FAILURE(err)) throw std::runtime_error(std::string("tokenizer: normalization failed: ") + u_errorName(err));
+    normalized.clear();
+    u.toUTF8String(normalized);
+  }
+  std::vector<std::string> pieces = {normalized};
+  for (const auto& st : steps) {
+    std::vector<std::string> next;
+    for (auto& p : pieces) {
+      if (st.split) {
+        for (auto& q : split_isolated(*st.split, p)) next.push_back(std::move(q));
+        continue;
+      }
+      if (st.add_prefix_space && (p.empty() || p[0] != ' ')) p.insert(p.begin(), ' ');
+      if (!st.use_regex) {
+        next.push_back(std::move(p));
+        continue;
+      }
+      ByteLevelBpeTokenizer gpt2;  // GPT-2's pattern on this piece
+      for (auto& q : gpt2.pre_tokenize(p)) next.push_back(std::move(q));
+    }
+    pieces = std::move(next);
+  }
+  return pieces;
+}
+
+// ---- the tokenizer -----------------------------------------------------------------------------
+
+ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_tokenizer_json(const std::string& path) {
+  const nlohmann::json j = read_json_file(path);
+  const auto& model = bpe_model(j, path);
+  const auto vocab = read_vocab(model, path);
+  const auto merges = read_merges(model, path);
+  ByteLevelBpeTokenizer t;
+  try {
+    t = from_parts(vocab, merges);
+  } catch (const std::invalid_argument& e) {
+    throw field_error(path, "model.vocab", e.what());
+  }
+  t.ignore_merges_ = model.value("ignore_merges", false);
+  for (const auto& a : added_token_list(j, path)) {
+    auto [id, content] = read_added_token(a, path);
+    const auto known = t.by_id_.find(id);
+    if (known != t.by_id_.end() && known->second != content)
+      throw field_error(path, "added_tokens",
+                        "id " + std::to_string(id) + " is '" + known->second + "' in the vocabulary, '" + content + "' here");
+    t.by_id_[id] = content;
+    t.ids_[content] = id;
+    t.added_[content] = id;
+  }
+  t.pipeline_ = Pipeline::read(j, path);
+  check_decoder(j, path);
+  return t;
+}
+
+}  // namespace hp
