@@ -11,6 +11,7 @@
 #include "headprune/data/readers.h"
 #include "headprune/data/synthetic.h"
 #include "headprune/util/log.h"
+#include "headprune/util/json_fields.h"
 
 namespace hp {
 namespace {
@@ -25,14 +26,10 @@ std::string shortest(double v) {  // 0.05, not std::to_string's 0.050000
   return o.str();
 }
 
-template <typename T>
-T opt(const nlohmann::json& j, const char* key, T fallback) {
-  if (!j.contains(key)) return fallback;
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw std::invalid_argument(std::string("data spec: '") + key + "' has the wrong type: " + j.at(key).dump());
-  }
+// The data spec's fields (errors: "data spec: field 'k' must be an integer, got ...").
+JsonFields spec_fields(const nlohmann::json& spec) {
+  return JsonFields(spec, "data spec",
+                    JsonStyle{"field", "is missing", JsonStyle::Nulls::Invalid, JsonStyle::Error::InvalidArgument});
 }
 
 bool wants(const std::vector<std::string>& splits, const char* s) {
@@ -46,10 +43,11 @@ std::vector<int64_t> truncate(std::vector<int64_t> v, int64_t n) {
 
 Tokenizer train_tokenizer(const std::vector<std::string>& sentences, const nlohmann::json& spec, uint64_t seed) {
   TokenizerTrainOptions o;
-  o.vocab_size = opt<int64_t>(spec, "vocab_size", 8000);
-  o.model_type = opt<std::string>(spec, "tokenizer", "bpe");
+  const JsonFields f = spec_fields(spec);
+  o.vocab_size = f.opt_int("vocab_size", 8000);
+  o.kind = f.opt_str("tokenizer", "bpe");
   o.seed = seed;
-  log_info("data", "training a " + o.model_type + " vocabulary of " + std::to_string(o.vocab_size) + " on " +
+  log_info("data", "training a " + o.kind + " vocabulary of " + std::to_string(o.vocab_size) + " on " +
                        std::to_string(sentences.size()) + " sentences");
   return Tokenizer::train(sentences, o);
 }
@@ -205,7 +203,7 @@ void check_spec_keys(const nlohmann::json& spec) {
 
 // max_len (the model's max_positions unless given), at most max_positions.
 int64_t spec_max_len(const nlohmann::json& spec, const ModelConfig& model) {
-  const int64_t max_len = opt<int64_t>(spec, "max_len", model.max_positions);
+  const int64_t max_len = spec_fields(spec).opt_int("max_len", model.max_positions);
   if (max_len > model.max_positions)
     throw std::invalid_argument("data spec: max_len " + std::to_string(max_len) + " exceeds the model's max_positions " +
                                 std::to_string(model.max_positions));
@@ -214,10 +212,11 @@ int64_t spec_max_len(const nlohmann::json& spec, const ModelConfig& model) {
 
 TaskData synthetic_task(const TaskRequest& r) {
   TaskData d;
-  const int64_t lo = opt<int64_t>(r.spec, "min_len", 3), hi = opt<int64_t>(r.spec, "max_len", 24);
-  if (r.wants("train")) d.train = synthetic_examples(r.model, opt<int64_t>(r.spec, "n_train", 4000), lo, hi, r.seed);
-  if (r.wants("valid")) d.valid = synthetic_examples(r.model, opt<int64_t>(r.spec, "n_valid", 500), lo, hi, r.seed + 1);
-  if (r.wants("test")) d.test = synthetic_examples(r.model, opt<int64_t>(r.spec, "n_test", 500), lo, hi, r.seed + 2);
+  const JsonFields f = spec_fields(r.spec);
+  const int64_t lo = f.opt_int("min_len", 3), hi = f.opt_int("max_len", 24);
+  if (r.wants("train")) d.train = synthetic_examples(r.model, f.opt_int("n_train", 4000), lo, hi, r.seed);
+  if (r.wants("valid")) d.valid = synthetic_examples(r.model, f.opt_int("n_valid", 500), lo, hi, r.seed + 1);
+  if (r.wants("test")) d.test = synthetic_examples(r.model, f.opt_int("n_test", 500), lo, hi, r.seed + 2);
   return d;
 }
 
@@ -255,9 +254,9 @@ std::vector<std::string> label_names(const nlohmann::json& names, const ModelCon
 
 TsvColumns tsv_columns(const nlohmann::json& spec, const ModelConfig& model) {
   TsvColumns cols;
-  cols.text_a = opt<std::string>(spec, "text_a", "sentence");
-  cols.text_b = opt<std::string>(spec, "text_b", "");
-  cols.label = opt<std::string>(spec, "label", "label");
+  cols.text_a = spec_fields(spec).opt_str("text_a", "sentence");
+  cols.text_b = spec_fields(spec).opt_str("text_b", "");
+  cols.label = spec_fields(spec).opt_str("label", "label");
   if (spec.contains("labels")) cols.label_names = label_names(spec.at("labels"), model);
   return cols;
 }
@@ -275,7 +274,7 @@ TsvSplits read_tsv_splits(const TaskRequest& r, const TsvColumns& cols) {
   const bool held_out = spec.contains("valid_fraction");
   if (held_out && spec.contains("valid"))
     throw std::invalid_argument("data spec: give 'valid' (a file) or 'valid_fraction' (held out of train), not both");
-  const double frac = opt<double>(spec, "valid_fraction", 0.0);
+  const double frac = spec_fields(spec).opt_num("valid_fraction", 0.0);
   if (held_out && (frac <= 0 || frac >= 1)) throw std::invalid_argument("data spec: valid_fraction must be in (0, 1)");
   TsvSplits s;
   for (const char* split : {"train", "valid", "test"})
@@ -384,13 +383,13 @@ struct TextSplits {
 };
 
 TextSplits cut_text(const std::vector<std::string>& lines, const nlohmann::json& spec, const std::string& file) {
-  const double frac = opt<double>(spec, "valid_fraction", 0.1);
+  const double frac = spec_fields(spec).opt_num("valid_fraction", 0.1);
   if (frac <= 0 || frac >= 1) throw std::invalid_argument("data spec: valid_fraction must be in (0, 1)");
   TextSplits s;
   s.test_held_out = spec.contains("test_fraction");
   if (s.test_held_out && spec.contains("test"))
     throw std::invalid_argument("data spec: give 'test' (a file) or 'test_fraction' (held out of train), not both");
-  const double test_frac = opt<double>(spec, "test_fraction", 0.0);
+  const double test_frac = spec_fields(spec).opt_num("test_fraction", 0.0);
   if (s.test_held_out && (test_frac <= 0 || frac + test_frac >= 1))
     throw std::invalid_argument("data spec: test_fraction must be > 0 and valid_fraction + test_fraction < 1");
   const auto n = static_cast<double>(lines.size());
@@ -426,8 +425,8 @@ TaskData text_task(const TaskRequest& r, int64_t max_len) {
 TaskData load_task(const nlohmann::json& spec, const ModelConfig& model, const std::string& data_root,
                    const std::optional<Tokenizer>& tokenizer, const std::vector<std::string>& splits, uint64_t seed) {
   check_spec_keys(spec);
-  const std::string kind = opt<std::string>(spec, "kind", "synthetic");
-  const int64_t max_train = opt<int64_t>(spec, "max_train", 0);
+  const std::string kind = spec_fields(spec).opt_str("kind", "synthetic");
+  const int64_t max_train = spec_fields(spec).opt_int("max_train", 0);
   const TaskRequest r{spec, model, data_root, tokenizer, splits, seed};
   if (kind == "synthetic") return synthetic_task(r);
   const int64_t max_len = spec_max_len(spec, model);

@@ -405,8 +405,8 @@ std::string Tokenizer::kind() const { return backend_ ? backend_->kind() : kType
 
 Tokenizer Tokenizer::train(const std::vector<std::string>& sentences, const TokenizerTrainOptions& opts) {
   auto bad = [](const std::string& msg) { throw std::invalid_argument("tokenizer training: " + msg); };
-  if (opts.model_type != "bpe")
-    bad("model_type must be 'bpe' (the only one supported), got '" + opts.model_type + "'");
+  if (opts.kind != "bpe")
+    bad("the tokenizer kind must be 'bpe' (the only one supported), got '" + opts.kind + "'");
   if (opts.vocab_size <= 4 || opts.vocab_size > INT32_MAX)
     bad("vocab_size must be > 4 (the special pieces) and fit an int32, got " +
         std::to_string(opts.vocab_size));

@@ -277,7 +277,7 @@ TEST(Tokenizer, LoadErrorsNameThePath) {
 
 TEST(Tokenizer, RejectsBadOptions) {
   TokenizerTrainOptions o = small();
-  o.model_type = "unigram";
+  o.kind = "unigram";
   EXPECT_THROW(Tokenizer::train(corpus(), o), std::invalid_argument);
   o = small(4);
   EXPECT_THROW(Tokenizer::train(corpus(), o), std::invalid_argument);

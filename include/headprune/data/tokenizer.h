@@ -12,7 +12,7 @@ namespace hp {
 
 struct TokenizerTrainOptions {
   int64_t vocab_size = 8000;       // including the 4 special pieces
-  std::string model_type = "bpe";  // only "bpe" is supported; anything else is std::invalid_argument
+  std::string kind = "bpe";  // the data spec's "tokenizer": only "bpe" is supported; anything else is std::invalid_argument
   // Keep the most frequent characters covering this fraction of all character occurrences (ties broken
   // by code point); rarer characters become <unk>. "▁" is always kept.
   double character_coverage = 1.0;
