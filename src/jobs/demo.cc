@@ -130,6 +130,7 @@ PruneResult FamilyDemo::prune(const std::string& checkpoint, const ImportanceRes
   pr.finetune.steps = opts_.finetune_steps;
   PruneResult pruned = run_prune(pr, rt_, events_);
   const ModelConfig after = load_config(join_path(pr.out_dir, "model"));
+  pruned.out_dir = join_path(final_dir_, "pruned");  // what it prints: where the model will be
   out_ << "removed " << pruned.plan.heads.size() << " of " << scores.scores.size() << " heads ("
        << pruned.plan.info["emptied_layer"].get<std::string>() << " entirely and the least important others)\n";
   for (AttnType t : importance.config.attn_types())
