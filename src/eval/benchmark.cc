@@ -149,8 +149,10 @@ double gemm_peak_gflops(const torch::Device& device, int64_t n, int reps) {
   return best;
 }
 
-std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const BenchOptions& opts,
-                                      const std::function<void(int64_t, int64_t)>& progress, double* gemm_peak) {
+namespace {
+
+// Checks the options against every model and puts each in train or eval mode.
+void prepare_models(std::vector<BenchModel>& models, const BenchOptions& opts) {
   if (models.empty()) throw std::invalid_argument("bench: no models");
   if (opts.reps < 1 || opts.warmup < 0) throw std::invalid_argument("bench: reps must be >= 1 and warmup >= 0");
   for (auto b : opts.batch_sizes)
@@ -168,7 +170,10 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
                                     std::to_string(m.model->config().max_positions) + "] (max_positions of " + m.name +
                                     ")");
   }
-  // Every shape of every model against the memory there is, before the first batch is allocated.
+}
+
+// Every shape of every model against the memory there is, before the first batch is allocated.
+void check_bench_memory(std::vector<BenchModel>& models, const BenchOptions& opts) {
   for (auto& m : models) {
     const auto p = m.model->parameters().front();
     const double elem = static_cast<double>(p.element_size() < 4 && p.is_floating_point() ? p.element_size() : 4);
@@ -180,6 +185,86 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
                      "bench: batch " + std::to_string(b) + " x length " + std::to_string(t) + " of " + m.name,
                      "try a smaller batch size or length (--batch, --seq)");
   }
+}
+
+// One shape's timings, per model: the timed repetitions (ms) and the device's peak memory (bytes).
+struct ShapeTimes {
+  std::vector<std::vector<double>> ms;
+  std::vector<int64_t> device_peak;
+};
+
+// Runs every model on the same inputs at batch b x length t, round by round; starts the profiler
+// (when asked) at the first timed round, and on the first shape writes the first model's inputs and
+// logits (--save-io).
+ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts, int64_t b, int64_t t,
+                      bool first_shape, std::optional<torch::autograd::profiler::RecordProfile>& profile,
+                      std::ostream& trace) {
+  std::vector<Batch> inputs;  // generated on the CPU (same ids on every device), moved to each model's device
+  for (auto& m : models)
+    inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
+  ShapeTimes times{std::vector<std::vector<double>>(models.size()), std::vector<int64_t>(models.size(), 0)};
+  for (int64_t r = 0; r < opts.warmup + opts.reps; ++r) {
+    if (r == opts.warmup && !opts.profile_path.empty() && !profile) profile.emplace(trace);
+    for (size_t i = 0; i < models.size(); ++i) {
+      const auto device = inputs[i].input_ids.device();
+      synchronize(device);
+      compat::reset_peak_memory(device);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto logits = models[i].run ? models[i].run(inputs[i]) : models[i].model->forward(inputs[i]).logits;
+      synchronize(device);  // the clock stops when the device has finished
+      const double e = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (r >= opts.warmup) times.ms[i].push_back(e);
+      times.device_peak[i] = std::max(times.device_peak[i], compat::peak_memory_bytes(device));
+      if (r == 0 && i == 0 && first_shape && !opts.io_path.empty() && !opts.train)
+        write_output_file(bench_io_output(opts.io_path),
+                          serialize_safetensors({{"input_ids", inputs[i].input_ids.cpu()},
+                                                 {"attention_mask", inputs[i].attention_mask.cpu()},
+                                                 {"logits", logits.to(torch::kCPU, torch::kFloat).contiguous()}},
+                                                {{"format", kBenchIoFormat}}));
+    }
+  }
+  return times;
+}
+
+// One record per model for a shape, appended to `out`; speed-ups are against the shape's first model.
+void add_records(std::vector<BenchModel>& models, const BenchOptions& opts, int64_t b, int64_t t,
+                 const ShapeTimes& times, double peak, std::vector<BenchRecord>& out) {
+  const auto& ms = times.ms;
+  const size_t first = out.size();
+  for (size_t i = 0; i < models.size(); ++i) {
+    BenchRecord rec;
+    const auto& cfg = models[i].model->config();
+    rec.model = models[i].name;
+    rec.precision = models[i].precision;
+    rec.mode = opts.train ? "train" : "inference";
+    rec.batch = b;
+    rec.seq_len = t;
+    rec.median_ms = quantile(ms[i], 0.5);
+    rec.p10_ms = quantile(ms[i], 0.1);
+    rec.p90_ms = quantile(ms[i], 0.9);
+    rec.examples_per_s = 1000.0 * static_cast<double>(b) / rec.median_ms;
+    rec.tokens_per_s = rec.examples_per_s * static_cast<double>(t);
+    rec.params = models[i].model->n_parameters();
+    rec.heads = models[i].model->n_active_heads();
+    rec.gflops = (opts.train ? 3.0 : 1.0) * forward_flops(cfg, b, t) / 1e9;  // backward ~ 2 x forward
+    rec.gflop_per_s = rec.gflops / (rec.median_ms / 1000.0);
+    rec.peak_share = peak > 0 ? rec.gflop_per_s / peak : 0.0;
+    rec.ideal_speedup = out.size() > first ? out[first].gflops / rec.gflops : 1.0;
+    rec.measured_speedup = out.size() > first ? out[first].median_ms / rec.median_ms : 1.0;
+    std::vector<double> ratios;
+    for (size_t r = 0; r < ms[i].size(); ++r) ratios.push_back(ms[0][r] / ms[i][r]);
+    rec.paired_speedup = quantile(ratios, 0.5);
+    rec.device_peak_bytes = times.device_peak[i];
+    out.push_back(rec);
+  }
+}
+
+}  // namespace
+
+std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const BenchOptions& opts,
+                                      const std::function<void(int64_t, int64_t)>& progress, double* gemm_peak) {
+  prepare_models(models, opts);
+  check_bench_memory(models, opts);
   const double peak = opts.gemm_probe ? gemm_peak_gflops(models.front().model->parameters().front().device()) : 0.0;
   if (gemm_peak) *gemm_peak = peak;
   std::optional<c10::InferenceMode> inference;
@@ -193,58 +278,8 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
   int64_t done = 0;
   for (auto t : opts.seq_lens) {
     for (auto b : opts.batch_sizes) {
-      std::vector<Batch> inputs;  // generated on the CPU (same ids on every device), moved to each model's device
-      for (auto& m : models)
-        inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
-      std::vector<std::vector<double>> ms(models.size());
-      std::vector<int64_t> device_peak(models.size(), 0);
-      for (int64_t r = 0; r < opts.warmup + opts.reps; ++r) {
-        if (r == opts.warmup && !opts.profile_path.empty() && !profile) profile.emplace(trace);
-        for (size_t i = 0; i < models.size(); ++i) {
-          const auto device = inputs[i].input_ids.device();
-          synchronize(device);
-          compat::reset_peak_memory(device);
-          const auto t0 = std::chrono::steady_clock::now();
-          auto logits = models[i].run ? models[i].run(inputs[i]) : models[i].model->forward(inputs[i]).logits;
-          synchronize(device);  // the clock stops when the device has finished
-          const double e = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-          if (r >= opts.warmup) ms[i].push_back(e);
-          device_peak[i] = std::max(device_peak[i], compat::peak_memory_bytes(device));
-          if (r == 0 && i == 0 && out.empty() && !opts.io_path.empty() && !opts.train)
-            write_output_file(bench_io_output(opts.io_path),
-                              serialize_safetensors({{"input_ids", inputs[i].input_ids.cpu()},
-                                                     {"attention_mask", inputs[i].attention_mask.cpu()},
-                                                     {"logits", logits.to(torch::kCPU, torch::kFloat).contiguous()}},
-                                                    {{"format", kBenchIoFormat}}));
-        }
-      }
-      const size_t first = out.size();
-      for (size_t i = 0; i < models.size(); ++i) {
-        BenchRecord rec;
-        const auto& cfg = models[i].model->config();
-        rec.model = models[i].name;
-        rec.precision = models[i].precision;
-        rec.mode = opts.train ? "train" : "inference";
-        rec.batch = b;
-        rec.seq_len = t;
-        rec.median_ms = quantile(ms[i], 0.5);
-        rec.p10_ms = quantile(ms[i], 0.1);
-        rec.p90_ms = quantile(ms[i], 0.9);
-        rec.examples_per_s = 1000.0 * static_cast<double>(b) / rec.median_ms;
-        rec.tokens_per_s = rec.examples_per_s * static_cast<double>(t);
-        rec.params = models[i].model->n_parameters();
-        rec.heads = models[i].model->n_active_heads();
-        rec.gflops = (opts.train ? 3.0 : 1.0) * forward_flops(cfg, b, t) / 1e9;  // backward ~ 2 x forward
-        rec.gflop_per_s = rec.gflops / (rec.median_ms / 1000.0);
-        rec.peak_share = peak > 0 ? rec.gflop_per_s / peak : 0.0;
-        rec.ideal_speedup = out.size() > first ? out[first].gflops / rec.gflops : 1.0;
-        rec.measured_speedup = out.size() > first ? out[first].median_ms / rec.median_ms : 1.0;
-        std::vector<double> ratios;
-        for (size_t r = 0; r < ms[i].size(); ++r) ratios.push_back(ms[0][r] / ms[i][r]);
-        rec.paired_speedup = quantile(ratios, 0.5);
-        rec.device_peak_bytes = device_peak[i];
-        out.push_back(rec);
-      }
+      const ShapeTimes times = time_shape(models, opts, b, t, out.empty(), profile, trace);
+      add_records(models, opts, b, t, times, peak, out);
       if (progress) progress(++done, total);
     }
   }

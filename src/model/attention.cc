@@ -159,29 +159,29 @@ torch::Tensor MultiHeadAttentionImpl::expand_kv(const torch::Tensor& t) {
   return t.index_select(1, kv_index_);
 }
 
-torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key_value,
-                                              const torch::Tensor& mask, torch::Tensor* probs_out,
-                                              KVCache* cache, bool static_kv, const Rope* rope) {
-  const int64_t B = query.size(0), T = query.size(1), H = n_heads_kept(), D = geometry_.head_dim;
-  const int64_t G = geometry_.n_kv_heads_kept(), C = geometry_.d_model;
-  if (H == 0) {
-    // Every head removed: the block contributes only o_proj's bias; skip all attention work.
-    if (probs_out) {
-      const int64_t S = (cache && cache->k.defined() && static_kv) ? cache->k.size(2)
-                        : (cache && cache->k.defined())             ? cache->k.size(2) + key_value.size(1)
-                                                                    : key_value.size(1);
-      *probs_out = torch::zeros({B, 0, T, S}, query.options());
-    }
-    if (!o_proj->bias.defined()) return torch::zeros({B, T, C}, query.options());
-    auto out = o_proj->bias.expand({B, T, C});
-    return out.contiguous();
+torch::Tensor MultiHeadAttentionImpl::no_heads_forward(const torch::Tensor& query, const torch::Tensor& key_value,
+                                                       torch::Tensor* probs_out, const KVCache* cache, bool static_kv) {
+  const int64_t B = query.size(0), T = query.size(1), C = geometry_.d_model;
+  // Every head removed: the block contributes only o_proj's bias; skip all attention work.
+  if (probs_out) {
+    const int64_t S = (cache && cache->k.defined() && static_kv) ? cache->k.size(2)
+                      : (cache && cache->k.defined())             ? cache->k.size(2) + key_value.size(1)
+                                                                  : key_value.size(1);
+    *probs_out = torch::zeros({B, 0, T, S}, query.options());
   }
-  // Inference: one GEMM for Q, K and V (self-attention) or for K and V (cross-attention), with
-  // the projection weights concatenated once and reused while they are unchanged.
-  const bool fast = inference_path();
-  const bool reuse_kv = cache && static_kv && cache->k.defined();
-  torch::Tensor q, k, v;  // q [B, H, T, D]; k, v [B, G, S, D]
-  const bool fuse = fast && fuse_projections && fusion_pays();
+  if (!o_proj->bias.defined()) return torch::zeros({B, T, C}, query.options());
+  auto out = o_proj->bias.expand({B, T, C});
+  return out.contiguous();
+}
+
+// q [B, H, T, D]; k, v [B, G, S, D] (left undefined when reuse_kv). Inference: one GEMM for Q, K and
+// V (self-attention) or for K and V (cross-attention), with the projection weights concatenated once
+// and reused while they are unchanged.
+void MultiHeadAttentionImpl::project(const torch::Tensor& query, const torch::Tensor& key_value, bool reuse_kv,
+                                     torch::Tensor& q, torch::Tensor& k, torch::Tensor& v) {
+  const int64_t B = query.size(0), T = query.size(1), H = n_heads_kept(), D = geometry_.head_dim;
+  const int64_t G = geometry_.n_kv_heads_kept();
+  const bool fuse = inference_path() && fuse_projections && fusion_pays();
   if (fuse && !reuse_kv && query.is_same(key_value)) {
     const auto& f = fused(qkv_, {q_proj.get(), k_proj.get(), v_proj.get()});
     auto qkv = gemm::linear(query, f.weight, f.bias);
@@ -193,21 +193,23 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
       k = split_heads(qkv.narrow(2, H * D, G * D), G, D);
       v = split_heads(qkv.narrow(2, (H + G) * D, G * D), G, D);
     }
-  } else {
-    q = split_heads(q_proj(query), H, D);
-    if (!reuse_kv && fuse) {
-      const auto& f = fused(kv_, {k_proj.get(), v_proj.get()});
-      auto kv = gemm::linear(key_value, f.weight, f.bias).view({B, key_value.size(1), 2, G, D}).permute({2, 0, 3, 1, 4});
-      k = kv[0], v = kv[1];
-    } else if (!reuse_kv) {
-      k = split_heads(k_proj(key_value), G, D);
-      v = split_heads(v_proj(key_value), G, D);
-    }
+    return;
   }
-  if (rope) {
-    q = apply_rope(q, *rope);
-    if (!reuse_kv) k = apply_rope(k, *rope);
+  q = split_heads(q_proj(query), H, D);
+  if (!reuse_kv && fuse) {
+    const auto& f = fused(kv_, {k_proj.get(), v_proj.get()});
+    auto kv = gemm::linear(key_value, f.weight, f.bias).view({B, key_value.size(1), 2, G, D}).permute({2, 0, 3, 1, 4});
+    k = kv[0], v = kv[1];
+  } else if (!reuse_kv) {
+    k = split_heads(k_proj(key_value), G, D);
+    v = split_heads(v_proj(key_value), G, D);
   }
+}
+
+// The keys and values attended to: the cache's (reuse_kv), or the new ones after the cached ones
+// (self-attention), which the cache then holds.
+void MultiHeadAttentionImpl::use_cache(KVCache* cache, bool static_kv, bool reuse_kv, torch::Tensor& k,
+                                       torch::Tensor& v) {
   if (reuse_kv) {
     k = cache->k;
     v = cache->v;
@@ -219,10 +221,14 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
     cache->k = k;
     cache->v = v;
   }
-  k = expand_kv(k);  // [B, H, S, D]
-  v = expand_kv(v);
+}
+
+// The context [B, H, T, D] of q [B, H, T, D] over k, v [B, H, S, D].
+torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const torch::Tensor& mask, torch::Tensor* probs_out) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  torch::Tensor ctx;  // [B, H, T, D]
+  torch::Tensor ctx;
   if (!is_training() && !torch::GradMode::is_enabled() && !lrp::active() && !head_probe.defined()) {
     // Inference (int8 projections too) on oneDNN: q, k, v read in place, the context stored as
     // [B, T, H*D], what o_proj reads (util/gemm.h); undefined when oneDNN does not take the shapes.
@@ -242,6 +248,23 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
     auto p = torch::dropout(probs, attention_dropout_, is_training());
     ctx = lrp::mix(p, v);
   }
+  return ctx;
+}
+
+torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key_value,
+                                              const torch::Tensor& mask, torch::Tensor* probs_out,
+                                              KVCache* cache, bool static_kv, const Rope* rope) {
+  const int64_t B = query.size(0), T = query.size(1), H = n_heads_kept(), D = geometry_.head_dim;
+  if (H == 0) return no_heads_forward(query, key_value, probs_out, cache, static_kv);
+  const bool reuse_kv = cache && static_kv && cache->k.defined();
+  torch::Tensor q, k, v;  // q [B, H, T, D]; k, v [B, G, S, D]
+  project(query, key_value, reuse_kv, q, k, v);
+  if (rope) {
+    q = apply_rope(q, *rope);
+    if (!reuse_kv) k = apply_rope(k, *rope);
+  }
+  use_cache(cache, static_kv, reuse_kv, k, v);
+  torch::Tensor ctx = attend(q, expand_kv(k), expand_kv(v), mask, probs_out);  // [B, H, T, D]
   // Multiplying by a mask of ones changes nothing, forward or backward, unless its gradient is wanted
   // (gradient importance): skip it, in training too.
   if (head_mask.requires_grad() || !all_unmasked()) ctx = ctx * head_mask.to(ctx.scalar_type()).view({1, H, 1, 1});

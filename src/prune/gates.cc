@@ -286,6 +286,224 @@ std::vector<std::pair<AttnType, int64_t>> emptied_layers(const ModelConfig& cfg,
   return out;
 }
 
+namespace {
+
+// The gates' side of a gate training run: their penalty, their optimizer and, every period, the
+// controllers (reopening, the concentrator's weight, the coefficient or λ search) and a log record.
+class GateController {
+ public:
+  GateController(Transformer& model, HeadGateSet& gates, const TrainData& data, const TrainOptions& train,
+                 const GateOptions& opts, const std::function<void(const GatePeriod&)>& on_period);
+  TrainHooks hooks();                     // what train_model calls
+  GateTrainResult finish(int64_t steps);  // the closed and kept heads once training has ended
+
+ private:
+  torch::Tensor penalty();
+  int64_t record(int64_t step);
+  void reopen(int64_t step);
+  void adapt_concentrator(int64_t step);
+  int64_t steer(int64_t step, int64_t closed);
+  int64_t periodic(int64_t step);
+
+  Transformer& model_;
+  HeadGateSet& gates_;
+  const TrainOptions& train_;
+  const GateOptions& opts_;
+  const std::function<void(const GatePeriod&)>& on_period_;
+  const int64_t n_;
+  const bool pass_;
+  const bool hc_controller_;  // hard_concrete steered to a target by its λ (Voita's penalty kept as it is)
+  const double target_closed_;
+  const double n_layers_;
+  torch::optim::Adam gate_opt_;
+  double coef_;
+  LambdaSearch search_;
+  // hard_concrete controller: the gates and their Adam state at the last period that did not
+  // overshoot. A rollback restores the gates and the second moment but not the momentum: the
+  // momentum at the snapshot still points where the overshoot went (every gate closing together),
+  // and a fresh Adam's first steps would move every gate by the full learning rate at once; with the
+  // second moment kept, steps are scaled by the gradients seen so far, so a lowered λ moves gently.
+  torch::Tensor snapshot_;
+  compat::AdamMoments snapshot_moments_;
+  const bool conc_;
+  double conc_coef_;  // the concentrator's weight relative to coef: fixed, or adaptive (0 until the first period)
+  // Reopening confidence (Voita): accumulated over the periods on a slice of the validation set.
+  EvalSet conf_set_{"valid", {}, {}, {}};
+  std::vector<double> confidence_;
+  std::mt19937_64 rng_;
+  GateTrainResult res_;
+  int64_t last_closed_ = -1;
+};
+
+GateController::GateController(Transformer& model, HeadGateSet& gates, const TrainData& data, const TrainOptions& train,
+                               const GateOptions& opts, const std::function<void(const GatePeriod&)>& on_period)
+    : model_(model), gates_(gates), train_(train), opts_(opts), on_period_(on_period), n_(gates.size()),
+      pass_(opts.method != GateMethod::HardConcrete),
+      hc_controller_(!pass_ && opts.target_kept && opts.hc_target == HcTarget::Controller),
+      target_closed_(opts.target_kept ? static_cast<double>(n_ - *opts.target_kept) : 0.0),
+      n_layers_(static_cast<double>(gates.layer_sizes().size())),
+      gate_opt_(std::vector<torch::Tensor>{gates.log_alpha()}, torch::optim::AdamOptions(opts.gate_lr)),
+      coef_(opts.coef), search_{opts.coef, opts.coef_growth}, snapshot_(gates.log_alpha().detach().clone()),
+      conc_(opts.method == GateMethod::PassConc),
+      conc_coef_(conc_ && !opts.concentrator_adaptive ? opts.concentrator_weight : 0.0),
+      confidence_(static_cast<size_t>(n_), 0.0), rng_(train.seed * 7919ull + 17) {
+  for (size_t i = 0; i < data.valid.size() && static_cast<int64_t>(i) < opts.confidence_examples; ++i)
+    conf_set_.examples.push_back(data.valid[i]);
+  res_.heads = gates.heads();
+  res_.target_kept = opts.target_kept ? *opts.target_kept : -1;
+}
+
+torch::Tensor GateController::penalty() {
+  auto la = gates_.log_alpha();
+  if (!pass_) {
+    const auto open = gates_.dist().p_open(la).sum();
+    // Voita's λ·Σ P(open) / layers, without a target or with the λ search; the quadratic mode
+    // pulls the expected number of open heads to the target from both sides (CoFi's term).
+    if (!opts_.target_kept || hc_controller_) return coef_ * open / n_layers_;
+    return coef_ * (open - static_cast<double>(*opts_.target_kept)).pow(2) / n_layers_;
+  }
+  auto p0 = gates_.dist().p_zero(la), p1 = gates_.dist().p_one(la);
+  auto t = pass_penalty(p0, p1, target_closed_);
+  if (conc_ && conc_coef_ > 0) t = t + conc_coef_ * concentrator_penalty(p0, gates_.layer_sizes());
+  return coef_ * t;
+}
+
+// Appends the gates' state to the log (and reports it); returns the number of closed gates.
+int64_t GateController::record(int64_t step) {
+  torch::NoGradGuard no_grad;
+  auto la = gates_.log_alpha().detach();
+  auto po = gates_.dist().p_open(la);
+  GatePeriod r;
+  r.step = step;
+  r.coef = coef_;
+  r.conc_coef = conc_coef_;
+  r.expected_open = po.sum().item<double>();
+  r.closed = gates_.n_closed();
+  const auto host = torch::stack({po, la}).to(torch::kCPU).contiguous();  // one read per period
+  const float* h = host.data_ptr<float>();
+  r.p_open.assign(h, h + n_);
+  r.log_alpha.assign(h + n_, h + 2 * n_);
+  res_.log.push_back(std::move(r));
+  if (on_period_) on_period_(res_.log.back());
+  return res_.log.back().closed;
+}
+
+// PASS: closed gates reopen at random, more likely for confident heads and less so period by period.
+void GateController::reopen(int64_t step) {
+  torch::NoGradGuard no_grad;
+  if (!opts_.reopen || static_cast<double>(step) > opts_.reopen_until * static_cast<double>(train_.max_steps)) return;
+  const int64_t k = step / opts_.period;  // period number, 1-based
+  gates_.attach_deterministic();
+  ScoreOptions so;
+  so.seed = train_.seed;
+  auto conf = score_heads(*model_, conf_set_, ScoreMethod::Confidence, so);  // restores train mode
+  double mx = 0;
+  for (int64_t i = 0; i < n_; ++i) {
+    confidence_[i] += conf.at(gates_.heads()[i]);
+    mx = std::max(mx, confidence_[i]);
+  }
+  const auto closed = gates_.closed();
+  const double decay = std::pow(opts_.reopen_decay, static_cast<double>(k - 2));
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  std::vector<int64_t> reopened;
+  for (int64_t i = 0; i < n_; ++i) {
+    const double u = unif(rng_);  // drawn for every head, so the stream does not depend on the state
+    if (closed[i] && mx > 0 && u < std::min(1.0, confidence_[i] / mx * decay)) reopened.push_back(i);
+  }
+  if (!reopened.empty())
+    gates_.log_alpha().index_fill_(0, torch::tensor(reopened, torch::kLong).to(gates_.log_alpha().device()),
+                                   static_cast<float>(opts_.init_log_alpha));
+}
+
+// PASSCONC, adaptive: the concentrator's weight for the next period (0 after its window).
+void GateController::adapt_concentrator(int64_t step) {
+  conc_coef_ = 0.0;
+  if (static_cast<double>(step) >= opts_.concentrator_until * static_cast<double>(train_.max_steps)) return;
+  torch::NoGradGuard no_grad;
+  const auto la = gates_.log_alpha().detach();
+  const auto closed_now = gates_.closed();
+  std::vector<bool> open(closed_now.size());
+  for (size_t i = 0; i < open.size(); ++i) open[i] = !closed_now[i];
+  conc_coef_ = concentrator_coefficient(gates_.dist().p_zero(la), gates_.dist().p_one(la), open, gates_.layer_sizes(),
+                                        opts_.concentrator_margin, opts_.concentrator_max);
+}
+
+// The coefficient for the next period: hard_concrete's λ search (rolling the gates back when it
+// overshot), or growth while a target is missed. Returns the closed gates the next period starts from.
+int64_t GateController::steer(int64_t step, int64_t closed) {
+  if (!hc_controller_) {
+    if (opts_.target_kept && closed != static_cast<int64_t>(target_closed_))
+      coef_ = std::min(opts_.coef_max, coef_ * opts_.coef_growth);
+    return closed;
+  }
+  const bool rollback = search_.update(closed, static_cast<int64_t>(target_closed_));
+  search_.lambda = std::min(opts_.coef_max, search_.lambda);
+  coef_ = search_.lambda;
+  if (!rollback) {
+    snapshot_ = gates_.log_alpha().detach().clone();
+    snapshot_moments_ = compat::adam_moments(gate_opt_, gates_.log_alpha());
+    return closed;
+  }
+  {
+    torch::NoGradGuard no_grad;
+    gates_.log_alpha().copy_(snapshot_);
+  }
+  auto restart = snapshot_moments_;
+  if (restart.exp_avg.defined()) restart.exp_avg = torch::zeros_like(restart.exp_avg);
+  compat::set_adam_moments(gate_opt_, gates_.log_alpha(), restart);
+  ++res_.rollbacks;
+  res_.log.back().rolled_back = true;
+  log_info("gates", "closed " + std::to_string(closed) + " > target " +
+                        std::to_string(static_cast<int64_t>(target_closed_)) +
+                        ": gates rolled back to the last period that did not overshoot, lambda " + std::to_string(coef_));
+  return record(step);  // the state the next period starts from
+}
+
+int64_t GateController::periodic(int64_t step) {
+  if ((pass_ || hc_controller_) && opts_.clip > 0) {
+    torch::NoGradGuard no_grad;
+    gates_.log_alpha().clamp_(-opts_.clip, opts_.clip);
+  }
+  if (pass_) reopen(step);
+  if (conc_ && opts_.concentrator_adaptive) adapt_concentrator(step);
+  return steer(step, record(step));
+}
+
+TrainHooks GateController::hooks() {
+  TrainHooks hooks;
+  hooks.save_checkpoints = false;
+  hooks.before_forward = [this](int64_t) { gates_.attach_sample(); };
+  hooks.extra_loss = [this](int64_t) { return penalty(); };
+  hooks.after_backward = [this](int64_t step) {
+    gate_opt_.step();
+    gate_opt_.zero_grad();
+    if (step % opts_.period == 0) last_closed_ = periodic(step);
+  };
+  hooks.before_eval = [this] { gates_.attach_deterministic(); };
+  hooks.extra_parameters = [this] { return std::vector<torch::Tensor>{gates_.log_alpha()}; };
+  hooks.stop = [this](int64_t step) {
+    if (step < train_.max_steps || step % opts_.period != 0) return false;
+    return !opts_.target_kept || last_closed_ == static_cast<int64_t>(target_closed_);
+  };
+  return hooks;
+}
+
+GateTrainResult GateController::finish(int64_t steps) {
+  res_.steps = steps;
+  res_.final_coef = coef_;
+  const auto closed = gates_.closed();
+  for (int64_t i = 0; i < n_; ++i) (closed[i] ? res_.closed : res_.kept).push_back(gates_.heads()[i]);
+  if (res_.log.empty() || res_.log.back().step != steps) record(steps);
+  res_.reached_target = !opts_.target_kept || static_cast<int64_t>(res_.kept.size()) == *opts_.target_kept;
+  res_.emptied = emptied_layers(model_->config(), res_.closed);
+  if (!res_.reached_target)
+    log_warn("gates", "kept " + std::to_string(res_.kept.size()) + " heads, not the target " +
+                          std::to_string(*opts_.target_kept) + "; train longer (--extra-steps) or raise --coef");
+  return std::move(res_);
+}
+
+}  // namespace
+
 GateTrainResult train_gates(Transformer& model, const TrainData& data, const TrainOptions& train,
                             const GateOptions& opts, const std::string& out_dir,
                             const std::function<void(const GatePeriod&)>& on_period,
@@ -294,178 +512,16 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
     throw std::invalid_argument("gates: the model has " + std::to_string(model->masked_heads().size()) +
                                 " masked heads; remove them first (apply_plan_remove) so every gate is a live head");
   HeadGateSet gates(*model, opts.dist, opts.init_log_alpha);
-  const int64_t n = gates.size();
-  opts.validate(n);
-  const bool pass = opts.method != GateMethod::HardConcrete;
-  // hard_concrete steered to a target by its λ (Voita's penalty kept as it is).
-  const bool hc_controller = !pass && opts.target_kept && opts.hc_target == HcTarget::Controller;
-  const double target_closed = opts.target_kept ? static_cast<double>(n - *opts.target_kept) : 0.0;
-  const double n_layers = static_cast<double>(gates.layer_sizes().size());
-  torch::optim::Adam gate_opt(std::vector<torch::Tensor>{gates.log_alpha()}, torch::optim::AdamOptions(opts.gate_lr));
-  double coef = opts.coef;
-  LambdaSearch search{opts.coef, opts.coef_growth};
-  // hard_concrete controller: the gates and their Adam state at the last period that did not
-  // overshoot. A rollback restores the gates and the second moment but not the momentum: the
-  // momentum at the snapshot still points where the overshoot went (every gate closing together),
-  // and a fresh Adam's first steps would move every gate by the full learning rate at once; with the
-  // second moment kept, steps are scaled by the gradients seen so far, so a lowered λ moves gently.
-  torch::Tensor snapshot = gates.log_alpha().detach().clone();
-  compat::AdamMoments snapshot_moments;
-  const bool conc = opts.method == GateMethod::PassConc;
-  // The concentrator's weight relative to coef: fixed, or adaptive (0 until the first period).
-  double conc_coef = conc && !opts.concentrator_adaptive ? opts.concentrator_weight : 0.0;
-
-  // Reopening confidence (Voita): accumulated over the periods on a slice of the validation set.
-  EvalSet conf_set{"valid", {}, {}, {}};
-  for (size_t i = 0; i < data.valid.size() && static_cast<int64_t>(i) < opts.confidence_examples; ++i)
-    conf_set.examples.push_back(data.valid[i]);
-  std::vector<double> confidence(static_cast<size_t>(n), 0.0);
-  std::mt19937_64 rng(train.seed * 7919ull + 17);
-
-  GateTrainResult res;
-  res.heads = gates.heads();
-  res.target_kept = opts.target_kept ? *opts.target_kept : -1;
-
-  auto penalty = [&]() {
-    auto la = gates.log_alpha();
-    if (!pass) {
-      const auto open = gates.dist().p_open(la).sum();
-      // Voita's λ·Σ P(open) / layers, without a target or with the λ search; the quadratic mode
-      // pulls the expected number of open heads to the target from both sides (CoFi's term).
-      if (!opts.target_kept || hc_controller) return coef * open / n_layers;
-      return coef * (open - static_cast<double>(*opts.target_kept)).pow(2) / n_layers;
-    }
-    auto p0 = gates.dist().p_zero(la), p1 = gates.dist().p_one(la);
-    auto t = pass_penalty(p0, p1, target_closed);
-    if (conc && conc_coef > 0) t = t + conc_coef * concentrator_penalty(p0, gates.layer_sizes());
-    return coef * t;
-  };
-
-  auto record = [&](int64_t step) {
-    torch::NoGradGuard no_grad;
-    auto la = gates.log_alpha().detach();
-    auto po = gates.dist().p_open(la);
-    GatePeriod r;
-    r.step = step;
-    r.coef = coef;
-    r.conc_coef = conc_coef;
-    r.expected_open = po.sum().item<double>();
-    r.closed = gates.n_closed();
-    const auto host = torch::stack({po, la}).to(torch::kCPU).contiguous();  // one read per period
-    const float* h = host.data_ptr<float>();
-    r.p_open.assign(h, h + n);
-    r.log_alpha.assign(h + n, h + 2 * n);
-    res.log.push_back(std::move(r));
-    if (on_period) on_period(res.log.back());
-    return res.log.back().closed;
-  };
-
-  auto periodic = [&](int64_t step) {
-    const int64_t k = step / opts.period;  // period number, 1-based
-    if ((pass || hc_controller) && opts.clip > 0) {
-      torch::NoGradGuard no_grad;
-      gates.log_alpha().clamp_(-opts.clip, opts.clip);
-    }
-    if (pass) {
-      torch::NoGradGuard no_grad;
-      if (opts.reopen && static_cast<double>(step) <= opts.reopen_until * static_cast<double>(train.max_steps)) {
-        gates.attach_deterministic();
-        ScoreOptions so;
-        so.seed = train.seed;
-        auto conf = score_heads(*model, conf_set, ScoreMethod::Confidence, so);  // restores train mode
-        double mx = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          confidence[i] += conf.at(gates.heads()[i]);
-          mx = std::max(mx, confidence[i]);
-        }
-        const auto closed = gates.closed();
-        const double decay = std::pow(opts.reopen_decay, static_cast<double>(k - 2));
-        std::uniform_real_distribution<double> unif(0.0, 1.0);
-        std::vector<int64_t> reopened;
-        for (int64_t i = 0; i < n; ++i) {
-          const double u = unif(rng);  // drawn for every head, so the stream does not depend on the state
-          if (closed[i] && mx > 0 && u < std::min(1.0, confidence[i] / mx * decay)) reopened.push_back(i);
-        }
-        if (!reopened.empty())
-          gates.log_alpha().index_fill_(0, torch::tensor(reopened, torch::kLong).to(gates.log_alpha().device()),
-                                        static_cast<float>(opts.init_log_alpha));
-      }
-    }
-    if (conc && opts.concentrator_adaptive) {
-      conc_coef = 0.0;
-      if (static_cast<double>(step) < opts.concentrator_until * static_cast<double>(train.max_steps)) {
-        torch::NoGradGuard no_grad;
-        const auto la = gates.log_alpha().detach();
-        const auto closed_now = gates.closed();
-        std::vector<bool> open(closed_now.size());
-        for (size_t i = 0; i < open.size(); ++i) open[i] = !closed_now[i];
-        conc_coef = concentrator_coefficient(gates.dist().p_zero(la), gates.dist().p_one(la), open, gates.layer_sizes(),
-                                             opts.concentrator_margin, opts.concentrator_max);
-      }
-    }
-    const int64_t closed = record(step);
-    if (hc_controller) {
-      const bool rollback = search.update(closed, static_cast<int64_t>(target_closed));
-      search.lambda = std::min(opts.coef_max, search.lambda);
-      coef = search.lambda;
-      if (!rollback) {
-        snapshot = gates.log_alpha().detach().clone();
-        snapshot_moments = compat::adam_moments(gate_opt, gates.log_alpha());
-        return closed;
-      }
-      {
-        torch::NoGradGuard no_grad;
-        gates.log_alpha().copy_(snapshot);
-      }
-      auto restart = snapshot_moments;
-      if (restart.exp_avg.defined()) restart.exp_avg = torch::zeros_like(restart.exp_avg);
-      compat::set_adam_moments(gate_opt, gates.log_alpha(), restart);
-      ++res.rollbacks;
-      res.log.back().rolled_back = true;
-      log_info("gates", "closed " + std::to_string(closed) + " > target " +
-                            std::to_string(static_cast<int64_t>(target_closed)) +
-                            ": gates rolled back to the last period that did not overshoot, lambda " +
-                            std::to_string(coef));
-      return record(step);  // the state the next period starts from
-    } else if (opts.target_kept && closed != static_cast<int64_t>(target_closed)) {
-      coef = std::min(opts.coef_max, coef * opts.coef_growth);
-    }
-    return closed;
-  };
-
-  int64_t last_closed = -1;
-  TrainHooks hooks;
-  hooks.save_checkpoints = false;
-  hooks.before_forward = [&](int64_t) { gates.attach_sample(); };
-  hooks.extra_loss = [&](int64_t) { return penalty(); };
-  hooks.after_backward = [&](int64_t step) {
-    gate_opt.step();
-    gate_opt.zero_grad();
-    if (step % opts.period == 0) last_closed = periodic(step);
-  };
-  hooks.before_eval = [&] { gates.attach_deterministic(); };
-  hooks.extra_parameters = [&] { return std::vector<torch::Tensor>{gates.log_alpha()}; };
-  hooks.stop = [&](int64_t step) {
-    if (step < train.max_steps || step % opts.period != 0) return false;
-    return !opts.target_kept || last_closed == static_cast<int64_t>(target_closed);
-  };
+  opts.validate(gates.size());
+  GateController controller(model, gates, data, train, opts, on_period);
+  const TrainHooks hooks = controller.hooks();
   TrainOptions topts = train;
   topts.max_steps = train.max_steps + opts.max_extra_steps;
   topts.resume = false;
   // The model's lr schedule spans max_steps + max_extra_steps (only the linear decay depends on it).
   auto tr = train_model(model, data, topts, out_dir, {}, progress, &hooks);
   gates.detach();
-  res.steps = tr.steps;
-  res.final_coef = coef;
-  const auto closed = gates.closed();
-  for (int64_t i = 0; i < n; ++i) (closed[i] ? res.closed : res.kept).push_back(gates.heads()[i]);
-  if (res.log.empty() || res.log.back().step != tr.steps) record(tr.steps);
-  res.reached_target = !opts.target_kept || static_cast<int64_t>(res.kept.size()) == *opts.target_kept;
-  res.emptied = emptied_layers(model->config(), res.closed);
-  if (!res.reached_target)
-    log_warn("gates", "kept " + std::to_string(res.kept.size()) + " heads, not the target " +
-                          std::to_string(*opts.target_kept) + "; train longer (--extra-steps) or raise --coef");
-  return res;
+  return controller.finish(tr.steps);
 }
 
 }  // namespace hp

@@ -207,8 +207,10 @@ CurveStrategy parse_curve_strategy(const std::string& text) {
   return c;
 }
 
-std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set,
-                                      const CurveOptions& opts) {
+namespace {
+
+// The curve's fractions in increasing order, each once, after checking the options.
+std::vector<double> curve_grid(const CurveOptions& opts) {
   if (opts.strategies.empty()) throw std::invalid_argument("pruning curve: no strategies");
   for (double f : opts.fractions)
     if (!(f >= 0 && f <= 1)) throw std::invalid_argument("pruning curve: fraction " + std::to_string(f) + " outside [0, 1]");
@@ -216,118 +218,165 @@ std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& sco
   std::vector<double> grid = opts.fractions;
   std::sort(grid.begin(), grid.end());
   grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
-  const ModelConfig cfg = model.config();
-  const auto masked = model.masked_heads();
-  std::vector<PrunePoint> out;
+  return grid;
+}
 
-  auto finetune = [&](PrunePoint& p) {
-    if (opts.finetune_steps <= 0) return;
-    MaskSnapshot snap(model);
-    model.unmask_all();
-    for (const auto& h : masked) model.set_head_mask(h, 0.0);
-    PruningPlan plan;
-    plan.heads = union_of(p.pruned, masked);
-    Transformer small = apply_plan_remove(model, plan);
-    TrainOptions to = opts.finetune;
-    to.max_steps = opts.finetune_steps;
-    to.eval_every = opts.finetune_steps;
-    to.save_every = opts.finetune_steps;
-    const std::string dir = opts.work_dir + "/finetune";
-    remove_tree_or_throw(dir, "fine-tuning");
-    train_model(small, *opts.train, to, dir);
-    small->eval();
-    const auto [m, l] = metric_and_loss(*small, eval_set, opts.metric, opts.measure);
-    p.metric_finetuned = m;
-    p.loss_finetuned = l;
-    remove_tree_or_throw(dir, "fine-tuning");
-  };
+// The points of a pruning curve, one strategy after another, each measured with its plan masked on
+// the model (and, when asked, fine-tuned with the plan removed).
+class CurveBuilder {
+ public:
+  CurveBuilder(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set, const CurveOptions& opts)
+      : model_(model), score_set_(score_set), eval_set_(eval_set), opts_(opts), grid_(curve_grid(opts)),
+        cfg_(model.config()), masked_(model.masked_heads()) {}
+  void add(const CurveStrategy& st);
+  std::vector<PrunePoint> take() { return std::move(out_); }
 
-  for (const auto& st : opts.strategies) {
-    auto candidates = kept_heads(cfg, st.only_types);
-    std::vector<HeadId> free_heads;
-    for (const auto& h : candidates)
-      if (std::find(masked.begin(), masked.end(), h) == masked.end()) free_heads.push_back(h);
-    const int64_t n = static_cast<int64_t>(free_heads.size());
-    std::vector<int64_t> counts;
-    for (double f : grid) counts.push_back(std::llround(f * static_cast<double>(n)));
+ private:
+  PruningPlan score_plan(const CurveStrategy& st, const HeadScores& scores, size_t i, int64_t count,
+                         int64_t n_groups) const;
+  std::optional<PruningPlan> random_plan(const CurveStrategy& st, const std::vector<HeadId>& free_heads,
+                                         size_t i, int64_t count) const;
+  PrunePoint measure(const PruningPlan& plan, int64_t n);
+  void finetune(PrunePoint& p);
+  void emit(const CurveStrategy& st, PrunePoint p);
 
-    auto emit = [&](PrunePoint p) {
-      p.strategy = st.name();
-      finetune(p);
-      if (opts.on_point) opts.on_point(p);
-      out.push_back(std::move(p));
-    };
+  TransformerImpl& model_;
+  const EvalSet& score_set_;
+  const EvalSet& eval_set_;
+  const CurveOptions& opts_;
+  const std::vector<double> grid_;
+  const ModelConfig cfg_;
+  const std::vector<HeadId> masked_;  // masked before the curve: never chosen, and removed when fine-tuning
+  std::vector<PrunePoint> out_;
+};
 
-    if (st.kind == CurveStrategy::Kind::Iterative) {
-      auto steps = iterate(model, score_set, eval_set, counts, st.method, opts.score, true, opts.min_per_layer,
-                           st.only_types, opts.metric, opts.measure, n, [](const PrunePoint&) { return true; });
-      for (auto& p : steps) emit(p);
-      continue;
-    }
-    std::optional<HeadScores> scores;
-    if (st.kind == CurveStrategy::Kind::Score) {
-      ScoreOptions so = opts.score;
-      if (st.unit == PlanUnit::KvGroup) so.unit = ScoreUnit::KvGroup;
-      scores = score_heads(model, score_set, st.method, so);
-    }
-    // Whole groups: the grid's fractions count the free key/value groups.
-    int64_t n_groups = 0;
-    if (st.unit == PlanUnit::KvGroup) {
-      std::set<HeadId> groups;
-      for (const auto& h : free_heads) groups.insert({h.type, h.layer, h.head / head_geometry(cfg, h.type, h.layer).group_size});
-      n_groups = static_cast<int64_t>(groups.size());
-    }
-    for (size_t i = 0; i < counts.size(); ++i) {
-      PruningPlan plan;
-      if (st.kind == CurveStrategy::Kind::Score) {
-        ScorePlanOptions po;
-        po.per_layer = st.per_layer;
-        if (st.per_layer)
-          po.target.fraction = grid[i];
-        else
-          po.target.count = counts[i];
-        po.min_per_layer = opts.min_per_layer;
-        for (AttnType t : st.only_types) po.only_types.push_back(t);
-        po.exclude = masked;
-        if (st.unit == PlanUnit::KvGroup) {
-          if (!st.per_layer) po.target.count = std::llround(grid[i] * static_cast<double>(n_groups));
-          plan = plan_groups_by_score(*scores, cfg, po);
-        } else if (st.unit == PlanUnit::Balanced) {
-          plan = plan_balanced_by_score(*scores, cfg, po);
-        } else {
-          plan = plan_by_score(*scores, cfg, po);
-        }
-      } else {
-        // Layer strategies limit how far random pruning can go: the rest of the grid is skipped.
-        int64_t eligible = 0;
-        for (const auto& h : free_heads) eligible += layer_eligible(st.layers, h.layer, cfg.n_layers(h.type)) ? 1 : 0;
-        if (counts[i] > eligible) {
-          if (opts.on_skip)
-            opts.on_skip(st.name() + " cannot prune " + std::to_string(counts[i]) + " heads (fraction " +
-                         std::to_string(grid[i]) + "): its eligible layers hold " + std::to_string(eligible));
-          break;
-        }
-        RandomPlanOptions ro;
-        ro.target.count = counts[i];
-        ro.layers = st.layers;
-        ro.seed = st.seed;
-        for (AttnType t : st.only_types) ro.only_types.push_back(t);
-        ro.exclude = masked;
-        plan = plan_random(cfg, ro);
-      }
-      PrunePoint p;
-      p.n_pruned = static_cast<int64_t>(plan.heads.size());
-      p.fraction = n > 0 ? static_cast<double>(p.n_pruned) / static_cast<double>(n) : 0.0;
-      p.pruned = plan.heads;
-      {
-        MaskSnapshot snap(model);
-        model.mask_heads(plan.heads);
-        std::tie(p.metric, p.loss) = metric_and_loss(model, eval_set, opts.metric, opts.measure);
-      }
-      emit(p);
-    }
+void CurveBuilder::add(const CurveStrategy& st) {
+  std::vector<HeadId> free_heads;
+  for (const auto& h : kept_heads(cfg_, st.only_types))
+    if (std::find(masked_.begin(), masked_.end(), h) == masked_.end()) free_heads.push_back(h);
+  const int64_t n = static_cast<int64_t>(free_heads.size());
+  std::vector<int64_t> counts;
+  for (double f : grid_) counts.push_back(std::llround(f * static_cast<double>(n)));
+  if (st.kind == CurveStrategy::Kind::Iterative) {
+    auto steps = iterate(model_, score_set_, eval_set_, counts, st.method, opts_.score, true, opts_.min_per_layer,
+                         st.only_types, opts_.metric, opts_.measure, n, [](const PrunePoint&) { return true; });
+    for (auto& p : steps) emit(st, p);
+    return;
   }
-  return out;
+  std::optional<HeadScores> scores;
+  if (st.kind == CurveStrategy::Kind::Score) {
+    ScoreOptions so = opts_.score;
+    if (st.unit == PlanUnit::KvGroup) so.unit = ScoreUnit::KvGroup;
+    scores = score_heads(model_, score_set_, st.method, so);
+  }
+  // Whole groups: the grid's fractions count the free key/value groups.
+  int64_t n_groups = 0;
+  if (st.unit == PlanUnit::KvGroup) {
+    std::set<HeadId> groups;
+    for (const auto& h : free_heads) groups.insert({h.type, h.layer, h.head / head_geometry(cfg_, h.type, h.layer).group_size});
+    n_groups = static_cast<int64_t>(groups.size());
+  }
+  for (size_t i = 0; i < counts.size(); ++i) {
+    PruningPlan plan;
+    if (st.kind == CurveStrategy::Kind::Score) {
+      plan = score_plan(st, *scores, i, counts[i], n_groups);
+    } else if (auto random = random_plan(st, free_heads, i, counts[i])) {
+      plan = std::move(*random);
+    } else {
+      break;
+    }
+    emit(st, measure(plan, n));
+  }
+}
+
+PruningPlan CurveBuilder::score_plan(const CurveStrategy& st, const HeadScores& scores, size_t i, int64_t count,
+                                     int64_t n_groups) const {
+  ScorePlanOptions po;
+  po.per_layer = st.per_layer;
+  if (st.per_layer)
+    po.target.fraction = grid_[i];
+  else
+    po.target.count = count;
+  po.min_per_layer = opts_.min_per_layer;
+  for (AttnType t : st.only_types) po.only_types.push_back(t);
+  po.exclude = masked_;
+  if (st.unit == PlanUnit::KvGroup) {
+    if (!st.per_layer) po.target.count = std::llround(grid_[i] * static_cast<double>(n_groups));
+    return plan_groups_by_score(scores, cfg_, po);
+  }
+  if (st.unit == PlanUnit::Balanced) return plan_balanced_by_score(scores, cfg_, po);
+  return plan_by_score(scores, cfg_, po);
+}
+
+// Nothing where the layer strategy cannot reach `count` heads: the rest of the grid is skipped.
+std::optional<PruningPlan> CurveBuilder::random_plan(const CurveStrategy& st, const std::vector<HeadId>& free_heads,
+                                                     size_t i, int64_t count) const {
+  int64_t eligible = 0;
+  for (const auto& h : free_heads) eligible += layer_eligible(st.layers, h.layer, cfg_.n_layers(h.type)) ? 1 : 0;
+  if (count > eligible) {
+    if (opts_.on_skip)
+      opts_.on_skip(st.name() + " cannot prune " + std::to_string(count) + " heads (fraction " +
+                    std::to_string(grid_[i]) + "): its eligible layers hold " + std::to_string(eligible));
+    return std::nullopt;
+  }
+  RandomPlanOptions ro;
+  ro.target.count = count;
+  ro.layers = st.layers;
+  ro.seed = st.seed;
+  for (AttnType t : st.only_types) ro.only_types.push_back(t);
+  ro.exclude = masked_;
+  return plan_random(cfg_, ro);
+}
+
+// The metric and loss with the plan masked (the masks are put back afterwards); n: the free heads.
+PrunePoint CurveBuilder::measure(const PruningPlan& plan, int64_t n) {
+  PrunePoint p;
+  p.n_pruned = static_cast<int64_t>(plan.heads.size());
+  p.fraction = n > 0 ? static_cast<double>(p.n_pruned) / static_cast<double>(n) : 0.0;
+  p.pruned = plan.heads;
+  MaskSnapshot snap(model_);
+  apply_plan_mask(model_, plan);
+  std::tie(p.metric, p.loss) = metric_and_loss(model_, eval_set_, opts_.metric, opts_.measure);
+  return p;
+}
+
+// Recovery fine-tuning of the point's plan (with the heads masked before the curve) removed.
+void CurveBuilder::finetune(PrunePoint& p) {
+  if (opts_.finetune_steps <= 0) return;
+  MaskSnapshot snap(model_);
+  model_.unmask_all();
+  for (const auto& h : masked_) model_.set_head_mask(h, 0.0);
+  PruningPlan plan;
+  plan.heads = union_of(p.pruned, masked_);
+  Transformer small = apply_plan_remove(model_, plan);
+  TrainOptions to = opts_.finetune;
+  to.max_steps = opts_.finetune_steps;
+  to.eval_every = opts_.finetune_steps;
+  to.save_every = opts_.finetune_steps;
+  const std::string dir = opts_.work_dir + "/finetune";
+  remove_tree_or_throw(dir, "fine-tuning");
+  train_model(small, *opts_.train, to, dir);
+  small->eval();
+  const auto [m, l] = metric_and_loss(*small, eval_set_, opts_.metric, opts_.measure);
+  p.metric_finetuned = m;
+  p.loss_finetuned = l;
+  remove_tree_or_throw(dir, "fine-tuning");
+}
+
+void CurveBuilder::emit(const CurveStrategy& st, PrunePoint p) {
+  p.strategy = st.name();
+  finetune(p);
+  if (opts_.on_point) opts_.on_point(p);
+  out_.push_back(std::move(p));
+}
+
+}  // namespace
+
+std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set,
+                                      const CurveOptions& opts) {
+  CurveBuilder curve(model, score_set, eval_set, opts);
+  for (const auto& st : opts.strategies) curve.add(st);
+  return curve.take();
 }
 
 nlohmann::json compensation(const HeadScores& before, const HeadScores& after) {

@@ -5,8 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
@@ -165,274 +168,369 @@ TrainResult train_model(Transformer& model, const TrainData& data, const TrainOp
   return train_model(model, data, opts, dir, extra_files, progress, hooks);
 }
 
+namespace {
+
+// Training keeps fp32 weights (AdamW's small updates vanish in bf16; bf16 compute is the bf16 option's
+// autocast): a model loaded as bf16 or f16 is converted first, if memory allows.
+void convert_to_fp32(Transformer& model) {
+  const auto dt = model->parameters().front().scalar_type();
+  if (dt == torch::kFloat || !at::isFloatingType(dt)) return;
+  const auto device = model->parameters().front().device();
+  check_fits(estimate_memory(model->config(), torch::kFloat, 1, 1, MemoryUse::Training), device,
+             "training (fp32 weights, their gradients and AdamW's moments)",
+             "fine-tune a smaller model, or score and prune without fine-tuning");
+  log_info("train", "weights converted from " + dtype_name(dt) + " to fp32 for training");
+  model->to(torch::kFloat);
+}
+
+// The loop's position and history as saved in trainer_state.json; throws naming the file.
+void read_loop_state(const nlohmann::json& js, const std::string& state_file, LoopState& st) {
+  try {
+    st.step = js.at("step");
+    st.epoch = js.at("epoch");
+    st.batch_in_epoch = js.at("batch_in_epoch");
+    st.has_best = js.at("has_best");
+    st.best = js.at("best");
+    st.log_loss_sum = js.at("log_loss_sum");
+    st.log_tokens = js.at("log_tokens");
+    st.history = js.at("history");
+    if (st.step < 0 || st.epoch < 0 || st.batch_in_epoch < 0 || !st.history.is_array() || !js.at("options").is_object())
+      throw std::invalid_argument("negative step/epoch/batch, or history/options of the wrong type");
+  } catch (const std::exception& e) {
+    throw std::runtime_error(state_file + ": not a valid trainer state (" + e.what() +
+                             "); --overwrite starts the run again");
+  }
+}
+
+// One step's losses and counts, over every process.
+struct StepLoss {
+  double task = 0, extra = 0;
+  double n_targets = 0;  // target tokens of the whole batch
+  int64_t n_tokens = 0;  // padded tokens of the whole batch
+};
+
+// The loop of train_model: the state it carries from step to step, and its steps.
+class TrainLoop {
+ public:
+  TrainLoop(Transformer& model, const TrainData& data, const TrainOptions& opts, const std::string& out_dir,
+            const std::map<std::string, std::string>& extra_files, const TrainProgressFn& progress,
+            const TrainHooks* hooks)
+      : model_(model), data_(data), opts_(opts), out_dir_(out_dir), extra_files_(extra_files), progress_(progress),
+        hooks_(hooks), save_(!hooks || hooks->save_checkpoints), cls_(model->config().arch == Arch::EncoderClassifier),
+        use_accuracy_(opts.best_metric == "accuracy" || (opts.best_metric == "auto" && cls_)),
+        device_(model->parameters().front().device()) {}
+
+  // Resumes from last/ or starts afresh: the weights, the optimizer, the parameters summed across ranks.
+  void start();
+  TrainResult run();
+
+ private:
+  void resume(const std::string& from);
+  StepLoss train_step(const std::vector<size_t>& global_idx, double lr);
+  torch::Tensor forward(const std::vector<const Example*>& ex, int64_t& n_tgt, int64_t& n_tokens);
+  void backward(const torch::Tensor& loss, const torch::Tensor& extra, int64_t n_tgt, double n_all);
+  void sum_gradients();
+  void account(const StepLoss& loss, double lr, std::chrono::steady_clock::time_point t_step,
+               std::chrono::steady_clock::time_point now);
+  void evaluate_and_save(double lr, std::chrono::steady_clock::time_point now);
+  void save_model(const std::string& name) const;
+  void save_last() const;
+
+  Transformer& model_;  // replaced by the saved one on resume
+  const TrainData& data_;
+  const TrainOptions& opts_;
+  const std::string& out_dir_;
+  const std::map<std::string, std::string>& extra_files_;
+  const TrainProgressFn& progress_;
+  const TrainHooks* hooks_;
+  const bool save_, cls_, use_accuracy_;
+  const torch::Device device_;  // the run follows the model
+  std::unique_ptr<AdamW> opt_;
+  std::vector<torch::Tensor> synced_;  // the parameters whose gradients are summed across ranks
+  LoopState st_;
+  TrainResult res_;
+  std::chrono::steady_clock::time_point t_start_, t_log_;
+  int64_t tokens_since_log_ = 0, steps_since_log_ = 0;
+  double last_loss_ = 0;
+};
+
+void TrainLoop::start() {
+  torch::manual_seed(opts_.seed);
+  const std::string from = opts_.resume ? resume_dir(out_dir_) : "";
+  if (!from.empty()) {
+    resume(from);
+  } else {
+    opt_ = std::make_unique<AdamW>(*model_, opts_.adam);
+    std::vector<torch::Tensor> params;
+    for (auto& p : model_->parameters()) params.push_back(p);
+    dist::broadcast(params);  // every rank starts from rank 0's weights
+  }
+  model_->train();
+  // The model's parameters and any extra ones.
+  synced_ = opt_->parameters();
+  if (hooks_ && hooks_->extra_parameters)
+    for (auto& p : hooks_->extra_parameters()) synced_.push_back(p);
+}
+
+void TrainLoop::resume(const std::string& from) {
+  model_ = load_checkpoint(from);
+  model_->to(device_);
+  opt_ = std::make_unique<AdamW>(*model_, opts_.adam);
+  const std::string state_file = from + "/trainer_state.json";
+  const auto js = read_json_file(state_file);
+  read_loop_state(js, state_file, st_);
+  // Options that only decide what is written or logged do not change the result.
+  auto affecting = [](nlohmann::json o) {
+    for (const char* k : {"keep_every", "save_every", "log_every"}) o.erase(k);
+    return o;
+  };
+  const int64_t saved_world = js.value("world_size", int64_t{1});
+  if (saved_world != dist::world_size())
+    throw std::runtime_error(state_file + ": the run was trained with " + std::to_string(saved_world) +
+                             " process(es); resume it with the same number (this is " +
+                             std::to_string(dist::world_size()) + ")");
+  if (affecting(js.at("options")) != affecting(opts_.to_json()))
+    log_warn("train", "resuming with options that differ from the interrupted run's; results will differ");
+  auto f = read_safetensors(from + "/optimizer.safetensors");
+  TensorMap optim;
+  for (auto& kv : f.tensors)
+    if (kv.first.rfind("optim.", 0) == 0) optim[kv.first.substr(6)] = kv.second;
+  opt_->load_state(optim, from + "/optimizer.safetensors");
+  set_rng_state({f.tensors.begin(), f.tensors.end()}, device_, from + "/optimizer.safetensors");
+  log_info("train", "resumed from " + from + " at step " + std::to_string(st_.step));
+}
+
+void TrainLoop::save_model(const std::string& name) const {
+  replace_directory(out_dir_ + name, [&](const std::string& dir) { save_checkpoint(dir, *model_, extra_files_); });
+}
+
+void TrainLoop::save_last() const {
+  replace_directory(out_dir_ + "/last", [&](const std::string& dir) {
+    save_checkpoint(dir, *model_, extra_files_);
+    TensorMap t;
+    for (auto& kv : opt_->state()) t["optim." + kv.first] = kv.second;
+    for (auto& [k, v] : rng_state(device_)) t[k] = v;
+    write_safetensors(dir + "/optimizer.safetensors", t);
+    nlohmann::json js = {{"step", st_.step},         {"epoch", st_.epoch},       {"batch_in_epoch", st_.batch_in_epoch},
+                         {"has_best", st_.has_best}, {"best", st_.best},         {"log_loss_sum", st_.log_loss_sum},
+                         {"log_tokens", st_.log_tokens}, {"history", st_.history}, {"options", opts_.to_json()},
+                         {"world_size", dist::world_size()}};
+    write_json_file(dir + "/trainer_state.json", js, 1);
+  });
+}
+
+// This rank's slice of the batch through the model: its task loss (undefined for an empty slice).
+torch::Tensor TrainLoop::forward(const std::vector<const Example*>& ex, int64_t& n_tgt, int64_t& n_tokens) {
+  if (ex.empty()) return {};
+  Batch b = collate(ex, model_->config().arch, model_->config().pad_id);  // on the CPU
+  // Counted on the host copy, so the device is not asked for them.
+  n_tgt = count_target_tokens(b);
+  n_tokens = b.attention_mask.sum().item<int64_t>() +
+             (b.decoder_attention_mask.defined() ? b.decoder_attention_mask.sum().item<int64_t>() : 0);
+  b = b.to(device_);
+  Autocast autocast(device_, opts_.bf16);
+  auto out = model_->forward(b);
+  return model_->loss(out, b, cls_ ? 0.0 : opts_.label_smoothing);
+}
+
+// One read from the device per step: the task loss (logged) and the extra loss.
+std::pair<double, double> read_losses(const torch::Tensor& loss, const torch::Tensor& extra, const torch::Device& device) {
+  const auto as_double = torch::TensorOptions().dtype(torch::kDouble).device(device);
+  auto value = [&](const torch::Tensor& t) {  // absent (an empty slice, no extra loss): 0
+    return t.defined() ? t.detach().to(as_double).reshape({1}) : torch::zeros({1}, as_double);
+  };
+  const auto both = torch::cat({value(loss), value(extra)}).to(torch::kCPU);
+  return {both[0].item<double>(), both[1].item<double>()};
+}
+
+// Several processes: the loss of the whole batch is the target-weighted mean of the slices'.
+void sum_over_ranks(StepLoss& l) {
+  if (!dist::active()) return;
+  auto sums = torch::tensor({l.n_targets, static_cast<double>(l.n_tokens), l.task * l.n_targets}, torch::kDouble);
+  dist::all_reduce_sum({sums});
+  l.n_targets = sums[0].item<double>();
+  l.n_tokens = static_cast<int64_t>(sums[1].item<double>());
+  l.task = sums[2].item<double>() / std::max(1.0, l.n_targets);
+}
+
+// Each rank's share of the objective, so that the summed gradients are those of the whole batch.
+void TrainLoop::backward(const torch::Tensor& loss, const torch::Tensor& extra, int64_t n_tgt, double n_all) {
+  torch::Tensor objective;
+  if (!dist::active()) {
+    objective = extra.defined() ? loss + extra : loss;
+  } else {
+    if (loss.defined()) objective = loss * (static_cast<double>(n_tgt) / std::max(1.0, n_all));
+    if (extra.defined()) {
+      auto e = extra / static_cast<double>(dist::world_size());
+      objective = objective.defined() ? objective + e : e;
+    }
+  }
+  if (objective.defined()) objective.backward();
+}
+
+// A parameter has a gradient where any rank's slice reached it; where none did, it stays without one
+// and the optimizer skips it, as with one process (no weight decay on it).
+void TrainLoop::sum_gradients() {
+  if (!dist::active()) return;
+  auto reached = torch::zeros({static_cast<int64_t>(synced_.size())}, torch::kDouble);
+  for (size_t i = 0; i < synced_.size(); ++i)
+    if (synced_[i].grad().defined()) reached[static_cast<int64_t>(i)] = 1.0;
+  dist::all_reduce_sum({reached});
+  const auto any = reached.accessor<double, 1>();
+  std::vector<torch::Tensor> grads;
+  for (size_t i = 0; i < synced_.size(); ++i) {
+    if (any[static_cast<int64_t>(i)] == 0) continue;
+    auto& p = synced_[i];
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
+  }
+  dist::all_reduce_sum(grads);
+}
+
+// Forward, backward, the exchange between processes and the update, on one global batch.
+StepLoss TrainLoop::train_step(const std::vector<size_t>& global_idx, double lr) {
+  const auto [from_row, to_row] = dist::slice(static_cast<int64_t>(global_idx.size()));
+  std::vector<const Example*> ex;
+  for (int64_t k = from_row; k < to_row; ++k) ex.push_back(&data_.train[global_idx[static_cast<size_t>(k)]]);
+  // Several processes: a stream of dropout (and gate) samples per rank and step, so that resuming
+  // needs no per-rank generator state.
+  if (dist::active()) torch::manual_seed(opts_.seed * 1000003ull + static_cast<uint64_t>(st_.step) * 7919ull +
+                                         static_cast<uint64_t>(dist::rank()));
+  const int64_t step = st_.step + 1;
+  if (hooks_ && hooks_->before_forward) hooks_->before_forward(step);
+  int64_t n_tgt = 0;
+  StepLoss l;
+  const torch::Tensor loss = forward(ex, n_tgt, l.n_tokens);
+  torch::Tensor extra;
+  if (hooks_ && hooks_->extra_loss) extra = hooks_->extra_loss(step);
+  std::tie(l.task, l.extra) = read_losses(loss, extra, device_);
+  l.n_targets = static_cast<double>(n_tgt);
+  sum_over_ranks(l);
+  const double total_loss = l.task + l.extra;
+  if (!std::isfinite(total_loss))
+    throw std::runtime_error("train: loss became " + std::to_string(total_loss) + " at step " + std::to_string(step) +
+                             " (try a lower lr or more warm-up)");
+  backward(loss, extra, n_tgt, l.n_targets);
+  sum_gradients();
+  if (hooks_ && hooks_->after_backward) hooks_->after_backward(step);
+  if (opts_.clip_norm > 0) torch::nn::utils::clip_grad_norm_(opt_->parameters(), opts_.clip_norm);
+  opt_->step(lr);
+  opt_->zero_grad();
+  return l;
+}
+
+// The step's counts and times, the progress callback and, every log_every steps, the log line.
+void TrainLoop::account(const StepLoss& l, double lr, std::chrono::steady_clock::time_point t_step,
+                        std::chrono::steady_clock::time_point now) {
+  last_loss_ = l.task;
+  st_.log_loss_sum += last_loss_ * l.n_targets;
+  st_.log_tokens += static_cast<int64_t>(l.n_targets);
+  tokens_since_log_ += l.n_tokens;
+  ++steps_since_log_;
+  res_.step_seconds += std::chrono::duration<double>(now - t_step).count();
+  res_.step_tokens += l.n_tokens;
+  ++res_.steps_timed;
+  const double since = std::chrono::duration<double>(now - t_log_).count();
+  if (progress_)
+    progress_({st_.step, opts_.max_steps, last_loss_, lr, tokens_since_log_ / std::max(since, 1e-9),
+               std::chrono::duration<double>(now - t_start_).count()});
+  if (st_.step % opts_.log_every != 0) return;
+  char line[256];
+  std::snprintf(line, sizeof line, "step %lld | loss %.4f | lr %.1e | %.0f tok/s | %.0f ms/step",
+                static_cast<long long>(st_.step), st_.log_loss_sum / std::max<int64_t>(1, st_.log_tokens), lr,
+                tokens_since_log_ / std::max(since, 1e-9), 1000.0 * since / std::max<int64_t>(1, steps_since_log_));
+  log_info("train", line);
+  st_.log_loss_sum = 0;
+  st_.log_tokens = 0;
+  tokens_since_log_ = 0;
+  steps_since_log_ = 0;
+  t_log_ = now;
+}
+
+// Evaluates on the validation set, keeps best/ when the metric improved, and appends to history.json.
+void TrainLoop::evaluate_and_save(double lr, std::chrono::steady_clock::time_point now) {
+  if (hooks_ && hooks_->before_eval) hooks_->before_eval();
+  auto r = evaluate(*model_, data_.valid);
+  const double m = metric_of(r, use_accuracy_);
+  const bool improved = !st_.has_best || (use_accuracy_ ? m > st_.best : m < st_.best);
+  if (improved) {
+    st_.has_best = true;
+    st_.best = m;
+    if (save_) save_model("/best");
+  }
+  nlohmann::json rec = r.to_json();
+  rec["step"] = st_.step;
+  rec["train_loss"] = last_loss_;
+  rec["lr"] = lr;
+  rec["elapsed_s"] = std::chrono::duration<double>(now - t_start_).count();
+  st_.history.push_back(rec);
+  write_json_file(out_dir_ + "/history.json", st_.history, 1);
+  char line[256];
+  std::snprintf(line, sizeof line, "step %lld | valid loss %.4f | %s %.4f | best %.4f%s",
+                static_cast<long long>(st_.step), r.loss, use_accuracy_ ? "accuracy" : "loss", m, st_.best,
+                improved ? " (saved best)" : "");
+  log_info("eval", line);
+  model_->train();
+}
+
+TrainResult TrainLoop::run() {
+  t_start_ = t_log_ = std::chrono::steady_clock::now();
+  bool stopped = false;
+  while (st_.step < opts_.max_steps) {
+    auto batches = make_token_batches(data_.train, opts_.batch_tokens, opts_.max_batch, true,
+                                      opts_.seed * 1000003ull + static_cast<uint64_t>(st_.epoch));
+    while (st_.batch_in_epoch < static_cast<int64_t>(batches.size()) && st_.step < opts_.max_steps && !stopped) {
+      const auto t_step = std::chrono::steady_clock::now();
+      const double lr = lr_at(st_.step + 1, opts_.lr, opts_.warmup_steps, opts_.max_steps, opts_.schedule);
+      const StepLoss l = train_step(batches[st_.batch_in_epoch], lr);
+      ++st_.step;
+      ++st_.batch_in_epoch;
+      const auto now = std::chrono::steady_clock::now();
+      account(l, lr, t_step, now);
+      if (st_.step == opts_.stop_after) {
+        res_.interrupted = true;
+        res_.steps = st_.step;
+        res_.last_loss = last_loss_;
+        return res_;
+      }
+      const bool stop = hooks_ && hooks_->stop && hooks_->stop(st_.step);
+      const bool eval_now = st_.step % opts_.eval_every == 0 || st_.step == opts_.max_steps || stop;
+      if (eval_now) evaluate_and_save(lr, now);
+      if (save_ && (eval_now || (opts_.save_every > 0 && st_.step % opts_.save_every == 0))) save_last();
+      if (save_ && opts_.keep_every > 0 && st_.step % opts_.keep_every == 0) {
+        char name[32];
+        std::snprintf(name, sizeof name, "/step-%06lld", static_cast<long long>(st_.step));
+        save_model(name);
+      }
+      if (stop) stopped = true;
+    }
+    if (stopped) break;
+    if (st_.step < opts_.max_steps) {
+      ++st_.epoch;
+      st_.batch_in_epoch = 0;
+    }
+  }
+  res_.steps = st_.step;
+  res_.last_loss = last_loss_;
+  res_.best_metric = st_.best;
+  res_.history = st_.history;
+  return res_;
+}
+
+}  // namespace
+
 TrainResult train_model(Transformer& model, const TrainData& data, const TrainOptions& opts, const RunDir& run_dir,
                         const std::map<std::string, std::string>& extra_files, const TrainProgressFn& progress,
                         const TrainHooks* hooks) {
   validate(opts, data);
   if (hooks && opts.resume) throw std::invalid_argument("train: a run with extra trained parameters cannot be resumed");
-  const bool save = !hooks || hooks->save_checkpoints;
-  const std::string& out_dir = run_dir.path();
   const bool cls = model->config().arch == Arch::EncoderClassifier;
   const bool use_accuracy = opts.best_metric == "accuracy" || (opts.best_metric == "auto" && cls);
   if (use_accuracy && !cls) throw std::invalid_argument("train: best_metric accuracy needs an encoder_classifier");
-  auto better = [&](double a, double b) { return use_accuracy ? a > b : a < b; };
-  // Training keeps fp32 weights (AdamW's small updates vanish in bf16; bf16 compute is the bf16 option's
-  // autocast): a model loaded as bf16 or f16 is converted first, if memory allows.
-  if (const auto dt = model->parameters().front().scalar_type(); dt != torch::kFloat && at::isFloatingType(dt)) {
-    const auto device = model->parameters().front().device();
-    check_fits(estimate_memory(model->config(), torch::kFloat, 1, 1, MemoryUse::Training), device,
-               "training (fp32 weights, their gradients and AdamW's moments)",
-               "fine-tune a smaller model, or score and prune without fine-tuning");
-    log_info("train", "weights converted from " + dtype_name(dt) + " to fp32 for training");
-    model->to(torch::kFloat);
-  }
-
-  LoopState st;
-  const torch::Device device = model->parameters().front().device();  // the run follows the model
-  torch::manual_seed(opts.seed);
-  const std::string from = opts.resume ? resume_dir(out_dir) : "";
-  std::unique_ptr<AdamW> opt;
-  auto make_opt = [&] { opt = std::make_unique<AdamW>(*model, opts.adam); };
-  if (!from.empty()) {
-    model = load_checkpoint(from);
-    model->to(device);
-    make_opt();
-    const std::string state_file = from + "/trainer_state.json";
-    const auto js = read_json_file(state_file);
-    try {
-      st.step = js.at("step");
-      st.epoch = js.at("epoch");
-      st.batch_in_epoch = js.at("batch_in_epoch");
-      st.has_best = js.at("has_best");
-      st.best = js.at("best");
-      st.log_loss_sum = js.at("log_loss_sum");
-      st.log_tokens = js.at("log_tokens");
-      st.history = js.at("history");
-      if (st.step < 0 || st.epoch < 0 || st.batch_in_epoch < 0 || !st.history.is_array() || !js.at("options").is_object())
-        throw std::invalid_argument("negative step/epoch/batch, or history/options of the wrong type");
-    } catch (const std::exception& e) {
-      throw std::runtime_error(state_file + ": not a valid trainer state (" + e.what() +
-                               "); --overwrite starts the run again");
-    }
-    // Options that only decide what is written or logged do not change the result.
-    auto affecting = [](nlohmann::json o) {
-      for (const char* k : {"keep_every", "save_every", "log_every"}) o.erase(k);
-      return o;
-    };
-    const int64_t saved_world = js.value("world_size", int64_t{1});
-    if (saved_world != dist::world_size())
-      throw std::runtime_error(state_file + ": the run was trained with " + std::to_string(saved_world) +
-                               " process(es); resume it with the same number (this is " +
-                               std::to_string(dist::world_size()) + ")");
-    if (affecting(js.at("options")) != affecting(opts.to_json()))
-      log_warn("train", "resuming with options that differ from the interrupted run's; results will differ");
-    auto f = read_safetensors(from + "/optimizer.safetensors");
-    TensorMap optim;
-    for (auto& kv : f.tensors)
-      if (kv.first.rfind("optim.", 0) == 0) optim[kv.first.substr(6)] = kv.second;
-    opt->load_state(optim, from + "/optimizer.safetensors");
-    set_rng_state({f.tensors.begin(), f.tensors.end()}, device, from + "/optimizer.safetensors");
-    log_info("train", "resumed from " + from + " at step " + std::to_string(st.step));
-  } else {
-    make_opt();
-    std::vector<torch::Tensor> params;
-    for (auto& p : model->parameters()) params.push_back(p);
-    dist::broadcast(params);  // every rank starts from rank 0's weights
-  }
-  model->train();
-  // The parameters whose gradients are summed across ranks (the model's and any extra ones).
-  std::vector<torch::Tensor> synced = opt->parameters();
-  if (hooks && hooks->extra_parameters)
-    for (auto& p : hooks->extra_parameters()) synced.push_back(p);
-
-  auto save_last = [&] {
-    replace_directory(out_dir + "/last", [&](const std::string& dir) {
-      save_checkpoint(dir, *model, extra_files);
-      TensorMap t;
-      for (auto& kv : opt->state()) t["optim." + kv.first] = kv.second;
-      for (auto& [k, v] : rng_state(device)) t[k] = v;
-      write_safetensors(dir + "/optimizer.safetensors", t);
-      nlohmann::json js = {{"step", st.step},         {"epoch", st.epoch},       {"batch_in_epoch", st.batch_in_epoch},
-                           {"has_best", st.has_best}, {"best", st.best},         {"log_loss_sum", st.log_loss_sum},
-                           {"log_tokens", st.log_tokens}, {"history", st.history}, {"options", opts.to_json()},
-                           {"world_size", dist::world_size()}};
-      write_json_file(dir + "/trainer_state.json", js, 1);
-    });
-  };
-
-  TrainResult res;
-  auto t_start = std::chrono::steady_clock::now();
-  auto t_log = t_start;
-  int64_t tokens_since_log = 0, steps_since_log = 0;
-  double last_loss = 0;
-  bool stopped = false;
-  while (st.step < opts.max_steps) {
-    auto batches = make_token_batches(data.train, opts.batch_tokens, opts.max_batch, true,
-                                      opts.seed * 1000003ull + static_cast<uint64_t>(st.epoch));
-    while (st.batch_in_epoch < static_cast<int64_t>(batches.size()) && st.step < opts.max_steps && !stopped) {
-      const auto t_step = std::chrono::steady_clock::now();
-      const auto& global_idx = batches[st.batch_in_epoch];
-      const auto [from_row, to_row] = dist::slice(static_cast<int64_t>(global_idx.size()));
-      std::vector<const Example*> ex;
-      for (int64_t k = from_row; k < to_row; ++k) ex.push_back(&data.train[global_idx[static_cast<size_t>(k)]]);
-      // Several processes: a stream of dropout (and gate) samples per rank and step, so that resuming
-      // needs no per-rank generator state.
-      if (dist::active()) torch::manual_seed(opts.seed * 1000003ull + static_cast<uint64_t>(st.step) * 7919ull +
-                                             static_cast<uint64_t>(dist::rank()));
-      const double lr = lr_at(st.step + 1, opts.lr, opts.warmup_steps, opts.max_steps, opts.schedule);
-      if (hooks && hooks->before_forward) hooks->before_forward(st.step + 1);
-      torch::Tensor loss;
-      int64_t n_tgt = 0, n_tokens = 0;
-      if (!ex.empty()) {
-        Batch b = collate(ex, model->config().arch, model->config().pad_id);  // on the CPU
-        // Counted on the host copy, so the device is not asked for them.
-        n_tgt = count_target_tokens(b);
-        n_tokens = b.attention_mask.sum().item<int64_t>() +
-                   (b.decoder_attention_mask.defined() ? b.decoder_attention_mask.sum().item<int64_t>() : 0);
-        b = b.to(device);
-        Autocast autocast(device, opts.bf16);
-        auto out = model->forward(b);
-        loss = model->loss(out, b, cls ? 0.0 : opts.label_smoothing);
-      }
-      torch::Tensor extra;
-      if (hooks && hooks->extra_loss) extra = hooks->extra_loss(st.step + 1);
-      // One read from the device per step: the task loss (logged) and the extra loss.
-      double task_loss = 0, extra_loss = 0;
-      {
-        const auto as_double = torch::TensorOptions().dtype(torch::kDouble).device(device);
-        auto value = [&](const torch::Tensor& t) {  // absent (an empty slice, no extra loss): 0
-          return t.defined() ? t.detach().to(as_double).reshape({1}) : torch::zeros({1}, as_double);
-        };
-        const auto both = torch::cat({value(loss), value(extra)}).to(torch::kCPU);
-        task_loss = both[0].item<double>();
-        extra_loss = both[1].item<double>();
-      }
-      // Several processes: the loss of the whole batch is the target-weighted mean of the slices'.
-      double n_all = static_cast<double>(n_tgt);
-      if (dist::active()) {
-        auto sums = torch::tensor({static_cast<double>(n_tgt), static_cast<double>(n_tokens), task_loss * n_tgt},
-                                  torch::kDouble);
-        dist::all_reduce_sum({sums});
-        n_all = sums[0].item<double>();
-        n_tokens = static_cast<int64_t>(sums[1].item<double>());
-        task_loss = sums[2].item<double>() / std::max(1.0, n_all);
-      }
-      const double total_loss = task_loss + extra_loss;
-      if (!std::isfinite(total_loss))
-        throw std::runtime_error("train: loss became " + std::to_string(total_loss) + " at step " +
-                                 std::to_string(st.step + 1) + " (try a lower lr or more warm-up)");
-      // Each rank's share of the objective, so that the summed gradients are those of the whole batch.
-      torch::Tensor objective;
-      if (!dist::active()) {
-        objective = extra.defined() ? loss + extra : loss;
-      } else {
-        if (loss.defined()) objective = loss * (static_cast<double>(n_tgt) / std::max(1.0, n_all));
-        if (extra.defined()) {
-          auto e = extra / static_cast<double>(dist::world_size());
-          objective = objective.defined() ? objective + e : e;
-        }
-      }
-      if (objective.defined()) objective.backward();
-      if (dist::active()) {
-        // A parameter has a gradient where any rank's slice reached it; where none did, it stays
-        // without one and the optimizer skips it, as with one process (no weight decay on it).
-        auto reached = torch::zeros({static_cast<int64_t>(synced.size())}, torch::kDouble);
-        for (size_t i = 0; i < synced.size(); ++i)
-          if (synced[i].grad().defined()) reached[static_cast<int64_t>(i)] = 1.0;
-        dist::all_reduce_sum({reached});
-        const auto any = reached.accessor<double, 1>();
-        std::vector<torch::Tensor> grads;
-        for (size_t i = 0; i < synced.size(); ++i) {
-          if (any[static_cast<int64_t>(i)] == 0) continue;
-          auto& p = synced[i];
-          if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-          grads.push_back(p.grad());
-        }
-        dist::all_reduce_sum(grads);
-      }
-      if (hooks && hooks->after_backward) hooks->after_backward(st.step + 1);
-      if (opts.clip_norm > 0) torch::nn::utils::clip_grad_norm_(opt->parameters(), opts.clip_norm);
-      opt->step(lr);
-      opt->zero_grad();
-      ++st.step;
-      ++st.batch_in_epoch;
-      last_loss = task_loss;
-      st.log_loss_sum += last_loss * n_all;
-      st.log_tokens += static_cast<int64_t>(n_all);
-      tokens_since_log += n_tokens;
-      ++steps_since_log;
-      const auto now = std::chrono::steady_clock::now();
-      res.step_seconds += std::chrono::duration<double>(now - t_step).count();
-      res.step_tokens += n_tokens;
-      ++res.steps_timed;
-      const double since = std::chrono::duration<double>(now - t_log).count();
-      if (progress)
-        progress({st.step, opts.max_steps, last_loss, lr, tokens_since_log / std::max(since, 1e-9),
-                  std::chrono::duration<double>(now - t_start).count()});
-      if (st.step % opts.log_every == 0) {
-        char line[256];
-        std::snprintf(line, sizeof line, "step %lld | loss %.4f | lr %.1e | %.0f tok/s | %.0f ms/step",
-                      static_cast<long long>(st.step), st.log_loss_sum / std::max<int64_t>(1, st.log_tokens), lr,
-                      tokens_since_log / std::max(since, 1e-9), 1000.0 * since / std::max<int64_t>(1, steps_since_log));
-        log_info("train", line);
-        st.log_loss_sum = 0;
-        st.log_tokens = 0;
-        tokens_since_log = 0;
-        steps_since_log = 0;
-        t_log = now;
-      }
-      if (st.step == opts.stop_after) {
-        res.interrupted = true;
-        res.steps = st.step;
-        res.last_loss = last_loss;
-        return res;
-      }
-      const bool stop = hooks && hooks->stop && hooks->stop(st.step);
-      const bool eval_now = st.step % opts.eval_every == 0 || st.step == opts.max_steps || stop;
-      if (eval_now) {
-        if (hooks && hooks->before_eval) hooks->before_eval();
-        auto r = evaluate(*model, data.valid);
-        const double m = metric_of(r, use_accuracy);
-        const bool improved = !st.has_best || better(m, st.best);
-        if (improved) {
-          st.has_best = true;
-          st.best = m;
-          if (save)
-            replace_directory(out_dir + "/best", [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
-        }
-        nlohmann::json rec = r.to_json();
-        rec["step"] = st.step;
-        rec["train_loss"] = last_loss;
-        rec["lr"] = lr;
-        rec["elapsed_s"] = std::chrono::duration<double>(now - t_start).count();
-        st.history.push_back(rec);
-        write_json_file(out_dir + "/history.json", st.history, 1);
-        char line[256];
-        std::snprintf(line, sizeof line, "step %lld | valid loss %.4f | %s %.4f | best %.4f%s",
-                      static_cast<long long>(st.step), r.loss, use_accuracy ? "accuracy" : "loss", m, st.best,
-                      improved ? " (saved best)" : "");
-        log_info("eval", line);
-        model->train();
-      }
-      if (save && (eval_now || (opts.save_every > 0 && st.step % opts.save_every == 0))) save_last();
-      if (save && opts.keep_every > 0 && st.step % opts.keep_every == 0) {
-        char name[32];
-        std::snprintf(name, sizeof name, "/step-%06lld", static_cast<long long>(st.step));
-        replace_directory(out_dir + name, [&](const std::string& dir) { save_checkpoint(dir, *model, extra_files); });
-      }
-      if (stop) stopped = true;
-    }
-    if (stopped) break;
-    if (st.step < opts.max_steps) {
-      ++st.epoch;
-      st.batch_in_epoch = 0;
-    }
-  }
-  res.steps = st.step;
-  res.last_loss = last_loss;
-  res.best_metric = st.best;
-  res.history = st.history;
-  return res;
+  convert_to_fp32(model);
+  TrainLoop loop(model, data, opts, run_dir.path(), extra_files, progress, hooks);
+  loop.start();
+  return loop.run();
 }
 
 }  // namespace hp

@@ -89,95 +89,128 @@ int free_local_port() {
   return ntohs(addr.sin_port);
 }
 
-int launch(const LaunchOptions& opts) {
+namespace {
+
+void validate(const LaunchOptions& opts) {
   if (opts.nproc < 1) throw std::invalid_argument("launch: --nproc must be at least 1");
   if (opts.argv.empty()) throw std::invalid_argument("launch: no command to run (put it after --)");
   if (opts.master_port < 0 || opts.master_port > 65535) throw std::invalid_argument("launch: --master-port must be in [0, 65535]");
   if (opts.grace_s < 0) throw std::invalid_argument("launch: the grace period must be >= 0");
-  auto note = [&](const std::string& s) {
-    if (opts.note) opts.note(s);
-  };
-  const int port = opts.master_port > 0 ? opts.master_port : free_local_port();
-  const StoreDir store_dir;  // removed on every way out of this function
+}
 
-  // Everything the children need is built before the first fork: between fork and exec a child
-  // only calls async-signal-safe functions.
-  std::vector<std::string> base_env;
-  const std::vector<std::string> ours = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
-                                         "MASTER_PORT=", "GROUP_RANK=", std::string(dist::kStoreFileVariable) + "="};
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e;
-    bool replaced = false;
-    for (const auto& k : ours) replaced = replaced || kv.rfind(k, 0) == 0;
-    if (!replaced) base_env.push_back(kv);
+// The command and each child's environment, built before the first fork: between fork and exec a
+// child only calls async-signal-safe functions. The pointers point into the strings held here.
+class ChildCommands {
+ public:
+  ChildCommands(const LaunchOptions& opts, int port, const std::string& store_file)
+      : envs_(static_cast<size_t>(opts.nproc)), env_ptrs_(static_cast<size_t>(opts.nproc)) {
+    std::vector<std::string> base_env;  // ours replaced
+    const std::vector<std::string> ours = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
+                                           "MASTER_PORT=", "GROUP_RANK=", std::string(dist::kStoreFileVariable) + "="};
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      bool replaced = false;
+      for (const auto& k : ours) replaced = replaced || kv.rfind(k, 0) == 0;
+      if (!replaced) base_env.push_back(kv);
+    }
+    for (const auto& a : opts.argv) args_.push_back(const_cast<char*>(a.c_str()));
+    args_.push_back(nullptr);
+    for (int r = 0; r < opts.nproc; ++r) {
+      auto& e = envs_[static_cast<size_t>(r)];
+      e = base_env;
+      e.push_back("RANK=" + std::to_string(r));
+      e.push_back("LOCAL_RANK=" + std::to_string(r));
+      e.push_back("GROUP_RANK=0");
+      e.push_back("WORLD_SIZE=" + std::to_string(opts.nproc));
+      e.push_back("LOCAL_WORLD_SIZE=" + std::to_string(opts.nproc));
+      e.push_back("MASTER_ADDR=" + opts.master_addr);
+      e.push_back("MASTER_PORT=" + std::to_string(port));
+      e.push_back(std::string(dist::kStoreFileVariable) + "=" + store_file);
+      for (auto& s : e) env_ptrs_[static_cast<size_t>(r)].push_back(s.data());
+      env_ptrs_[static_cast<size_t>(r)].push_back(nullptr);
+    }
   }
-  std::vector<char*> args;
-  for (const auto& a : opts.argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<std::vector<std::string>> envs(static_cast<size_t>(opts.nproc), base_env);
-  std::vector<std::vector<char*>> env_ptrs(static_cast<size_t>(opts.nproc));
-  for (int r = 0; r < opts.nproc; ++r) {
-    auto& e = envs[static_cast<size_t>(r)];
-    e.push_back("RANK=" + std::to_string(r));
-    e.push_back("LOCAL_RANK=" + std::to_string(r));
-    e.push_back("GROUP_RANK=0");
-    e.push_back("WORLD_SIZE=" + std::to_string(opts.nproc));
-    e.push_back("LOCAL_WORLD_SIZE=" + std::to_string(opts.nproc));
-    e.push_back("MASTER_ADDR=" + opts.master_addr);
-    e.push_back("MASTER_PORT=" + std::to_string(port));
-    e.push_back(std::string(dist::kStoreFileVariable) + "=" + store_dir.path() + "/store");
-    for (auto& s : e) env_ptrs[static_cast<size_t>(r)].push_back(s.data());
-    env_ptrs[static_cast<size_t>(r)].push_back(nullptr);
+  ChildCommands(const ChildCommands&) = delete;
+  ChildCommands& operator=(const ChildCommands&) = delete;
+
+  // In the child after fork: exec the command as rank r (never returns).
+  [[noreturn]] void exec(int r, pid_t parent) const {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);  // the launcher died before prctl took effect
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::execvpe(args_[0], args_.data(), env_ptrs_[static_cast<size_t>(r)].data());
+    const char msg[] = "launch: cannot execute the command\n";
+    if (::write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
+    ::_exit(127);
   }
 
-  struct sigaction sa {}, old_int {}, old_term {};
-  sa.sa_handler = remember_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-  g_forward = 0;
+ private:
+  std::vector<char*> args_;
+  std::vector<std::vector<std::string>> envs_;
+  std::vector<std::vector<char*>> env_ptrs_;
+};
+
+// SIGINT and SIGTERM are remembered (g_forward) while it lives, to be passed on to the children.
+class SignalCatcher {
+ public:
+  SignalCatcher() {
+    struct sigaction sa {};
+    sa.sa_handler = remember_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+    g_forward = 0;
+  }
+  ~SignalCatcher() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalCatcher(const SignalCatcher&) = delete;
+  SignalCatcher& operator=(const SignalCatcher&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+using Running = std::map<pid_t, int>;  // pid -> rank
+
+void signal_all(const Running& running, int sig) {
+  for (const auto& [pid, rank] : running) ::kill(pid, sig);
+}
+
+// Forks every child; if one cannot be started, the ones that were are killed and reaped.
+Running start_children(const ChildCommands& commands, int nproc) {
   const pid_t parent = ::getpid();
-
-  std::map<pid_t, int> running;  // pid -> rank
-  auto stop_all = [&](int sig) {
-    for (const auto& [pid, rank] : running) ::kill(pid, sig);
-  };
-  int result = 0;
-  bool failed = false;
-  for (int r = 0; r < opts.nproc; ++r) {
+  Running running;
+  for (int r = 0; r < nproc; ++r) {
     const pid_t pid = ::fork();
     if (pid < 0) {
       const std::string why = std::strerror(errno);
-      stop_all(SIGKILL);
+      signal_all(running, SIGKILL);
       for (const auto& kv : running) ::waitpid(kv.first, nullptr, 0);
-      ::sigaction(SIGINT, &old_int, nullptr);
-      ::sigaction(SIGTERM, &old_term, nullptr);
       throw std::runtime_error("launch: cannot start process " + std::to_string(r) + " (" + why + ")");
     }
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) ::_exit(128 + SIGTERM);  // the launcher died before prctl took effect
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      ::execvpe(args[0], args.data(), env_ptrs[static_cast<size_t>(r)].data());
-      const char msg[] = "launch: cannot execute the command\n";
-      if (::write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
-      ::_exit(127);
-    }
+    if (pid == 0) commands.exec(r, parent);
     running[pid] = r;
   }
-  note("started " + std::to_string(opts.nproc) + " processes (rendezvous in " + store_dir.path() +
-       ", connections on " + opts.master_addr + ")");
+  return running;
+}
 
+// Waits for every child. The first failure (or a signal to the launcher) stops the others: SIGTERM,
+// then SIGKILL after the grace period. Returns 0, or the first failure's exit code.
+int supervise(Running& running, const LaunchOptions& opts, const std::function<void(const std::string&)>& note) {
   using clock = std::chrono::steady_clock;
+  const auto grace = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(opts.grace_s));
   clock::time_point kill_at{};
-  bool terminating = false;
+  bool terminating = false, failed = false;
+  int result = 0;
   while (!running.empty()) {
     if (g_forward && !terminating) {
       note("received signal " + std::to_string(static_cast<int>(g_forward)) + "; stopping the processes");
-      stop_all(static_cast<int>(g_forward));
+      signal_all(running, static_cast<int>(g_forward));
       terminating = true;
-      kill_at = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(opts.grace_s));
+      kill_at = clock::now() + grace;
       if (!failed) {
         failed = true;
         result = 128 + static_cast<int>(g_forward);
@@ -198,22 +231,37 @@ int launch(const LaunchOptions& opts) {
              (running.empty() ? "" : "; stopping the other " + std::to_string(running.size())));
       }
       if (failed && !terminating && !running.empty()) {
-        stop_all(SIGTERM);
+        signal_all(running, SIGTERM);
         terminating = true;
-        kill_at = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(opts.grace_s));
+        kill_at = clock::now() + grace;
       }
       continue;
     }
     if (pid < 0 && errno != EINTR && errno != ECHILD) break;
     if (terminating && clock::now() >= kill_at) {
-      stop_all(SIGKILL);
+      signal_all(running, SIGKILL);
       kill_at = clock::time_point::max();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
   return result;
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& opts) {
+  validate(opts);
+  auto note = [&](const std::string& s) {
+    if (opts.note) opts.note(s);
+  };
+  const int port = opts.master_port > 0 ? opts.master_port : free_local_port();
+  const StoreDir store_dir;  // removed on every way out of this function
+  const ChildCommands commands(opts, port, store_dir.path() + "/store");
+  const SignalCatcher signals;  // the handlers are put back on every way out
+  Running running = start_children(commands, opts.nproc);
+  note("started " + std::to_string(opts.nproc) + " processes (rendezvous in " + store_dir.path() +
+       ", connections on " + opts.master_addr + ")");
+  return supervise(running, opts, note);
 }
 
 }  // namespace hp

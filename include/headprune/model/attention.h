@@ -74,6 +74,15 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   const Fused& fused(Fused& f, std::vector<const DenseImpl*> parts);
   bool all_unmasked();
   torch::Tensor expand_kv(const torch::Tensor& t);  // [B, G, S, D] -> [B, H, S, D]
+  // The steps of forward: the output of a layer whose heads are all removed; the projections (q, and
+  // k and v unless the cache's are reused); the keys and values with the cache; the attention itself.
+  torch::Tensor no_heads_forward(const torch::Tensor& query, const torch::Tensor& key_value, torch::Tensor* probs_out,
+                                 const KVCache* cache, bool static_kv);
+  void project(const torch::Tensor& query, const torch::Tensor& key_value, bool reuse_kv, torch::Tensor& q,
+               torch::Tensor& k, torch::Tensor& v);
+  static void use_cache(KVCache* cache, bool static_kv, bool reuse_kv, torch::Tensor& k, torch::Tensor& v);
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& mask,
+                       torch::Tensor* probs_out);
 
   Fused qkv_, kv_;
   std::pair<const void*, int64_t> mask_stamp_{nullptr, -1};

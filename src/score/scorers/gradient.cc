@@ -83,6 +83,88 @@ std::vector<torch::Tensor> layerwise_probe_grads(TransformerImpl& model, const B
 
 }  // namespace
 
+namespace {
+
+// A probe of ones [B, H, T or 1, 1] on every layer with heads (undefined for a layer without);
+// none at all when no layer has heads.
+std::vector<torch::Tensor> make_probes(const std::vector<AttnLayer>& layers, const Batch& b, Arch arch, bool per_token) {
+  std::vector<torch::Tensor> probes(layers.size());
+  bool any = false;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const int64_t H = static_cast<int64_t>(layers[i].heads.size());
+    if (H == 0) continue;
+    const int64_t T = per_token ? query_len(b, layers[i].type, arch) : 1;
+    probes[i] = torch::ones({b.size(), H, T, 1}, torch::TensorOptions().dtype(torch::kFloat).device(b.input_ids.device()))
+                    .requires_grad_(true);
+    any = true;
+  }
+  if (!any) probes.clear();
+  return probes;
+}
+
+// d loss / d probe of every probed layer through the whole graph (zeros where the loss does not reach).
+std::vector<torch::Tensor> whole_graph_probe_grads(TransformerImpl& model, const Batch& b,
+                                                   const std::vector<AttnLayer>& layers,
+                                                   const std::vector<torch::Tensor>& probes) {
+  std::vector<torch::Tensor> wrt;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (probes[i].defined()) {
+      layers[i].module->head_probe = probes[i];
+      wrt.push_back(probes[i]);
+    }
+  auto out = model.forward(b);
+  auto loss = per_example_nll(model, out, b).first.sum();  // sum of per-example losses L(x)
+  auto g = torch::autograd::grad({loss}, wrt, {}, false, false, true);
+  std::vector<torch::Tensor> grads(layers.size());
+  size_t k = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (!probes[i].defined()) continue;
+    grads[i] = g[k].defined() ? g[k] : torch::zeros_like(probes[i]);
+    ++k;
+  }
+  return grads;
+}
+
+// The sums of |gradient| of every unit asked for, over the valid queries. Groups: each layer's signed
+// per-head gradients are summed into their key/value group (the gradient of one gate on the whole
+// group) before the absolute value.
+class UnitSums {
+ public:
+  UnitSums(TransformerImpl& model, const std::vector<AttnLayer>& layers, const std::vector<ScoreUnit>& units)
+      : units_(units), keys_(units.size(), layers) {
+    for (auto& k : layers)
+      group_of_.push_back(torch::tensor(k.module->geometry().kv_positions(), torch::kLong).to(device_of(model)));
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (units[u] == ScoreUnit::KvGroup)
+        for (auto& k : keys_[u]) k.heads = k.module->geometry().kv_heads();
+      accs_.emplace_back(keys_[u], device_of(model));
+    }
+  }
+
+  // Layer i's probe gradient g [B, H, T] and its valid queries.
+  void add(size_t i, const torch::Tensor& g, const torch::Tensor& qmask) {
+    for (size_t u = 0; u < units_.size(); ++u) {
+      if (units_[u] == ScoreUnit::KvGroup) {
+        const int64_t G = static_cast<int64_t>(keys_[u][i].heads.size());
+        accs_[u].add_masked(i, torch::zeros({g.size(0), G, g.size(2)}, g.options()).index_add_(1, group_of_[i], g).abs(),
+                            qmask.to(g.device()));  // [B,G,T]
+      } else {
+        accs_[u].add_masked(i, g.abs(), qmask.to(g.device()));
+      }
+    }
+  }
+
+  HeadScores mean(size_t u) { return accs_[u].mean(keys_[u]); }
+
+ private:
+  const std::vector<ScoreUnit>& units_;
+  std::vector<torch::Tensor> group_of_;           // per layer [H]: the key/value position of each query head
+  std::vector<std::vector<AttnLayer>> keys_;      // what each unit's rows are keyed by
+  std::vector<Accumulator> accs_;
+};
+
+}  // namespace
+
 // One pass over the data gives the maps of every unit asked for (query heads and key/value groups).
 std::vector<HeadScores> gradient_units(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts,
                                        const std::vector<ScoreUnit>& units) {
@@ -92,74 +174,26 @@ std::vector<HeadScores> gradient_units(TransformerImpl& model, const EvalSet& da
   auto layers = attention_layers(model);
   const bool layerwise = opts.layerwise || opts.pipeline;
   if (layerwise) model.single_stack();  // refuses an encoder-decoder, naming why
-  // Groups: each layer's signed per-head gradients are summed into their key/value group (the
-  // gradient of one gate on the whole group) before the absolute value.
-  std::vector<torch::Tensor> group_of;  // per layer [H]: the key/value position of each query head
-  for (auto& k : layers)
-    group_of.push_back(torch::tensor(k.module->geometry().kv_positions(), torch::kLong).to(device_of(model)));
-  std::vector<std::vector<AttnLayer>> keys(units.size(), layers);  // what each unit's rows are keyed by
-  std::vector<Accumulator> accs;
-  for (size_t u = 0; u < units.size(); ++u) {
-    if (units[u] == ScoreUnit::KvGroup)
-      for (auto& k : keys[u]) k.heads = k.module->geometry().kv_heads();
-    accs.emplace_back(keys[u], device_of(model));
-  }
+  UnitSums sums(model, layers, units);
   const bool per_token = opts.granularity == Granularity::Token;
   int64_t passes = 0;
   for_each_batch(model, data, opts, "gradient", [&](const Batch& b) {
-    std::vector<torch::Tensor> probes(layers.size());
-    const int64_t B = b.size();
-    bool any = false;
-    for (size_t i = 0; i < layers.size(); ++i) {
-      const int64_t H = static_cast<int64_t>(layers[i].heads.size());
-      if (H == 0) continue;
-      const int64_t T = per_token ? query_len(b, layers[i].type, cfg.arch) : 1;
-      probes[i] = torch::ones({B, H, T, 1}, torch::TensorOptions().dtype(torch::kFloat).device(b.input_ids.device()))
-                      .requires_grad_(true);
-      any = true;
-    }
-    if (!any) return;
-    std::vector<torch::Tensor> grads(layers.size());
-    if (layerwise) {
-      grads = layerwise_probe_grads(model, b, layers, probes, opts);
-    } else {
-      std::vector<torch::Tensor> wrt;
-      for (size_t i = 0; i < layers.size(); ++i)
-        if (probes[i].defined()) {
-          layers[i].module->head_probe = probes[i];
-          wrt.push_back(probes[i]);
-        }
-      auto out = model.forward(b);
-      auto loss = per_example_nll(model, out, b).first.sum();  // sum of per-example losses L(x)
-      auto g = torch::autograd::grad({loss}, wrt, {}, false, false, true);
-      size_t k = 0;
-      for (size_t i = 0; i < layers.size(); ++i) {
-        if (!probes[i].defined()) continue;
-        grads[i] = g[k].defined() ? g[k] : torch::zeros_like(probes[i]);
-        ++k;
-      }
-    }
+    const auto probes = make_probes(layers, b, cfg.arch, per_token);
+    if (probes.empty()) return;
+    const auto grads = layerwise ? layerwise_probe_grads(model, b, layers, probes, opts)
+                                 : whole_graph_probe_grads(model, b, layers, probes);
     ++passes;
     for (size_t i = 0; i < layers.size(); ++i) {
       if (!grads[i].defined()) continue;  // no heads, or (pipeline) another rank's layer
       const auto g = grads[i].to(torch::kFloat).squeeze(-1).detach();  // [B,H,T]
-      auto qmask = per_token ? query_mask(b, layers[i].type, cfg.arch)
-                             : torch::ones({B, 1}, torch::TensorOptions().dtype(torch::kBool).device(g.device()));
-      for (size_t u = 0; u < units.size(); ++u) {
-        if (units[u] == ScoreUnit::KvGroup) {
-          const int64_t G = static_cast<int64_t>(keys[u][i].heads.size());
-          accs[u].add_masked(i, torch::zeros({g.size(0), G, g.size(2)}, g.options()).index_add_(1, group_of[i], g).abs(),
-                             qmask.to(g.device()));  // [B,G,T]
-        } else {
-          accs[u].add_masked(i, g.abs(), qmask.to(g.device()));
-        }
-      }
+      sums.add(i, g, per_token ? query_mask(b, layers[i].type, cfg.arch)
+                               : torch::ones({b.size(), 1}, torch::TensorOptions().dtype(torch::kBool).device(g.device())));
     }
   }, /*every_rank=*/opts.pipeline);
   const int64_t batches = opts.pipeline ? passes : static_cast<int64_t>(dist::all_reduce_sum(static_cast<double>(passes)));
   std::vector<HeadScores> out;
   for (size_t u = 0; u < units.size(); ++u) {
-    HeadScores s = accs[u].mean(keys[u]);
+    HeadScores s = sums.mean(u);
     s.unit = units[u];
     s.info["granularity"] = per_token ? "token" : "example";
     s.info["forward_passes"] = layerwise ? 2 : 1;
