@@ -30,7 +30,7 @@ void register_prune(CLI::App& app, Context& ctx) {
   sub->add_option("--min-per-layer", r->plan.min_per_layer, "keep at least this many heads in every layer")
       ->check(at_least(0))
       ->capture_default_str();
-  add_parsed(sub, "--layer-strategy", r->plan.layer_strategy, parse_layer_strategy,
+  add_parsed(sub, "--layer-strategy", r->plan.layer_strategy, parse_layer_choice,
              "random: uniform, avoid_middle, avoid_consecutive, top, bottom", "uniform");
   sub->add_option("--step", r->plan.step, "iterative: fraction of the heads pruned per step")
       ->check(real_range(0, 1, true))
@@ -57,11 +57,11 @@ void register_prune(CLI::App& app, Context& ctx) {
   });
 
   auto c = std::make_shared<CurveRequest>();
-  c->strategies = {parse_curve_strategy("gradient"), parse_curve_strategy("iterative:gradient"),
-                   parse_curve_strategy("random:uniform")};
+  c->series = {parse_curve_series("gradient"), parse_curve_series("iterative:gradient"),
+                   parse_curve_series("random:uniform")};
   auto* cs = app.add_subcommand("curve", "Metric vs. fraction of heads pruned, for several strategies");
   cs->add_option("checkpoint", c->checkpoint, "checkpoint directory")->required();
-  add_parsed_list(cs, "--strategy", c->strategies, parse_curve_strategy,
+  add_parsed_list(cs, "--strategy", c->series, parse_curve_series,
                   "METHOD[:per_layer|:group|:balanced], iterative[:METHOD], "
                   "random[:uniform|avoid_middle|avoid_consecutive|top|bottom]; "
                   "append @TYPE[+TYPE] to prune only those attention types (repeat for several)",

@@ -164,8 +164,8 @@ CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvent
   res.data = set.name;
   CurveOptions co;
   co.fractions = req.fractions;
-  co.strategies = req.strategies;
-  for (auto& st : co.strategies) st.seed = rt.seed;
+  co.series = req.series;
+  for (auto& st : co.series) st.seed = rt.seed;
   co.metric = res.metric;
   co.measure.decode.beam_size = req.beam;
   co.score.seed = rt.seed;
@@ -183,7 +183,7 @@ CurveResult run_curve(const CurveRequest& req, const Runtime& rt, const JobEvent
       co.work_dir = scratch->path();
     }
   }
-  const size_t total = co.strategies.size() * req.fractions.size();
+  const size_t total = co.series.size() * req.fractions.size();
   size_t done = 0;
   co.on_point = [&](const PrunePoint& p) {
     events.say("curve", std::to_string(++done) + "/" + std::to_string(total) + " " + p.strategy + " " +

@@ -356,26 +356,26 @@ PruningPlan plan_balanced_by_score(const HeadScores& heads, const ModelConfig& c
   return plan;
 }
 
-const NameTable<LayerStrategy>& layer_strategy_names() {
-  static const NameTable<LayerStrategy> t{"layer strategy",
-                                          {{LayerStrategy::Uniform, {"uniform"}},
-                                           {LayerStrategy::AvoidMiddle, {"avoid_middle"}},
-                                           {LayerStrategy::AvoidConsecutive, {"avoid_consecutive"}},
-                                           {LayerStrategy::Top, {"top"}},
-                                           {LayerStrategy::Bottom, {"bottom"}}}};
+const NameTable<LayerChoice>& layer_choice_names() {
+  static const NameTable<LayerChoice> t{"layer strategy",
+                                          {{LayerChoice::Uniform, {"uniform"}},
+                                           {LayerChoice::AvoidMiddle, {"avoid_middle"}},
+                                           {LayerChoice::AvoidConsecutive, {"avoid_consecutive"}},
+                                           {LayerChoice::Top, {"top"}},
+                                           {LayerChoice::Bottom, {"bottom"}}}};
   return t;
 }
-std::string to_string(LayerStrategy s) { return layer_strategy_names().name(s); }
-std::vector<LayerStrategy> all_layer_strategies() { return layer_strategy_names().values(); }
-LayerStrategy parse_layer_strategy(const std::string& s) { return layer_strategy_names().parse(s); }
+std::string to_string(LayerChoice s) { return layer_choice_names().name(s); }
+std::vector<LayerChoice> all_layer_choices() { return layer_choice_names().values(); }
+LayerChoice parse_layer_choice(const std::string& s) { return layer_choice_names().parse(s); }
 
-bool layer_eligible(LayerStrategy s, int64_t l, int64_t L) {
+bool layer_eligible(LayerChoice s, int64_t l, int64_t L) {
   switch (s) {
-    case LayerStrategy::Uniform: return true;
-    case LayerStrategy::AvoidMiddle: return l < L / 3 || l >= L - L / 3;
-    case LayerStrategy::AvoidConsecutive: return l % 2 == 0;
-    case LayerStrategy::Top: return l >= L / 2;
-    case LayerStrategy::Bottom: return l < (L + 1) / 2;
+    case LayerChoice::Uniform: return true;
+    case LayerChoice::AvoidMiddle: return l < L / 3 || l >= L - L / 3;
+    case LayerChoice::AvoidConsecutive: return l % 2 == 0;
+    case LayerChoice::Top: return l >= L / 2;
+    case LayerChoice::Bottom: return l < (L + 1) / 2;
   }
   return false;
 }

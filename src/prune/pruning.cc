@@ -151,7 +151,7 @@ IterativeResult prune_iteratively(TransformerImpl& model, const EvalSet& score_s
   return res;
 }
 
-std::string CurveStrategy::name() const {
+std::string CurveSeries::name() const {
   std::string s;
   switch (kind) {
     case Kind::Score:
@@ -164,8 +164,8 @@ std::string CurveStrategy::name() const {
   return s;
 }
 
-CurveStrategy parse_curve_strategy(const std::string& text) {
-  CurveStrategy c;
+CurveSeries parse_curve_series(const std::string& text) {
+  CurveSeries c;
   std::string s = text;
   const auto at = s.find('@');
   if (at != std::string::npos) {
@@ -182,13 +182,13 @@ CurveStrategy parse_curve_strategy(const std::string& text) {
   const auto colon = s.find(':');
   const std::string head = s.substr(0, colon), rest = colon == std::string::npos ? "" : s.substr(colon + 1);
   if (head == "random") {
-    c.kind = CurveStrategy::Kind::Random;
-    if (!rest.empty()) c.layers = parse_layer_strategy(rest);
+    c.kind = CurveSeries::Kind::Random;
+    if (!rest.empty()) c.layers = parse_layer_choice(rest);
   } else if (head == "iterative") {
-    c.kind = CurveStrategy::Kind::Iterative;
+    c.kind = CurveSeries::Kind::Iterative;
     if (!rest.empty()) c.method = parse_score_method(rest);
   } else {
-    c.kind = CurveStrategy::Kind::Score;
+    c.kind = CurveSeries::Kind::Score;
     c.method = parse_score_method(head);
     size_t pos = 0;
     while (!rest.empty() && pos <= rest.size()) {  // modifiers, e.g. "group:per_layer"
@@ -211,7 +211,7 @@ namespace {
 
 // The curve's fractions in increasing order, each once, after checking the options.
 std::vector<double> curve_grid(const CurveOptions& opts) {
-  if (opts.strategies.empty()) throw std::invalid_argument("pruning curve: no strategies");
+  if (opts.series.empty()) throw std::invalid_argument("pruning curve: no strategies");
   for (double f : opts.fractions)
     if (!(f >= 0 && f <= 1)) throw std::invalid_argument("pruning curve: fraction " + std::to_string(f) + " outside [0, 1]");
   if (opts.finetune_steps > 0 && !opts.train) throw std::invalid_argument("pruning curve: fine-tuning needs training data");
@@ -228,17 +228,17 @@ class CurveBuilder {
   CurveBuilder(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set, const CurveOptions& opts)
       : model_(model), score_set_(score_set), eval_set_(eval_set), opts_(opts), grid_(curve_grid(opts)),
         cfg_(model.config()), masked_(model.masked_heads()) {}
-  void add(const CurveStrategy& st);
+  void add(const CurveSeries& st);
   std::vector<PrunePoint> take() { return std::move(out_); }
 
  private:
-  PruningPlan score_plan(const CurveStrategy& st, const HeadScores& scores, size_t i, int64_t count,
+  PruningPlan score_plan(const CurveSeries& st, const HeadScores& scores, size_t i, int64_t count,
                          int64_t n_groups) const;
-  std::optional<PruningPlan> random_plan(const CurveStrategy& st, const std::vector<HeadId>& free_heads,
+  std::optional<PruningPlan> random_plan(const CurveSeries& st, const std::vector<HeadId>& free_heads,
                                          size_t i, int64_t count) const;
   PrunePoint measure(const PruningPlan& plan, int64_t n);
   void finetune(PrunePoint& p);
-  void emit(const CurveStrategy& st, PrunePoint p);
+  void emit(const CurveSeries& st, PrunePoint p);
 
   TransformerImpl& model_;
   const EvalSet& score_set_;
@@ -250,21 +250,21 @@ class CurveBuilder {
   std::vector<PrunePoint> out_;
 };
 
-void CurveBuilder::add(const CurveStrategy& st) {
+void CurveBuilder::add(const CurveSeries& st) {
   std::vector<HeadId> free_heads;
   for (const auto& h : kept_heads(cfg_, st.only_types))
     if (std::find(masked_.begin(), masked_.end(), h) == masked_.end()) free_heads.push_back(h);
   const int64_t n = static_cast<int64_t>(free_heads.size());
   std::vector<int64_t> counts;
   for (double f : grid_) counts.push_back(std::llround(f * static_cast<double>(n)));
-  if (st.kind == CurveStrategy::Kind::Iterative) {
+  if (st.kind == CurveSeries::Kind::Iterative) {
     auto steps = iterate(model_, score_set_, eval_set_, counts, st.method, opts_.score, true, opts_.min_per_layer,
                          st.only_types, opts_.metric, opts_.measure, n, [](const PrunePoint&) { return true; });
     for (auto& p : steps) emit(st, p);
     return;
   }
   std::optional<HeadScores> scores;
-  if (st.kind == CurveStrategy::Kind::Score) {
+  if (st.kind == CurveSeries::Kind::Score) {
     ScoreOptions so = opts_.score;
     if (st.unit == PlanUnit::KvGroup) so.unit = ScoreUnit::KvGroup;
     scores = score_heads(model_, score_set_, st.method, so);
@@ -278,7 +278,7 @@ void CurveBuilder::add(const CurveStrategy& st) {
   }
   for (size_t i = 0; i < counts.size(); ++i) {
     PruningPlan plan;
-    if (st.kind == CurveStrategy::Kind::Score) {
+    if (st.kind == CurveSeries::Kind::Score) {
       plan = score_plan(st, *scores, i, counts[i], n_groups);
     } else if (auto random = random_plan(st, free_heads, i, counts[i])) {
       plan = std::move(*random);
@@ -289,7 +289,7 @@ void CurveBuilder::add(const CurveStrategy& st) {
   }
 }
 
-PruningPlan CurveBuilder::score_plan(const CurveStrategy& st, const HeadScores& scores, size_t i, int64_t count,
+PruningPlan CurveBuilder::score_plan(const CurveSeries& st, const HeadScores& scores, size_t i, int64_t count,
                                      int64_t n_groups) const {
   ScorePlanOptions po;
   po.per_layer = st.per_layer;
@@ -309,7 +309,7 @@ PruningPlan CurveBuilder::score_plan(const CurveStrategy& st, const HeadScores& 
 }
 
 // Nothing where the layer strategy cannot reach `count` heads: the rest of the grid is skipped.
-std::optional<PruningPlan> CurveBuilder::random_plan(const CurveStrategy& st, const std::vector<HeadId>& free_heads,
+std::optional<PruningPlan> CurveBuilder::random_plan(const CurveSeries& st, const std::vector<HeadId>& free_heads,
                                                      size_t i, int64_t count) const {
   int64_t eligible = 0;
   for (const auto& h : free_heads) eligible += layer_eligible(st.layers, h.layer, cfg_.n_layers(h.type)) ? 1 : 0;
@@ -363,7 +363,7 @@ void CurveBuilder::finetune(PrunePoint& p) {
   remove_tree_or_throw(dir, "fine-tuning");
 }
 
-void CurveBuilder::emit(const CurveStrategy& st, PrunePoint p) {
+void CurveBuilder::emit(const CurveSeries& st, PrunePoint p) {
   p.strategy = st.name();
   finetune(p);
   if (opts_.on_point) opts_.on_point(p);
@@ -375,7 +375,7 @@ void CurveBuilder::emit(const CurveStrategy& st, PrunePoint p) {
 std::vector<PrunePoint> pruning_curve(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set,
                                       const CurveOptions& opts) {
   CurveBuilder curve(model, score_set, eval_set, opts);
-  for (const auto& st : opts.strategies) curve.add(st);
+  for (const auto& st : opts.series) curve.add(st);
   return curve.take();
 }
 

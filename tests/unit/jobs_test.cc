@@ -91,7 +91,7 @@ TEST_F(Jobs, ImportanceAndCurveWriteWhatTheyReturn) {
   CurveRequest cr;
   cr.checkpoint = checkpoint();
   cr.out_dir = *dir_ / "curve";
-  cr.strategies = {parse_curve_strategy("gradient"), parse_curve_strategy("random")};
+  cr.series = {parse_curve_series("gradient"), parse_curve_series("random")};
   cr.fractions = {0, 0.5};
   cr.data = small_data();
   const auto curve = run_curve(cr, runtime());
@@ -103,7 +103,7 @@ TEST_F(Jobs, ImportanceAndCurveWriteWhatTheyReturn) {
   // Heads chosen on one split, the metric reported on another: the plan is the one the test split
   // gives, the metric the valid split's.
   cr.out_dir.clear();
-  cr.strategies = {parse_curve_strategy("gradient")};
+  cr.series = {parse_curve_series("gradient")};
   cr.data.score_split = "test";
   const auto split = run_curve(cr, runtime());
   cr.data.split = "test";

@@ -142,10 +142,10 @@ TEST(Plan, ByScoreGlobalPerLayerAndMinimum) {
 
 TEST(Plan, RandomLayerStrategies) {
   const ModelConfig cfg = six_layer_config();
-  const std::map<LayerStrategy, std::set<int64_t>> eligible = {
-      {LayerStrategy::Uniform, {0, 1, 2, 3, 4, 5}}, {LayerStrategy::AvoidMiddle, {0, 1, 4, 5}},
-      {LayerStrategy::AvoidConsecutive, {0, 2, 4}}, {LayerStrategy::Top, {3, 4, 5}},
-      {LayerStrategy::Bottom, {0, 1, 2}}};
+  const std::map<LayerChoice, std::set<int64_t>> eligible = {
+      {LayerChoice::Uniform, {0, 1, 2, 3, 4, 5}}, {LayerChoice::AvoidMiddle, {0, 1, 4, 5}},
+      {LayerChoice::AvoidConsecutive, {0, 2, 4}}, {LayerChoice::Top, {3, 4, 5}},
+      {LayerChoice::Bottom, {0, 1, 2}}};
   for (const auto& [ls, layers] : eligible) {
     SCOPED_TRACE(to_string(ls));
     RandomPlanOptions o;
@@ -169,7 +169,7 @@ TEST(Plan, RandomLayerStrategies) {
   b.target.count = 9;
   const auto pa = plan_random(cfg, a), pb = plan_random(cfg, b);
   for (const auto& h : pa.heads) EXPECT_NE(std::find(pb.heads.begin(), pb.heads.end(), h), pb.heads.end());
-  EXPECT_THROW(parse_layer_strategy("middle"), std::invalid_argument);
+  EXPECT_THROW(parse_layer_choice("middle"), std::invalid_argument);
 }
 
 TEST(Plan, LayersAndManual) {
@@ -270,7 +270,7 @@ TEST(Curve, StrategiesAndAttentionTypes) {
   o.fractions = {0, 0.5, 1.0};
   o.metric = Metric::Loss;
   for (const char* s : {"gradient", "iterative:gradient", "random:top", "magnitude@cross"})
-    o.strategies.push_back(parse_curve_strategy(s));
+    o.series.push_back(parse_curve_series(s));
   std::vector<std::string> skipped;
   o.on_skip = [&](const std::string& why) { skipped.push_back(why); };
   const auto pts = pruning_curve(*model, set, set, o);
@@ -291,7 +291,7 @@ TEST(Curve, StrategiesAndAttentionTypes) {
   EXPECT_EQ(skipped.size(), 1u);
   EXPECT_EQ(count["magnitude@cross"], 3);
   EXPECT_TRUE(model->masked_heads().empty());
-  EXPECT_THROW(parse_curve_strategy("gradient:sideways"), std::invalid_argument);
+  EXPECT_THROW(parse_curve_series("gradient:sideways"), std::invalid_argument);
 
   // With recovery fine-tuning every point also has a fine-tuned metric.
   TrainData td{synthetic_examples(model->config(), 64, 3, 10, 1), synthetic_examples(model->config(), 16, 3, 10, 2)};
@@ -299,7 +299,7 @@ TEST(Curve, StrategiesAndAttentionTypes) {
   CurveOptions ft;
   ft.fractions = {0.5};
   ft.metric = Metric::Loss;
-  ft.strategies = {parse_curve_strategy("random")};
+  ft.series = {parse_curve_series("random")};
   ft.finetune_steps = 3;
   ft.finetune.batch_tokens = 256;
   ft.finetune.log_every = 100;

@@ -54,7 +54,7 @@ struct CurveRequest {
   std::string checkpoint;
   std::string out_dir;  // curve.json, curve.csv; "" = print only
   bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
-  std::vector<CurveStrategy> strategies;  // seeds of random strategies are taken from the runtime
+  std::vector<CurveSeries> series;  // seeds of random strategies are taken from the runtime
   std::vector<double> fractions = {0, .1, .2, .3, .4, .5, .6, .7, .8, .9};
   int64_t min_per_layer = 0;
   std::optional<Metric> metric;

@@ -90,16 +90,18 @@ PruningPlan plan_groups_by_score(const HeadScores& groups, const ModelConfig& cf
 // A layer whose groups keep different numbers of heads is std::invalid_argument.
 PruningPlan plan_balanced_by_score(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts);
 
-enum class LayerStrategy { Uniform, AvoidMiddle, AvoidConsecutive, Top, Bottom };
-std::string to_string(LayerStrategy s);
-LayerStrategy parse_layer_strategy(const std::string& s);
-const NameTable<LayerStrategy>& layer_strategy_names();
-std::vector<LayerStrategy> all_layer_strategies();
-bool layer_eligible(LayerStrategy s, int64_t layer, int64_t n_layers);
+// Which layers random pruning may take heads from (Budhraja et al.'s "layer strategies";
+// `--layer-strategy` on the command line, "layer_strategy" in a plan's info).
+enum class LayerChoice { Uniform, AvoidMiddle, AvoidConsecutive, Top, Bottom };
+std::string to_string(LayerChoice s);
+LayerChoice parse_layer_choice(const std::string& s);
+const NameTable<LayerChoice>& layer_choice_names();
+std::vector<LayerChoice> all_layer_choices();
+bool layer_eligible(LayerChoice s, int64_t layer, int64_t n_layers);
 
 struct RandomPlanOptions {
   PruneTarget target;
-  LayerStrategy layers = LayerStrategy::Uniform;
+  LayerChoice layers = LayerChoice::Uniform;
   uint64_t seed = 1;
   std::vector<AttnType> only_types;
   std::vector<HeadId> exclude;

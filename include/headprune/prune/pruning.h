@@ -54,23 +54,24 @@ struct IterativeResult {
 IterativeResult prune_iteratively(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set,
                                   const IterativeOptions& opts);
 
-// A strategy of a pruning curve.
-struct CurveStrategy {
+// One series of a pruning curve: how its plans are chosen (`curve --strategy SPEC`; a score
+// method, iterative re-scoring or random with a layer choice) and which attention types it prunes.
+struct CurveSeries {
   enum class Kind { Score, Iterative, Random } kind = Kind::Score;
   ScoreMethod method = ScoreMethod::Gradient;  // score and iterative
   bool per_layer = false;                      // score
   PlanUnit unit = PlanUnit::Head;              // score: query heads, key/value groups (fractions of groups), balanced
-  LayerStrategy layers = LayerStrategy::Uniform;  // random
+  LayerChoice layers = LayerChoice::Uniform;   // random
   uint64_t seed = 1;                           // random
   std::vector<AttnType> only_types;            // prune only these attention types (empty = all)
   std::string name() const;                    // e.g. "gradient", "iterative:gradient", "random:top", "+cross"
 };
 // gradient[:per_layer|:group|:balanced] | iterative[:METHOD] | random[:LAYERS] ...[@TYPE]
-CurveStrategy parse_curve_strategy(const std::string& s);
+CurveSeries parse_curve_series(const std::string& s);
 
 struct CurveOptions {
   std::vector<double> fractions = {0, .1, .2, .3, .4, .5, .6, .7, .8, .9};
-  std::vector<CurveStrategy> strategies;
+  std::vector<CurveSeries> series;
   Metric metric = Metric::Loss;
   MetricOptions measure;
   ScoreOptions score;

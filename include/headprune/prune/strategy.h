@@ -34,7 +34,7 @@ struct PlanSpec {
   bool per_layer = false;                      // score
   PlanUnit unit = PlanUnit::Head;              // score: query heads, whole key/value groups, or balanced
   int64_t min_per_layer = 0;                   // score, iterative
-  LayerStrategy layer_strategy = LayerStrategy::Uniform;  // random
+  LayerChoice layer_strategy = LayerChoice::Uniform;  // random
   uint64_t seed = 1;                           // random
   double step = 0.1;                           // iterative: fraction of the heads per step
   std::optional<double> min_ratio;             // iterative: stop before the metric falls below this share
