@@ -58,6 +58,17 @@ Activation parse_hf_activation(const std::string& s, const std::string& source) 
   fail(source, "activation '" + s + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)");
 }
 
+void check_classic_block(const ModelConfig& cfg, const std::string& family) {
+  auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
+  if (cfg.positional != Positional::Learned) bad("HF's " + family + " has learned positions, not sinusoidal");
+  if (cfg.head_dim * cfg.n_heads != cfg.d_model) bad("head_dim * n_heads must equal d_model");
+  if (cfg.norm_kind != NormKind::LayerNorm || cfg.gated_ffn || !cfg.mlp_bias || cfg.sliding_window > 0)
+    bad("HF's " + family + " has LayerNorm, a plain feed-forward with biases and no sliding window");
+  if (cfg.effective_kv_heads() != cfg.n_heads || !cfg.qkv_bias || !cfg.o_bias)
+    bad("HF's " + family + " has one key/value head per query head and biases on every projection (n_kv_heads " +
+        std::to_string(cfg.effective_kv_heads()) + ", n_heads " + std::to_string(cfg.n_heads) + ")");
+}
+
 std::string hf_activation(Activation a) {
   switch (a) {
     case Activation::Gelu: return "gelu";

@@ -8,6 +8,7 @@ namespace hp {
 
 namespace {
 
+using hf_detail::check_classic_block;
 using hf_detail::fail;
 
 void configure(const JsonFields& c, hf_detail::HfTensors& t, ModelConfig& cfg) {
@@ -26,14 +27,8 @@ void configure(const JsonFields& c, hf_detail::HfTensors& t, ModelConfig& cfg) {
 }
 
 void check(const ModelConfig& cfg) {
+  check_classic_block(cfg, "GPT-2");
   auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
-  if (cfg.positional != Positional::Learned) bad("HF's GPT-2 has learned positions, not sinusoidal");
-  if (cfg.head_dim * cfg.n_heads != cfg.d_model) bad("head_dim * n_heads must equal d_model");
-  if (cfg.norm_kind != NormKind::LayerNorm || cfg.gated_ffn || !cfg.mlp_bias || cfg.sliding_window > 0)
-    bad("HF's GPT-2 has LayerNorm, a plain feed-forward with biases and no sliding window");
-  if (cfg.effective_kv_heads() != cfg.n_heads || !cfg.qkv_bias || !cfg.o_bias)
-    bad("HF's GPT-2 has one key/value head per query head and biases on every projection (n_kv_heads " +
-        std::to_string(cfg.effective_kv_heads()) + ", n_heads " + std::to_string(cfg.n_heads) + ")");
   if (cfg.norm != NormPosition::Pre || cfg.embed_layer_norm)
     bad("a GPT-2 needs pre-LayerNorm and no LayerNorm after the embeddings");
 }

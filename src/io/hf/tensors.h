@@ -22,6 +22,9 @@ namespace hp::hf_detail {
 }
 
 Activation parse_hf_activation(const std::string& s, const std::string& source);
+// Export: what HF's BERT and GPT-2 blocks have (learned positions, LayerNorm, a plain feed-forward with
+// biases, one key/value head per query head, biases everywhere, no window); `family` names it in errors.
+void check_classic_block(const ModelConfig& cfg, const std::string& family);
 std::string hf_activation(Activation a);
 
 // pruned_heads {"layer": [ids]} -> kept heads per layer.
