@@ -127,6 +127,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   register_prune(app, ctx);
   register_gates(app, ctx);
   register_roles(app, ctx);
+  register_tokenize(app, ctx);
   register_plot(app, ctx);
   register_report(app, ctx);
   register_launch(app, ctx);

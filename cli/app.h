@@ -55,6 +55,7 @@ void register_importance(CLI::App& app, Context& ctx);  // importance, agreement
 void register_prune(CLI::App& app, Context& ctx);       // prune, curve
 void register_gates(CLI::App& app, Context& ctx);
 void register_roles(CLI::App& app, Context& ctx);
+void register_tokenize(CLI::App& app, Context& ctx);    // tokenize
 void register_launch(CLI::App& app, Context& ctx);      // launch
 void register_plot(CLI::App& app, Context& ctx);        // plot
 void register_report(CLI::App& app, Context& ctx);      // report

@@ -19,6 +19,7 @@ packages=(
   clang-14 libclang-rt-14-dev  # the sanitizer and libFuzzer build (scripts/fuzz.sh)
   gnuplot-nox fonts-dejavu-core  # draws the figures of headprune plot / report (SVG, PNG, PDF)
   chromium python3-pil    # tests/e2e/report.sh renders the HTML report headless and checks the screenshot
+  python3-sentencepiece   # reference client for SentencePiece .model/.spm files in tests (tests/clients/spm_encode.py)
 )
 
 missing=()
@@ -45,3 +46,18 @@ for alt in libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu; do
   target=$(update-alternatives --list "$alt" 2>/dev/null | grep openblas-openmp | head -n1 || true)
   if [ -n "$target" ]; then $SUDO update-alternatives --set "$alt" "$target" >/dev/null; fi
 done
+
+# Reference tokenizer clients for the tokenizer tests (tests/clients/): transformers.js pinned by
+# package-lock.json. Reinstalled only when node_modules is missing or older than the lock file.
+clients="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/clients"
+if [ -f "$clients/package-lock.json" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "[setup] npm not found: skipping tests/clients (install Node.js (checked with 20) and npm for the tokenizer reference tests)" >&2
+  elif [ ! -f "$clients/node_modules/.package-lock.json" ] || \
+     [ "$clients/package-lock.json" -nt "$clients/node_modules/.package-lock.json" ]; then
+    echo "[setup] npm ci in tests/clients (transformers.js reference tokenizer client)" >&2
+    (cd "$clients" && npm ci --no-audit --no-fund)
+  else
+    echo "[setup] tests/clients/node_modules is up to date" >&2
+  fi
+fi

@@ -28,6 +28,12 @@ std::map<std::string, std::string> tokenizer_files(const std::string& dir) {
   return files;
 }
 
+std::optional<Tokenizer> load_tokenizer(const std::string& dir) {
+  const std::string tok = join_path(dir, kTokenizerFile);
+  if (is_file(tok) && !is_hf_dir(dir) && is_headprune_tokenizer(tok)) return Tokenizer::load(tok);
+  return load_hf_tokenizer(dir);
+}
+
 LoadedModel open_model(const std::string& dir, const torch::Device& device, const LoadOptions& options) {
   LoadedModel m;
   m.dir = dir;
@@ -36,9 +42,7 @@ LoadedModel open_model(const std::string& dir, const torch::Device& device, cons
   // headprune's own tokenizer.json ("type": "headprune-bpe"), else the HF tokenizer files (vocab.txt,
   // vocab.json + merges.txt, or HF's own tokenizer.json) of an HF directory or carried along into a
   // headprune checkpoint.
-  const std::string tok = join_path(dir, kTokenizerFile);
-  if (is_file(tok) && !is_hf_dir(dir) && is_headprune_tokenizer(tok)) m.tokenizer = Tokenizer::load(tok);
-  else m.tokenizer = load_hf_tokenizer(dir);
+  m.tokenizer = load_tokenizer(dir);
   if (m.tokenizer && m.tokenizer->vocab_size() > m.model->config().vocab_size)
     throw std::runtime_error(dir + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
                              " entries but the model's vocabulary only " +

@@ -403,6 +403,17 @@ Tokenizer::Tokenizer(std::shared_ptr<const Backend> backend, const Specials& spe
 
 std::string Tokenizer::kind() const { return backend_ ? backend_->kind() : kType; }
 
+SpecialFrame Tokenizer::frame() const { return backend_ ? backend_->frame() : SpecialFrame{}; }
+
+std::vector<int64_t> Tokenizer::encode(const std::string& text, bool add_special_tokens) const {
+  std::vector<int64_t> ids = encode(text);
+  if (!add_special_tokens) return ids;
+  const SpecialFrame f = frame();
+  ids.insert(ids.begin(), f.before.begin(), f.before.end());
+  ids.insert(ids.end(), f.after.begin(), f.after.end());
+  return ids;
+}
+
 Tokenizer Tokenizer::train(const std::vector<std::string>& sentences, const TokenizerTrainOptions& opts) {
   auto bad = [](const std::string& msg) { throw std::invalid_argument("tokenizer training: " + msg); };
   if (opts.kind != "bpe")

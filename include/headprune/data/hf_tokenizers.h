@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "headprune/data/sentencepiece.h"
 #include "headprune/data/tokenizer.h"
 
 namespace hp {
@@ -69,6 +70,8 @@ class ByteLevelBpeTokenizer {
   static ByteLevelBpeTokenizer from_tokenizer_json(const std::string& path);
   // Added tokens (content -> id) of tokenizer.json, matched in text before pre-tokenization.
   const std::map<std::string, int64_t>& added_tokens() const { return added_; }
+  // The post-processor's special ids (tokenizer.json; GPT-2's files add none).
+  const SpecialFrame& frame() const { return frame_; }
 
   std::vector<std::string> pre_tokenize(const std::string& text) const;  // raw UTF-8 pieces
   std::vector<std::string> tokenize(const std::string& text) const;      // byte-level BPE tokens
@@ -93,6 +96,7 @@ class ByteLevelBpeTokenizer {
   std::shared_ptr<const Pipeline> pipeline_;  // null: GPT-2's pattern
   bool ignore_merges_ = false;              // a piece that is a vocabulary entry is one token
   std::map<std::string, int64_t> added_;    // content -> id
+  SpecialFrame frame_;
 };
 
 // ---- behind headprune's Tokenizer interface, so data framing and decoding work unchanged ------
@@ -105,6 +109,9 @@ const std::vector<std::string>& hf_tokenizer_files();  // vocab.txt, vocab.json,
 Tokenizer as_tokenizer(WordPieceTokenizer wp, const std::map<std::string, std::string>& special_tokens = {});
 // GPT-2: bos = eos = pad = unk = "<|endoftext|>" (or tokenizer_config.json's bos/eos/unk tokens).
 Tokenizer as_tokenizer(ByteLevelBpeTokenizer bpe, const std::map<std::string, std::string>& special_tokens = {});
+// SentencePiece-style (sentencepiece.h): unk "<unk>", eos "</s>", pad "<pad>" (else eos), bos "<s>"
+// (else pad: T5 and Marian decoders start from it), or tokenizer_config.json's tokens.
+Tokenizer as_tokenizer(SentencePieceTokenizer spt, const std::map<std::string, std::string>& special_tokens = {});
 
 // The tokenizer of an HF directory: vocab.txt (BERT WordPiece; do_lower_case, strip_accents,
 // tokenize_chinese_chars and the special tokens from tokenizer_config.json when present),

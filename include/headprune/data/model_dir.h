@@ -30,6 +30,10 @@ struct LoadedModel {
 // an error naming the directory.
 LoadedModel open_model(const std::string& dir, const torch::Device& device = torch::kCPU, const LoadOptions& options = {});
 
+// The tokenizer of a model directory or tokenizer folder: headprune's own tokenizer.json, else an HF
+// tokenizer (load_hf_tokenizer); std::nullopt when there is none.
+std::optional<Tokenizer> load_tokenizer(const std::string& dir);
+
 // Whether a tokenizer.json is headprune's own BPE ("type": "headprune-bpe") rather than HF's.
 bool is_headprune_tokenizer(const std::string& path);
 

@@ -10,6 +10,12 @@
 
 namespace hp {
 
+// The special ids a tokenizer's reference puts around one sequence when asked to add special tokens
+// (HF's post-processor: BERT [CLS] … [SEP], Llama <s> …, T5 and Marian … </s>).
+struct SpecialFrame {
+  std::vector<int64_t> before, after;
+};
+
 struct TokenizerTrainOptions {
   int64_t vocab_size = 8000;       // including the 4 special pieces
   std::string kind = "bpe";  // the data spec's "tokenizer": only "bpe" is supported; anything else is std::invalid_argument
@@ -39,6 +45,7 @@ class Tokenizer {
     virtual int64_t vocab_size() const = 0;
     virtual const std::string& piece(int64_t id) const = 0;
     virtual std::string kind() const = 0;
+    virtual SpecialFrame frame() const { return {}; }
   };
   Tokenizer(std::shared_ptr<const Backend> backend, const Specials& specials);
 
@@ -58,6 +65,10 @@ class Tokenizer {
   // Words (split on Unicode whitespace) become "▁word" and are segmented by applying the learned
   // merges lowest rank first; each character outside the vocabulary is one <unk>. No bos/eos added.
   std::vector<int64_t> encode(const std::string& text) const;
+  // The same, framed by the special ids the tokenizer's reference adds (frame()); headprune's own BPE
+  // adds none.
+  std::vector<int64_t> encode(const std::string& text, bool add_special_tokens) const;
+  SpecialFrame frame() const;
   // Concatenates the pieces, "▁" -> space, drops the leading space: text whose words are separated
   // by single spaces round-trips. Skips the four special ids; an id outside [0, vocab_size) is
   // std::invalid_argument.

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headprune/data/sentencepiece.h"
 #include "headprune/io/files.h"
 
 namespace hp {
@@ -21,8 +22,8 @@ namespace {
 template <typename T>
 class HfBackend : public Tokenizer::Backend {
  public:
-  HfBackend(T t, std::vector<int64_t> skip, std::string kind)
-      : t_(std::move(t)), skip_(std::move(skip)), kind_(std::move(kind)) {}
+  HfBackend(T t, std::vector<int64_t> skip, std::string kind, SpecialFrame frame)
+      : t_(std::move(t)), skip_(std::move(skip)), kind_(std::move(kind)), frame_(std::move(frame)) {}
   std::vector<int64_t> encode(const std::string& text) const override { return t_.encode(text); }
   std::string decode(const std::vector<int64_t>& ids) const override {
     std::vector<int64_t> kept;
@@ -33,11 +34,13 @@ class HfBackend : public Tokenizer::Backend {
   int64_t vocab_size() const override { return t_.vocab_size(); }
   const std::string& piece(int64_t id) const override { return t_.token(id); }
   std::string kind() const override { return kind_; }
+  SpecialFrame frame() const override { return frame_; }
 
  private:
   T t_;
   std::vector<int64_t> skip_;
   std::string kind_;
+  SpecialFrame frame_;
 };
 
 std::string special(const std::map<std::string, std::string>& m, const std::string& key, const std::string& fallback) {
@@ -86,11 +89,26 @@ T flag(const nlohmann::json& j, const char* key, T fallback, const std::string& 
   }
 }
 
+// Whether a tokenizer.json holds a SentencePiece-style model (Unigram, or BPE with byte fallback or
+// without a ByteLevel step) rather than a byte-level BPE.
+bool is_sentencepiece_json(const std::string& path) {
+  const nlohmann::json j = read_json_file(path);
+  if (!j.is_object() || !j.contains("model") || !j.at("model").is_object()) return false;  // the byte-level reader says why
+  const auto& m = j.at("model");
+  const std::string type = m.value("type", std::string(m.contains("merges") ? "BPE" : "Unigram"));
+  if (type != "BPE") return true;
+  if (m.value("byte_fallback", false)) return true;
+  for (const char* section : {"pre_tokenizer", "decoder"})
+    if (j.contains(section) && j.at(section).dump().find("\"ByteLevel\"") != std::string::npos) return false;
+  return true;
+}
+
 }  // namespace
 
 const std::vector<std::string>& hf_tokenizer_files() {
-  static const std::vector<std::string> files = {"vocab.txt", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
-                                                 "special_tokens_map.json"};
+  static const std::vector<std::string> files = {"vocab.txt",       "vocab.json",      "merges.txt",
+                                                 "tokenizer.json",  "tokenizer.model", "source.spm",
+                                                 "target.spm",      "tokenizer_config.json", "special_tokens_map.json"};
   return files;
 }
 
@@ -101,7 +119,8 @@ Tokenizer as_tokenizer(WordPieceTokenizer wp, const std::map<std::string, std::s
   sp.eos = special_id(wp, special(st, "sep_token", "[SEP]"), "separator ([SEP])");
   sp.unk = special_id(wp, special(st, "unk_token", "[UNK]"), "unknown");
   std::vector<int64_t> skip = {sp.pad, sp.bos, sp.eos};
-  return Tokenizer(std::make_shared<HfBackend<WordPieceTokenizer>>(std::move(wp), std::move(skip), "wordpiece"), sp);
+  SpecialFrame frame{{sp.bos}, {sp.eos}};
+  return Tokenizer(std::make_shared<HfBackend<WordPieceTokenizer>>(std::move(wp), std::move(skip), "wordpiece", std::move(frame)), sp);
 }
 
 Tokenizer as_tokenizer(ByteLevelBpeTokenizer bpe, const std::map<std::string, std::string>& st) {
@@ -111,8 +130,24 @@ Tokenizer as_tokenizer(ByteLevelBpeTokenizer bpe, const std::map<std::string, st
   sp.unk = special_id(bpe, special(st, "unk_token", "<|endoftext|>"), "unknown");
   sp.pad = special_id(bpe, special(st, "pad_token", special(st, "eos_token", "<|endoftext|>")), "padding");
   std::vector<int64_t> skip = {sp.pad, sp.bos, sp.eos, sp.unk};
-  return Tokenizer(std::make_shared<HfBackend<ByteLevelBpeTokenizer>>(std::move(bpe), std::move(skip), "byte-level-bpe"),
+  SpecialFrame frame = bpe.frame();
+  return Tokenizer(std::make_shared<HfBackend<ByteLevelBpeTokenizer>>(std::move(bpe), std::move(skip), "byte-level-bpe",
+                                                                      std::move(frame)),
                    sp);
+}
+
+Tokenizer as_tokenizer(SentencePieceTokenizer spt, const std::map<std::string, std::string>& st) {
+  Tokenizer::Specials sp;
+  sp.unk = special_id(spt, special(st, "unk_token", "<unk>"), "unknown");
+  sp.eos = special_id(spt, special(st, "eos_token", "</s>"), "end of sequence");
+  // No start token (T5, Marian): decoders start from the padding id, as theirs do.
+  sp.pad = special_id(spt, special(st, "pad_token", spt.id("<pad>") ? "<pad>" : special(st, "eos_token", "</s>")), "padding");
+  sp.bos = st.count("bos_token") || spt.id("<s>") ? special_id(spt, special(st, "bos_token", "<s>"), "start of sequence") : sp.pad;
+  std::vector<int64_t> skip = spt.special_ids();
+  for (const int64_t id : {sp.pad, sp.bos, sp.eos, sp.unk}) skip.push_back(id);
+  SpecialFrame frame = spt.frame();
+  const std::string kind = spt.kind();
+  return Tokenizer(std::make_shared<HfBackend<SentencePieceTokenizer>>(std::move(spt), std::move(skip), kind, std::move(frame)), sp);
 }
 
 namespace {
@@ -143,6 +178,12 @@ std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir) {
     o.unk_token = special(cfg.specials, "unk_token", "[UNK]");
     return with_specials(vocab_txt, WordPieceTokenizer::load(vocab_txt, o), cfg.specials);
   }
+  if (const std::string source = join_path(dir, "source.spm"); is_file(source)) {
+    // Marian (opus-mt): source.spm's pieces, ids from vocab.json.
+    if (!is_file(vocab_json)) throw std::runtime_error(dir + ": a Marian tokenizer needs vocab.json beside source.spm");
+    const auto cfg = read_tokenizer_config(dir);
+    return with_specials(source, SentencePieceTokenizer::load(source).with_vocabulary(vocab_json), cfg.specials);
+  }
   if (is_file(vocab_json) || is_file(merges)) {
     if (!is_file(vocab_json) || !is_file(merges))
       throw std::runtime_error(dir + ": a GPT-2 tokenizer needs both vocab.json and merges.txt, found only " +
@@ -151,6 +192,10 @@ std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir) {
     return with_specials(vocab_json, ByteLevelBpeTokenizer::load(vocab_json, merges), cfg.specials);
   }
   const std::string tj = join_path(dir, "tokenizer.json");
+  if (is_file(tj) && is_sentencepiece_json(tj)) {
+    auto cfg = read_tokenizer_config(dir);
+    return with_specials(tj, SentencePieceTokenizer::from_tokenizer_json(tj), cfg.specials);
+  }
   if (is_file(tj)) {
     auto cfg = read_tokenizer_config(dir);
     auto t = ByteLevelBpeTokenizer::from_tokenizer_json(tj);
@@ -168,6 +213,18 @@ std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir) {
     if (!cfg.specials.count("bos_token") && cfg.specials.count("eos_token")) cfg.specials["bos_token"] = cfg.specials["eos_token"];
     if (!cfg.specials.count("unk_token") && cfg.specials.count("eos_token")) cfg.specials["unk_token"] = cfg.specials["eos_token"];
     return with_specials(tj, std::move(t), cfg.specials);
+  }
+  if (const std::string model = join_path(dir, "tokenizer.model"); is_file(model)) {
+    // A Llama-style sentencepiece model: <s> before the text unless add_bos_token is false, </s>
+    // after it when add_eos_token is true (LlamaTokenizer's flags).
+    const auto cfg = read_tokenizer_config(dir);
+    auto t = SentencePieceTokenizer::load(model);
+    const auto sm = SentencePieceModel::load(model);
+    SpecialFrame frame;
+    if (flag<bool>(cfg.raw, "add_bos_token", true, dir) && sm.bos_id >= 0) frame.before.push_back(sm.bos_id);
+    if (flag<bool>(cfg.raw, "add_eos_token", false, dir) && sm.eos_id >= 0) frame.after.push_back(sm.eos_id);
+    t.set_frame(std::move(frame));
+    return with_specials(model, std::move(t), cfg.specials);
   }
   return std::nullopt;
 }

@@ -8,17 +8,168 @@
 #include <utility>
 
 #include "bpe_pipeline.h"
+#include "tokenizer_json.h"
 #include "headprune/config.h"
 #include "headprune/io/files.h"
 
 namespace hp {
 
-namespace {
+namespace tokenizer_detail {
 
 // An error of a tokenizer.json field: "PATH: FIELD: WHAT".
 std::runtime_error field_error(const std::string& path, const std::string& field, const std::string& what) {
   return std::runtime_error(path + ": " + field + ": " + what);
 }
+
+// model.vocab: {token: id}; an id too large for int64 becomes -1, which from_parts reports.
+std::map<std::string, int64_t> read_vocab(const nlohmann::json& model, const std::string& path) {
+  if (!model.contains("vocab") || !model.at("vocab").is_object())
+    throw field_error(path, "model.vocab", "expected {token: id}");
+  std::map<std::string, int64_t> vocab;
+  for (auto it = model.at("vocab").begin(); it != model.at("vocab").end(); ++it) {
+    if (!it.value().is_number_integer())
+      throw field_error(path, "model.vocab", "the id of '" + it.key() + "' is not an integer");
+    vocab[it.key()] = it.value().is_number_unsigned() && it.value().get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                          ? -1
+                          : it.value().get<int64_t>();
+  }
+  return vocab;
+}
+
+// model.merges, in rank order: "a b" strings or ["a", "b"] pairs; none when absent.
+std::vector<std::pair<std::string, std::string>> read_merges(const nlohmann::json& model, const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> merges;
+  if (!model.contains("merges")) return merges;
+  if (!model.at("merges").is_array()) throw field_error(path, "model.merges", "expected a list");
+  for (const auto& m : model.at("merges")) {
+    if (m.is_string()) {
+      const std::string l = m.get<std::string>();
+      const auto sp = l.find(' ');
+      if (sp == std::string::npos || sp == 0 || sp + 1 >= l.size() || l.find(' ', sp + 1) != std::string::npos)
+        throw field_error(path, "model.merges", "expected \"a b\", got '" + l + "'");
+      merges.emplace_back(l.substr(0, sp), l.substr(sp + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      throw field_error(path, "model.merges", "expected \"a b\" or [\"a\", \"b\"], got " + m.dump());
+    }
+  }
+  return merges;
+}
+
+const nlohmann::json& model_section(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object() || !j.contains("model") || !j.at("model").is_object())
+    throw field_error(path, "model", "missing (not a tokenizer.json?)");
+  return j.at("model");
+}
+
+std::vector<AddedToken> read_added_tokens(const nlohmann::json& j, const std::string& path, bool check_flags) {
+  std::vector<AddedToken> out;
+  if (!j.contains("added_tokens") || j.at("added_tokens").is_null()) return out;
+  if (!j.at("added_tokens").is_array()) throw field_error(path, "added_tokens", "expected a list");
+  for (const auto& a : j.at("added_tokens")) {
+    if (!a.is_object() || !a.contains("id") || !a.at("id").is_number_integer() || !a.contains("content") ||
+        !a.at("content").is_string() || a.at("content").get<std::string>().empty())
+      throw field_error(path, "added_tokens", "expected {\"id\": N, \"content\": \"...\"}, got " + a.dump());
+    AddedToken t;
+    t.id = a.at("id").get<int64_t>();
+    t.content = a.at("content").get<std::string>();
+    t.special = a.value("special", false);
+    if (t.id < 0 || t.id >= ConfigLimits::vocab)
+      throw field_error(path, "added_tokens", "id " + std::to_string(t.id) + " out of range");
+    if (check_flags)
+      for (const char* flag : {"lstrip", "rstrip", "single_word"})
+        if (a.value(flag, false))
+          throw field_error(path, "added_tokens", "'" + t.content + "' has " + flag + " set, which is not supported");
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+namespace {
+
+// One post-processor (a Sequence: each of its parts), its special ids appended to `f`.
+void add_post_processor(const nlohmann::json& p, const std::string& field, const std::string& path, SpecialFrame& f) {
+  if (p.is_null()) return;
+  const std::string type = p.value("type", std::string());
+  auto ids_of = [&](const std::string& name) {
+    const auto& st = p.value("special_tokens", nlohmann::json::object());
+    if (!st.contains(name) || !st.at(name).contains("ids") || !st.at(name).at("ids").is_array())
+      throw field_error(path, field + ".special_tokens", "has no ids for '" + name + "'");
+    std::vector<int64_t> ids;
+    for (const auto& i : st.at(name).at("ids")) {
+      if (!i.is_number_integer()) throw field_error(path, field + ".special_tokens", "ids of '" + name + "' are not integers");
+      ids.push_back(i.get<int64_t>());
+    }
+    return ids;
+  };
+  if (type == "Sequence") {
+    for (const auto& x : p.value("processors", nlohmann::json::array())) add_post_processor(x, field + ".processors", path, f);
+  } else if (type == "TemplateProcessing") {
+    const auto& single = p.value("single", nlohmann::json::array());
+    if (!single.is_array()) throw field_error(path, field + ".single", "expected a list");
+    bool after = false;
+    for (const auto& item : single) {
+      if (item.contains("Sequence")) {
+        after = true;
+      } else if (item.contains("SpecialToken") && item.at("SpecialToken").contains("id") &&
+                 item.at("SpecialToken").at("id").is_string()) {
+        for (auto id : ids_of(item.at("SpecialToken").at("id").get<std::string>())) (after ? f.after : f.before).push_back(id);
+      } else {
+        throw field_error(path, field + ".single", "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}, got " + item.dump());
+      }
+    }
+  } else if (type == "BertProcessing" || type == "RobertaProcessing") {
+    for (const char* k : {"cls", "sep"}) {
+      const auto& v = p.value(k, nlohmann::json());
+      if (!v.is_array() || v.size() != 2 || !v[1].is_number_integer())
+        throw field_error(path, field + "." + k, "expected [\"token\", id]");
+      (std::string(k) == "cls" ? f.before : f.after).push_back(v[1].get<int64_t>());
+    }
+  } else if (type != "ByteLevel") {
+    throw field_error(path, field, "post-processor '" + type +
+                                       "' is not supported (TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence)");
+  }
+}
+
+}  // namespace
+
+SpecialFrame read_post_processor(const nlohmann::json& j, const std::string& path) {
+  SpecialFrame f;
+  add_post_processor(j.value("post_processor", nlohmann::json()), "post_processor", path, f);
+  return f;
+}
+
+std::string base64_decode(const std::string& in, const std::string& path, const std::string& field) {
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '+') v = 62;
+    else if (c == '/') v = 63;
+    else if (c == '=') break;
+    else throw field_error(path, field, "not base64 (character " + std::to_string(static_cast<unsigned char>(c)) + ")");
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+}  // namespace tokenizer_detail
+
+using tokenizer_detail::field_error;
+using tokenizer_detail::read_merges;
+using tokenizer_detail::read_vocab;
+
+namespace {
 
 // HF's regexes (Rust regex / Oniguruma) read by ICU: \s and \S become Unicode White_Space, which is
 // what those engines mean by them (ICU's own \s leaves out a few separators).
@@ -64,73 +215,16 @@ std::vector<std::string> split_isolated(const icu::RegexPattern& re, const std::
 // The "model" section, checked to be a BPE that reads bytes (no byte fallback, no continuing-subword
 // prefix, no end-of-word suffix).
 const nlohmann::json& bpe_model(const nlohmann::json& j, const std::string& path) {
-  if (!j.is_object() || !j.contains("model") || !j.at("model").is_object())
-    throw field_error(path, "model", "missing (not a tokenizer.json?)");
-  const auto& model = j.at("model");
+  const auto& model = tokenizer_detail::model_section(j, path);
   if (model.value("type", std::string("BPE")) != "BPE")
     throw field_error(path, "model.type",
                       "'" + model.value("type", std::string()) + "' is not supported (byte-level BPE only)");
   if (model.value("byte_fallback", false))
-    throw field_error(path, "model.byte_fallback", "byte fallback (SentencePiece-style BPE) is not supported");
+    throw field_error(path, "model.byte_fallback", "byte fallback: a SentencePiece-style BPE, not byte-level (SentencePieceTokenizer reads it)");
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(k) && model.at(k).is_string() && !model.at(k).get<std::string>().empty())
       throw field_error(path, std::string("model.") + k, "is not supported");
   return model;
-}
-
-// model.vocab: {token: id}; an id too large for int64 becomes -1, which from_parts reports.
-std::map<std::string, int64_t> read_vocab(const nlohmann::json& model, const std::string& path) {
-  if (!model.contains("vocab") || !model.at("vocab").is_object())
-    throw field_error(path, "model.vocab", "expected {token: id}");
-  std::map<std::string, int64_t> vocab;
-  for (auto it = model.at("vocab").begin(); it != model.at("vocab").end(); ++it) {
-    if (!it.value().is_number_integer())
-      throw field_error(path, "model.vocab", "the id of '" + it.key() + "' is not an integer");
-    vocab[it.key()] = it.value().is_number_unsigned() && it.value().get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
-                          ? -1
-                          : it.value().get<int64_t>();
-  }
-  return vocab;
-}
-
-// model.merges, in rank order: "a b" strings or ["a", "b"] pairs; none when absent.
-std::vector<std::pair<std::string, std::string>> read_merges(const nlohmann::json& model, const std::string& path) {
-  std::vector<std::pair<std::string, std::string>> merges;
-  if (!model.contains("merges")) return merges;
-  if (!model.at("merges").is_array()) throw field_error(path, "model.merges", "expected a list");
-  for (const auto& m : model.at("merges")) {
-    if (m.is_string()) {
-      const std::string l = m.get<std::string>();
-      const auto sp = l.find(' ');
-      if (sp == std::string::npos || sp == 0 || sp + 1 >= l.size() || l.find(' ', sp + 1) != std::string::npos)
-        throw field_error(path, "model.merges", "expected \"a b\", got '" + l + "'");
-      merges.emplace_back(l.substr(0, sp), l.substr(sp + 1));
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-    } else {
-      throw field_error(path, "model.merges", "expected \"a b\" or [\"a\", \"b\"], got " + m.dump());
-    }
-  }
-  return merges;
-}
-
-// "added_tokens": a list (an empty one when absent or null).
-const nlohmann::json& added_token_list(const nlohmann::json& j, const std::string& path) {
-  static const nlohmann::json none = nlohmann::json::array();
-  if (!j.contains("added_tokens") || j.at("added_tokens").is_null()) return none;
-  if (!j.at("added_tokens").is_array()) throw field_error(path, "added_tokens", "expected a list");
-  return j.at("added_tokens");
-}
-
-// One added token: {"id": N, "content": "..."} -> (id, content).
-std::pair<int64_t, std::string> read_added_token(const nlohmann::json& a, const std::string& path) {
-  if (!a.is_object() || !a.contains("id") || !a.at("id").is_number_integer() || !a.contains("content") ||
-      !a.at("content").is_string() || a.at("content").get<std::string>().empty())
-    throw field_error(path, "added_tokens", "expected {\"id\": N, \"content\": \"...\"}, got " + a.dump());
-  const int64_t id = a.at("id").get<int64_t>();
-  std::string content = a.at("content").get<std::string>();
-  if (id < 0 || id >= ConfigLimits::vocab) throw field_error(path, "added_tokens", "id " + std::to_string(id) + " out of range");
-  return {id, std::move(content)};
 }
 
 // A Split pre-tokenizer's pattern (a Regex or a String), compiled; only behavior Isolated, not inverted.
@@ -266,8 +360,9 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_tokenizer_json(const std::stri
     throw field_error(path, "model.vocab", e.what());
   }
   t.ignore_merges_ = model.value("ignore_merges", false);
-  for (const auto& a : added_token_list(j, path)) {
-    auto [id, content] = read_added_token(a, path);
+  for (const auto& a : tokenizer_detail::read_added_tokens(j, path, false)) {
+    const int64_t id = a.id;
+    const std::string& content = a.content;
     const auto known = t.by_id_.find(id);
     if (known != t.by_id_.end() && known->second != content)
       throw field_error(path, "added_tokens",
@@ -278,6 +373,7 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_tokenizer_json(const std::stri
   }
   t.pipeline_ = Pipeline::read(j, path);
   check_decoder(j, path);
+  t.frame_ = tokenizer_detail::read_post_processor(j, path);
   return t;
 }
 

@@ -1,0 +1,540 @@
+// SentencePieceTokenizer at work: the text pipeline, BPE and Unigram segmentation, byte fallback, and
+// decoding (see headprune/data/sentencepiece.h). Building one is sentencepiece_model.cc (model
+// files) and sentencepiece_json.cc (tokenizer.json).
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <queue>
+#include <stdexcept>
+
+#include <unicode/locid.h>
+#include <unicode/uchar.h>
+#include <unicode/unistr.h>
+
+#include "sp_detail.h"
+#include "unicode_text.h"
+
+namespace hp {
+
+using tokenizer_detail::utf8_char_length;
+using Impl = SentencePieceTokenizer::Impl;
+
+namespace {
+
+const std::string kSpace = "\xE2\x96\x81";  // U+2581, sentencepiece's whitespace symbol
+
+// One symbol of a segmentation: its text and model id (-1: not a piece of the model).
+struct Sym {
+  std::string text;
+  int64_t id = -1;
+};
+
+size_t char_length(std::string_view s) { return std::max<size_t>(1, utf8_char_length(s)); }
+
+// The longest user-defined piece starting `s`, or 0.
+size_t user_defined_prefix(const std::vector<std::string>& user_defined, std::string_view s) {
+  for (const auto& u : user_defined)
+    if (s.substr(0, u.size()) == u) return u.size();
+  return 0;
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+}
+
+// sentencepiece's Normalizer::Normalize: rules (or the characters as they are), leading, trailing and
+// repeated spaces dropped when asked, the dummy prefix, spaces as "▁".
+std::string normalize_like_sentencepiece(const Impl::Normalizer& n, const std::vector<std::string>& user_defined,
+                                         std::string_view in) {
+  auto prefix = [&](std::string_view s) -> std::pair<std::string, size_t> {
+    if (const size_t u = user_defined_prefix(user_defined, s)) return {std::string(s.substr(0, u)), u};
+    if (n.charsmap) return n.charsmap->normalize_prefix(s);
+    const size_t len = utf8_char_length(s);
+    if (len == 0) return {"\xEF\xBF\xBD", 1};
+    return {std::string(s.substr(0, len)), len};
+  };
+  if (n.remove_extra_whitespaces)
+    while (!in.empty()) {
+      auto p = prefix(in);
+      if (p.first != " ") break;
+      in.remove_prefix(p.second);
+    }
+  std::string out;
+  if (in.empty()) return out;
+  const std::string space = n.escape_whitespaces ? kSpace : " ";
+  if (n.add_dummy_prefix) out += space;
+  bool prev_space = n.remove_extra_whitespaces;
+  while (!in.empty()) {
+    auto [sp, consumed] = prefix(in);
+    std::string_view v(sp);
+    while (prev_space && !v.empty() && v.front() == ' ') v.remove_prefix(1);
+    if (!v.empty()) {
+      for (char c : v) out += (c == ' ' && n.escape_whitespaces) ? kSpace : std::string(1, c);
+      prev_space = v.back() == ' ';
+    }
+    in.remove_prefix(consumed);
+    if (!n.remove_extra_whitespaces) prev_space = false;
+  }
+  if (n.remove_extra_whitespaces)
+    while (out.size() >= space.size() && out.compare(out.size() - space.size(), space.size(), space) == 0)
+      out.resize(out.size() - space.size());
+  return out;
+}
+
+std::string apply_normalizer(const Impl::Normalizer& n, const std::vector<std::string>& user_defined, std::string s) {
+  using K = Impl::Normalizer::Kind;
+  switch (n.kind) {
+    case K::SentencePiece: return normalize_like_sentencepiece(n, user_defined, s);
+    case K::Precompiled: return n.charsmap->normalize_graphemes(s);
+    case K::Prepend: return s.empty() ? s : n.to + s;
+    case K::Replace: replace_all(s, n.from, n.to); return s;
+    case K::Unicode: {
+      UErrorCode err = U_ZERO_ERROR;
+      const icu::UnicodeString u = n.unicode->normalize(icu::UnicodeString::fromUTF8(s), err);
+      if (U_FAILURE(err)) throw std::runtime_error(std::string("tokenizer: normalization failed: ") + u_errorName(err));
+      std::string out;
+      u.toUTF8String(out);
+      return out;
+    }
+    case K::Lowercase: {
+      icu::UnicodeString u = icu::UnicodeString::fromUTF8(s);
+      u.toLower(icu::Locale::getRoot());
+      std::string out;
+      u.toUTF8String(out);
+      return out;
+    }
+    case K::Strip: {
+      auto cs = tokenizer_detail::code_points(s);
+      size_t a = 0, b = cs.size();
+      if (n.strip_left) while (a < b && u_isUWhiteSpace(cs[a])) ++a;
+      if (n.strip_right) while (b > a && u_isUWhiteSpace(cs[b - 1])) --b;
+      return tokenizer_detail::utf8(std::vector<UChar32>(cs.begin() + static_cast<std::ptrdiff_t>(a),
+                                                        cs.begin() + static_cast<std::ptrdiff_t>(b)));
+    }
+  }
+  return s;
+}
+
+// One pre-tokenizer on each piece; `first`: the piece starts the text (Metaspace's "first" scheme).
+std::vector<std::string> apply_pre_tokenizer(const Impl::PreTokenizer& p, std::vector<std::string> pieces, bool first) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    std::string& s = pieces[i];
+    if (p.kind == Impl::PreTokenizer::Kind::WhitespaceSplit) {
+      const auto cs = tokenizer_detail::code_points(s);
+      std::vector<UChar32> word;
+      for (size_t k = 0; k <= cs.size(); ++k) {
+        if (k == cs.size() || u_isUWhiteSpace(cs[k])) {
+          if (!word.empty()) out.push_back(tokenizer_detail::utf8(word));
+          word.clear();
+        } else {
+          word.push_back(cs[k]);
+        }
+      }
+      continue;
+    }
+    replace_all(s, " ", p.replacement);
+    const bool prepend = p.prepend == Impl::PreTokenizer::Prepend::Always ||
+                         (p.prepend == Impl::PreTokenizer::Prepend::First && first && i == 0);
+    if (prepend && s.compare(0, p.replacement.size(), p.replacement) != 0) s = p.replacement + s;
+    if (!p.split) {
+      out.push_back(std::move(s));
+      continue;
+    }
+    // Split before every replacement character, which stays with the text after it.
+    size_t start = 0;
+    for (size_t at = s.find(p.replacement, 1); at != std::string::npos; at = s.find(p.replacement, at + 1)) {
+      if (at > start) out.push_back(s.substr(start, at - start));
+      start = at;
+    }
+    if (start < s.size()) out.push_back(s.substr(start));
+  }
+  return out;
+}
+
+// Best path through the lattice of pieces (sentencepiece's optimized Viterbi; HF's Unigram is the
+// same): at each character, every piece starting there extends the best path ending there; a
+// character no single-character piece covers is unknown at the model's unknown score. Ties keep the
+// path found first. The arithmetic is the reference's, since ties are decided by rounding: HF adds in
+// double; sentencepiece (Score = float) keeps path scores in float but adds a piece's score in double
+// and compares that sum with the stored float (an unknown character's sum stays float).
+template <typename Score>
+std::vector<Sym> unigram(const Impl::Model& m, const std::string& s) {
+  struct Best {
+    Score score = 0;
+    int64_t start = -1, id = -1;
+  };
+  const size_t n = s.size();
+  std::vector<Best> best(n + 1);
+  best[0].start = 0;
+  for (size_t pos = 0; pos < n;) {
+    const size_t mblen = std::min(char_length(std::string_view(s).substr(pos)), n - pos);
+    const Score here = best[pos].score;
+    bool single = false;
+    for (size_t len = 1; len <= std::min(m.max_piece_bytes, n - pos); ++len) {
+      const auto it = m.lookup.find(std::string_view(s).substr(pos, len));
+      if (it == m.lookup.end()) continue;
+      const auto id = it->second;
+      const auto type = m.types[static_cast<size_t>(id)];
+      if (type == SentencePieceModel::PieceType::Unused) continue;
+      const double sc = type == SentencePieceModel::PieceType::UserDefined
+                            ? static_cast<double>(len) * static_cast<double>(m.user_defined_bonus) - 0.1
+                            : m.scores[static_cast<size_t>(id)];
+      const double cand = sc + static_cast<double>(here);
+      Best& t = best[pos + len];
+      if (t.start < 0 || cand > static_cast<double>(t.score)) t = Best{static_cast<Score>(cand), static_cast<int64_t>(pos), id};
+      if (len == mblen) single = true;
+    }
+    if (!single) {
+      const Score cand = static_cast<Score>(m.unk_score) + here;
+      Best& t = best[pos + mblen];
+      if (t.start < 0 || cand > t.score) t = Best{cand, static_cast<int64_t>(pos), -1};
+    }
+    pos += mblen;
+  }
+  std::vector<Sym> out;
+  for (size_t end = n; end > 0;) {
+    const Best& b = best[end];
+    const size_t start = static_cast<size_t>(b.start);
+    out.push_back(Sym{s.substr(start, end - start), b.id});
+    end = start;
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+// BPE: start from characters (user-defined pieces whole), merge the best adjacent pair until none is
+// left. By score (sentencepiece: the merged piece's score, highest first) or by rank (HF: the merges
+// list, lowest first); ties go to the leftmost pair. sentencepiece may merge through an unused piece,
+// which is split back afterwards.
+std::vector<Sym> bpe(const Impl& impl, const std::string& s) {
+  const Impl::Model& m = *impl.model;
+  const bool by_rank = impl.algorithm == Impl::Algorithm::BpeByRank;
+  auto lookup = [&](std::string_view t) -> int64_t {
+    const auto it = m.lookup.find(t);
+    return it == m.lookup.end() ? -1 : it->second;
+  };
+  std::vector<Sym> syms;
+  std::vector<bool> frozen;
+  for (size_t pos = 0; pos < s.size();) {
+    const size_t u = by_rank ? 0 : user_defined_prefix(impl.user_defined, std::string_view(s).substr(pos));
+    const size_t len = u ? u : std::min(char_length(std::string_view(s).substr(pos)), s.size() - pos);
+    syms.push_back(Sym{s.substr(pos, len), lookup(std::string_view(s).substr(pos, len))});
+    frozen.push_back(u != 0);
+    pos += len;
+  }
+  const size_t n = syms.size();
+  std::vector<int64_t> prev(n), next(n);
+  for (size_t i = 0; i < n; ++i) prev[i] = static_cast<int64_t>(i) - 1, next[i] = i + 1 < n ? static_cast<int64_t>(i + 1) : -1;
+  struct Pair {
+    double priority;
+    int64_t left, right, left_id, right_id, merged;
+    size_t bytes;
+  };
+  auto worse = [](const Pair& a, const Pair& b) { return a.priority < b.priority || (a.priority == b.priority && a.left > b.left); };
+  std::priority_queue<Pair, std::vector<Pair>, decltype(worse)> agenda(worse);
+  std::map<std::string, std::pair<std::string, std::string>> unmerge;  // unused piece -> its two halves
+  auto consider = [&](int64_t l, int64_t r) {
+    if (l < 0 || r < 0 || frozen[static_cast<size_t>(l)] || frozen[static_cast<size_t>(r)]) return;
+    const Sym& a = syms[static_cast<size_t>(l)];
+    const Sym& b = syms[static_cast<size_t>(r)];
+    if (by_rank) {
+      const auto it = m.merges.find({a.id, b.id});
+      if (a.id < 0 || b.id < 0 || it == m.merges.end()) return;
+      agenda.push(Pair{-static_cast<double>(it->second.first), l, r, a.id, b.id, it->second.second, 0});
+      return;
+    }
+    const std::string joined = a.text + b.text;
+    const int64_t id = lookup(joined);
+    if (id < 0) return;
+    agenda.push(Pair{m.scores[static_cast<size_t>(id)], l, r, a.id, b.id, id, joined.size()});
+    if (m.types[static_cast<size_t>(id)] == SentencePieceModel::PieceType::Unused) unmerge[joined] = {a.text, b.text};
+  };
+  for (size_t i = 1; i < n; ++i) consider(static_cast<int64_t>(i - 1), static_cast<int64_t>(i));
+  while (!agenda.empty()) {
+    const Pair top = agenda.top();
+    agenda.pop();
+    Sym& a = syms[static_cast<size_t>(top.left)];
+    Sym& b = syms[static_cast<size_t>(top.right)];
+    if (a.text.empty() || b.text.empty() || next[static_cast<size_t>(top.left)] != top.right || a.id != top.left_id ||
+        b.id != top.right_id || (!by_rank && a.text.size() + b.text.size() != top.bytes))
+      continue;  // stale: one side has changed since the pair was queued
+    a.text += b.text;
+    a.id = top.merged;
+    b.text.clear();
+    next[static_cast<size_t>(top.left)] = next[static_cast<size_t>(top.right)];
+    if (next[static_cast<size_t>(top.right)] >= 0) prev[static_cast<size_t>(next[static_cast<size_t>(top.right)])] = top.left;
+    consider(prev[static_cast<size_t>(top.left)], top.left);
+    consider(top.left, next[static_cast<size_t>(top.left)]);
+  }
+  std::vector<Sym> out;
+  std::function<void(const std::string&)> resegment = [&](const std::string& t) {
+    const int64_t id = lookup(t);
+    const auto it = unmerge.find(t);
+    if (id >= 0 && m.types[static_cast<size_t>(id)] == SentencePieceModel::PieceType::Unused && it != unmerge.end()) {
+      resegment(it->second.first);
+      resegment(it->second.second);
+      return;
+    }
+    out.push_back(Sym{t, id});
+  };
+  for (int64_t i = n ? 0 : -1; i >= 0; i = next[static_cast<size_t>(i)]) {
+    if (by_rank) out.push_back(syms[static_cast<size_t>(i)]);
+    else resegment(syms[static_cast<size_t>(i)].text);
+  }
+  return out;
+}
+
+// A byte piece's byte ("<0x41>" -> 0x41), or -1.
+int byte_of_piece(const std::string& t) {
+  unsigned v = 0;
+  char tail = 0;
+  if (t.size() != 6 || std::sscanf(t.c_str(), "<0x%2X%c", &v, &tail) != 2 || tail != '>') return -1;
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+// ---- encoding ----------------------------------------------------------------------------------
+
+namespace {
+
+// The model's pieces of one pre-tokenized piece, with unknown characters as byte pieces (byte
+// fallback, when every byte has its piece) or as <unk> (one per run when fuse_unk).
+void segment(const Impl& impl, const std::string& s, std::vector<Sym>& out) {
+  if (s.empty()) return;
+  std::vector<Sym> syms;
+  if (impl.algorithm == Impl::Algorithm::Unigram) {
+    syms = impl.model->float_scores ? unigram<float>(*impl.model, s) : unigram<double>(*impl.model, s);
+  } else if (impl.ignore_merges && impl.model->lookup.count(s)) {
+    syms = {Sym{s, impl.model->lookup.at(s)}};
+  } else {
+    syms = bpe(impl, s);
+  }
+  bool prev_unk = false;
+  for (auto& sym : syms) {
+    const bool unknown = sym.id < 0 || sym.id == impl.model_unk_id;
+    if (unknown && impl.byte_fallback &&
+        std::all_of(sym.text.begin(), sym.text.end(), [&](char c) { return impl.byte_ids[static_cast<unsigned char>(c)] >= 0; })) {
+      for (char c : sym.text) {
+        const int64_t id = impl.byte_ids[static_cast<unsigned char>(c)];
+        out.push_back(Sym{impl.model->pieces[static_cast<size_t>(id)], id});
+      }
+      prev_unk = false;
+      continue;
+    }
+    if (unknown) {
+      if (impl.model_unk_id < 0) throw std::invalid_argument("tokenizer: '" + sym.text + "' is unknown and the model has no unknown piece");
+      // An unknown run keeps its text (sentencepiece's pieces show it; Marian looks it up).
+      if (prev_unk && impl.fuse_unk) out.back().text += sym.text;
+      else out.push_back(Sym{sym.text, impl.model_unk_id});
+      prev_unk = true;
+      continue;
+    }
+    out.push_back(std::move(sym));
+    prev_unk = false;
+  }
+}
+
+// HF's added tokens: the earliest match in the raw text (the longest there) is one token; the text
+// between matches is (start offset, text).
+template <typename F>
+void split_added(const Impl& impl, const std::string& text, F&& on_text, std::vector<Sym>& out) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t best = std::string::npos, best_len = 0;
+    int64_t best_id = -1;
+    for (const auto& [content, id] : impl.added) {
+      const size_t at = text.find(content, pos);
+      if (at != std::string::npos && (at < best || (at == best && content.size() > best_len)))
+        best = at, best_len = content.size(), best_id = id;
+    }
+    const size_t stop = best == std::string::npos ? text.size() : best;
+    if (stop > pos) on_text(pos, text.substr(pos, stop - pos));
+    if (best == std::string::npos) break;
+    out.push_back(Sym{text.substr(best, best_len), best_id});
+    pos = best + best_len;
+  }
+}
+
+// Pieces with the ids the user sees (remapped through vocab.json for Marian).
+std::vector<Sym> run(const Impl& impl, const std::string& text) {
+  std::vector<Sym> out;
+  auto on_text = [&](size_t offset, std::string s) {
+    for (const auto& n : impl.normalizers) s = apply_normalizer(n, impl.user_defined, std::move(s));
+    std::vector<std::string> pieces = {std::move(s)};
+    for (const auto& p : impl.pre_tokenizers) pieces = apply_pre_tokenizer(p, std::move(pieces), offset == 0);
+    for (const auto& p : pieces) {
+      const size_t from = out.size();
+      segment(impl, p, out);
+      if (impl.ids_by_text)
+        for (size_t k = from; k < out.size(); ++k) {
+          const auto it = impl.ids.find(out[k].text);
+          out[k].id = it == impl.ids.end() ? impl.unk_id : it->second;
+        }
+    }
+  };
+  split_added(impl, text, on_text, out);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> SentencePieceTokenizer::tokenize(const std::string& text) const {
+  std::vector<std::string> out;
+  for (auto& s : run(*impl_, text)) out.push_back(std::move(s.text));
+  return out;
+}
+
+std::vector<int64_t> SentencePieceTokenizer::encode(const std::string& text) const {
+  std::vector<int64_t> out;
+  for (const auto& s : run(*impl_, text)) out.push_back(s.id);
+  return out;
+}
+
+// ---- decoding ----------------------------------------------------------------------------------
+
+namespace {
+
+// Bytes to text: sentencepiece keeps each valid character and turns each invalid byte into U+FFFD;
+// HF's ByteFallback turns the whole run into one U+FFFD per byte unless all of it is valid.
+std::string bytes_to_text(const std::string& bytes, bool per_character) {
+  std::string out;
+  const bool all_valid = [&] {
+    for (size_t i = 0; i < bytes.size();) {
+      const size_t n = utf8_char_length(std::string_view(bytes).substr(i));
+      if (!n) return false;
+      i += n;
+    }
+    return true;
+  }();
+  if (all_valid) return bytes;
+  for (size_t i = 0; i < bytes.size();) {
+    const size_t n = per_character ? utf8_char_length(std::string_view(bytes).substr(i)) : 0;
+    if (n) out.append(bytes, i, n), i += n;
+    else out += "\xEF\xBF\xBD", ++i;
+  }
+  return out;
+}
+
+std::vector<std::string> apply_decoder(const Impl::Decoder& d, std::vector<std::string> toks) {
+  using K = Impl::Decoder::Kind;
+  std::vector<std::string> out;
+  std::string bytes;
+  auto flush = [&](bool per_character) {
+    if (bytes.empty()) return;
+    out.push_back(bytes_to_text(bytes, per_character));
+    bytes.clear();
+  };
+  switch (d.kind) {
+    case K::SentencePiece:
+    case K::ByteFallback: {
+      const bool spm = d.kind == K::SentencePiece;
+      for (size_t i = 0; i < toks.size(); ++i) {
+        if (const int b = byte_of_piece(toks[i]); b >= 0) {
+          bytes.push_back(static_cast<char>(b));
+          continue;
+        }
+        flush(spm);
+        std::string t = std::move(toks[i]);
+        if (spm) {
+          replace_all(t, kSpace, " ");
+          if (out.empty() && d.drop_first_space && !t.empty() && t[0] == ' ') t.erase(0, 1);
+        }
+        out.push_back(std::move(t));
+      }
+      flush(spm);
+      return out;
+    }
+    case K::Replace:
+      for (auto& t : toks) replace_all(t, d.from, d.to);
+      return toks;
+    case K::Fuse: {
+      std::string all;
+      for (const auto& t : toks) all += t;
+      return {all};
+    }
+    case K::Strip:
+      for (auto& t : toks) {
+        size_t a = 0, b = t.size();
+        for (size_t k = 0; k < d.start && t.compare(a, d.from.size(), d.from) == 0 && a < b; ++k) a += d.from.size();
+        for (size_t k = 0; k < d.stop && b >= a + d.from.size() && t.compare(b - d.from.size(), d.from.size(), d.from) == 0; ++k)
+          b -= d.from.size();
+        t = t.substr(a, b - a);
+      }
+      return toks;
+    case K::Trim: {
+      std::string all;
+      for (const auto& t : toks) all += t;
+      Impl::Normalizer strip{Impl::Normalizer::Kind::Strip};
+      strip.strip_left = strip.strip_right = true;
+      return {apply_normalizer(strip, {}, all)};
+    }
+    case K::Metaspace:
+      for (size_t i = 0; i < toks.size(); ++i) {
+        replace_all(toks[i], d.from, " ");
+        if (i == 0 && d.drop_first_space && !toks[i].empty() && toks[i][0] == ' ') toks[i].erase(0, 1);
+      }
+      return toks;
+  }
+  return toks;
+}
+
+}  // namespace
+
+std::string SentencePieceTokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::vector<std::string> toks;
+  for (const int64_t id : ids) {
+    const std::string& t = token(id);
+    if (std::binary_search(impl_->specials.begin(), impl_->specials.end(), id)) continue;
+    toks.push_back(t);
+  }
+  for (const auto& d : impl_->decoders) toks = apply_decoder(d, std::move(toks));
+  std::string out;
+  for (const auto& t : toks) out += t;
+  return out;
+}
+
+// ---- the vocabulary ----------------------------------------------------------------------------
+
+void Impl::index_tokens() {
+  tokens.clear();
+  ids.clear();
+  auto put = [&](int64_t id, const std::string& t) {
+    if (id < 0) return;
+    if (static_cast<size_t>(id) >= tokens.size()) tokens.resize(static_cast<size_t>(id) + 1);
+    tokens[static_cast<size_t>(id)] = t;
+    ids.emplace(t, id);
+  };
+  for (size_t i = 0; i < model->pieces.size(); ++i) put(static_cast<int64_t>(i), model->pieces[i]);
+  for (const auto& [content, id] : added) put(id, content);
+  std::sort(specials.begin(), specials.end());
+  specials.erase(std::unique(specials.begin(), specials.end()), specials.end());
+}
+
+std::optional<int64_t> SentencePieceTokenizer::id(const std::string& piece) const {
+  const auto it = impl_->ids.find(piece);
+  if (it == impl_->ids.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string& SentencePieceTokenizer::token(int64_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= impl_->tokens.size() ||
+      (impl_->tokens[static_cast<size_t>(id)].empty()))
+    throw std::invalid_argument("sentencepiece tokenizer: id " + std::to_string(id) + " is not in the vocabulary");
+  return impl_->tokens[static_cast<size_t>(id)];
+}
+
+int64_t SentencePieceTokenizer::vocab_size() const { return static_cast<int64_t>(impl_->tokens.size()); }
+std::string SentencePieceTokenizer::kind() const { return impl_->kind; }
+const std::vector<int64_t>& SentencePieceTokenizer::special_ids() const { return impl_->specials; }
+const SpecialFrame& SentencePieceTokenizer::frame() const { return impl_->frame; }
+
+void SentencePieceTokenizer::set_frame(SpecialFrame frame) {
+  auto copy = std::make_shared<Impl>(*impl_);
+  copy->frame = std::move(frame);
+  impl_ = std::move(copy);
+}
+
+}  // namespace hp
