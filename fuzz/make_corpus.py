@@ -29,6 +29,62 @@ def put(harness, name, data):
         f.write(data)
 
 
+def pb_varint(v):
+    out = b""
+    while True:
+        out += bytes([(v & 0x7F) | (0x80 if v > 0x7F else 0)])
+        v >>= 7
+        if not v:
+            return out
+
+
+def pb_field(field, wire, payload):
+    tag = pb_varint(field << 3 | wire)
+    if wire == 2:
+        return tag + pb_varint(len(payload)) + payload
+    return tag + payload
+
+
+def sp_model(model_type, byte_fallback):
+    """A small sentencepiece ModelProto (sentencepiece_model.proto): <unk> <s> </s>, a few pieces,
+    the 256 byte pieces when byte_fallback."""
+    pieces = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3), ("\u2581", -3.0, 1), ("a", -2.0, 1), ("b", -2.0, 1),
+              ("\u2581a", -1.0, 1), ("ab", -1.5, 1), ("\u2581ab", -2.6, 1), ("<sep>", 0.0, 4), ("old", -9.0, 5)]
+    if byte_fallback:
+        pieces += [("<0x%02X>" % b, 0.0, 6) for b in range(256)]
+    out = b""
+    for text, score, kind in pieces:
+        out += pb_field(1, 2, pb_field(1, 2, text.encode()) + pb_field(2, 5, struct.pack("<f", score)) +
+                        pb_field(3, 0, pb_varint(kind)))
+    out += pb_field(2, 2, pb_field(3, 0, pb_varint(model_type)) + pb_field(35, 0, pb_varint(int(byte_fallback))))
+    out += pb_field(3, 2, pb_field(1, 2, b"identity") + pb_field(3, 0, b"\x01") + pb_field(4, 0, b"\x01"))
+    return out
+
+
+SP_UNIGRAM_JSON = {
+    "model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0], ["</s>", 0], ["\u2581", -3], ["a", -2], ["b", -2],
+                                                        ["\u2581a", -1], ["ab", -1.5]]},
+    "added_tokens": [{"id": 1, "content": "</s>", "special": True}],
+    "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Replace", "pattern": {"String": "  "},
+                                                                         "content": " "}]},
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"},
+                                                            {"type": "Metaspace", "replacement": "\u2581",
+                                                             "add_prefix_space": True}]},
+    "post_processor": {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                                                                {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                       "special_tokens": {"</s>": {"id": "</s>", "ids": [1], "tokens": ["</s>"]}}},
+    "decoder": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True}}
+
+SP_BPE_JSON = {
+    "model": {"type": "BPE", "byte_fallback": True, "fuse_unk": True, "unk_token": "<unk>",
+              "vocab": {"<unk>": 0, "\u2581": 1, "a": 2, "b": 3, "\u2581a": 4, "ab": 5, "<0xC3>": 6, "<0xA9>": 7},
+              "merges": ["a b", "\u2581 a"]},
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False},
+    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                                                 {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                 {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}}
+
+
 def strip_comments(raw):
     """Drops // line comments (run configs allow them; they never occur inside these strings)."""
     return "\n".join(l.split("//")[0] if l.lstrip().startswith("//") else l for l in raw.decode().splitlines())
@@ -111,6 +167,12 @@ def main():
     # WordPiece vocab.txt, then text
     put("wordpiece", "small", b"[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\n##s\nsat\n.\n,\n" + SEP +
         "The cats sat, ca\u0301t \u4e2d\u6587.".encode())
+    # sentencepiece: a ModelProto (BPE, then Unigram with byte pieces), then HF's tokenizer.json of a
+    # Unigram and of a BPE with byte fallback, then text
+    put("sentencepiece", "bpe", sp_model(2, False) + SEP + json.dumps(SP_UNIGRAM_JSON, ensure_ascii=False).encode() + SEP +
+        "ab  c é".encode())
+    put("sentencepiece", "unigram_bytes", sp_model(1, True) + SEP + json.dumps(SP_BPE_JSON, ensure_ascii=False).encode() +
+        SEP + " éabé ".encode())
     # TSV (SST-2 style), parallel text, CoNLL-U
     put("tsv", "sst2", "sentence\tlabel\nit 's a charming journey . \t1\na \"bad\" film\t0\n")
     put("tsv", "pair", "sentence\tlabel\tother\nx\t1\ty\n")

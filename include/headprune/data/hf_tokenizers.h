@@ -113,10 +113,12 @@ Tokenizer as_tokenizer(ByteLevelBpeTokenizer bpe, const std::map<std::string, st
 // (else pad: T5 and Marian decoders start from it), or tokenizer_config.json's tokens.
 Tokenizer as_tokenizer(SentencePieceTokenizer spt, const std::map<std::string, std::string>& special_tokens = {});
 
-// The tokenizer of an HF directory: vocab.txt (BERT WordPiece; do_lower_case, strip_accents,
-// tokenize_chinese_chars and the special tokens from tokenizer_config.json when present),
-// vocab.json + merges.txt (GPT-2), or tokenizer.json of a byte-level BPE (Llama 3, Qwen2; specials from
-// tokenizer_config.json, else the usual names among its added tokens). std::nullopt when the
+// The tokenizer of an HF directory, the first of: vocab.txt (BERT WordPiece; do_lower_case,
+// strip_accents, tokenize_chinese_chars and the special tokens from tokenizer_config.json when
+// present), source.spm + vocab.json (Marian), vocab.json + merges.txt (GPT-2), tokenizer.json (a
+// byte-level BPE: Llama 3, Qwen2; or SentencePiece-style, sentencepiece.h: Llama-2, Mistral, T5;
+// specials from tokenizer_config.json, else the usual names among its added tokens), tokenizer.model
+// (sentencepiece; <s> added before a text unless add_bos_token is false). std::nullopt when the
 // directory has none of them; errors name the file.
 std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir);
 
