@@ -394,6 +394,7 @@ const std::vector<ConfigField>& config_fields() {
       bool_field("qkv_bias", &M::qkv_bias, unless_default(&M::qkv_bias)),
       bool_field("o_bias", &M::o_bias, unless_default(&M::o_bias)),
       bool_field("mlp_bias", &M::mlp_bias, unless_default(&M::mlp_bias)),
+      bool_field("qk_norm", &M::qk_norm, unless_default(&M::qk_norm)),
       bool_field("gated_ffn", &M::gated_ffn, unless_default(&M::gated_ffn)),
       enum_field("norm_kind", &M::norm_kind, kNormKindNames, false, unless_default(&M::norm_kind)),
       num_field("rope_theta", &M::rope_theta, [](const M& c) { return c.positional == Positional::Rotary; }),

@@ -102,6 +102,9 @@ struct ModelConfig {
   bool qkv_bias = true;    // biases on the query, key and value projections
   bool o_bias = true;      // bias on the output projection
   bool mlp_bias = true;    // biases on the feed-forward projections
+  // RMSNorm over head_dim on each query and key head, before the rotary embedding (Qwen3's q_norm and
+  // k_norm: one weight of head_dim shared by the heads, so removing heads leaves it as it is).
+  bool qk_norm = false;
   // Feed-forward: fc2(act(fc1(x))), or gated (SwiGLU with silu, LLaMA family):
   // fc2(act(gate(x)) * fc1(x)), fc1 being HF's up_proj and fc2 its down_proj.
   bool gated_ffn = false;

@@ -95,6 +95,10 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(HeadGeometry geometry, double att
   k_proj = register_module("k_proj", Dense(C, geometry_.kv_width(), geometry_.qkv_bias));
   v_proj = register_module("v_proj", Dense(C, geometry_.kv_width(), geometry_.qkv_bias));
   o_proj = register_module("o_proj", Dense(geometry_.q_width(), C, geometry_.o_bias));
+  if (geometry_.qk_norm) {
+    q_norm = register_module("q_norm", Norm(geometry_.head_dim, geometry_.norm_eps, NormKind::RmsNorm));
+    k_norm = register_module("k_norm", Norm(geometry_.head_dim, geometry_.norm_eps, NormKind::RmsNorm));
+  }
   head_mask = register_buffer("head_mask", torch::ones({n_heads_kept()}));
   if (geometry_.grouped()) kv_index_ = torch::tensor(geometry_.kv_positions(), torch::kLong);
 }
@@ -259,6 +263,10 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
   const bool reuse_kv = cache && static_kv && cache->k.defined();
   torch::Tensor q, k, v;  // q [B, H, T, D]; k, v [B, G, S, D]
   project(query, key_value, reuse_kv, q, k, v);
+  if (q_norm) {  // per head, over head_dim (Qwen3)
+    q = q_norm(q);
+    if (!reuse_kv) k = k_norm(k);
+  }
   if (rope) {
     q = apply_rope(q, *rope);
     if (!reuse_kv) k = apply_rope(k, *rope);

@@ -77,6 +77,8 @@ HeadGeometry head_geometry(const ModelConfig& cfg, AttnType type, int64_t layer)
   g.heads = cfg.heads(type)[static_cast<size_t>(layer)];
   g.qkv_bias = cfg.qkv_bias;
   g.o_bias = cfg.o_bias;
+  g.qk_norm = cfg.qk_norm;
+  g.norm_eps = cfg.layer_norm_eps;
   return g;
 }
 

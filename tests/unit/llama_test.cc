@@ -30,7 +30,8 @@ namespace fs = std::filesystem;
 
 std::string fixture(const std::string& name) { return std::string(HP_FIXTURES_DIR) + "/hf/" + name; }
 
-const char* const kFixtures[] = {"llama_gqa", "qwen2_tied", "mistral_window", "llama_sharded_bf16", "phi3_fused"};
+const char* const kFixtures[] = {"llama_gqa",          "qwen2_tied", "mistral_window",
+                                 "llama_sharded_bf16", "phi3_fused", "qwen3_qk_norm"};
 
 struct Golden {
   TensorMap t;
@@ -185,6 +186,52 @@ TEST(LlamaHf, PrunedCheckpointAndDenseExportRoundTrip) {
   const Golden gm("mistral_window");
   EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "mistral_hf").model, gm.batch), logits(*mistral_pruned, gm.batch)),
             1e-5);
+}
+
+// Qwen3 is the LLaMA block with q_norm/k_norm over head_dim (io/hf/qwen3.cc): imported as qk_norm,
+// exported unchanged, and a pruned model exports dense as Qwen3 with the norms whole (they belong to
+// no head) and re-imports to the masked logits, from a native checkpoint too.
+TEST(LlamaHf, Qwen3QkNormRoundTrips) {
+  test::TempDir tmp;
+  auto q = import_hf(fixture("qwen3_qk_norm"));
+  EXPECT_EQ(q.model_type, "qwen3");
+  const auto& cfg = q.model->config();
+  EXPECT_TRUE(cfg.qk_norm);
+  EXPECT_EQ(cfg.head_dim, 16);
+  EXPECT_FALSE(cfg.qkv_bias);
+  export_hf(tmp / "same", *q.model, q.config);
+  const auto original = read_safetensors(fixture("qwen3_qk_norm") + "/model.safetensors").tensors;
+  const auto written = read_safetensors(tmp / "same/model.safetensors").tensors;
+  ASSERT_EQ(written.size(), original.size());
+  for (const auto& [name, t] : original) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(written.count(name));
+    EXPECT_TRUE(torch::equal(written.at(name), t));
+  }
+  const Golden g("qwen3_qk_norm");
+  const std::vector<HeadId> drop = {{AttnType::DecoderSelf, 0, 0}, {AttnType::DecoderSelf, 1, 2}, {AttnType::DecoderSelf, 1, 3}};
+  q.model->mask_heads(drop);
+  const auto masked = logits(*q.model, g.batch);
+  auto pruned = remove_heads(*q.model, drop);
+  EXPECT_LT(test::max_abs_diff(logits(*pruned, g.batch), masked), 1e-5);
+  save_checkpoint(tmp / "native", *pruned);
+  export_hf(tmp / "pruned", *load_checkpoint(tmp / "native"));
+  const auto c = read_json_file(tmp / "pruned/config.json");
+  EXPECT_EQ(c.at("model_type"), "qwen3");
+  EXPECT_EQ(c.at("head_dim"), 16);
+  const auto dense = read_safetensors(tmp / "pruned/model.safetensors").tensors;
+  EXPECT_TRUE(torch::equal(dense.at("model.layers.1.self_attn.k_norm.weight"), original.at("model.layers.1.self_attn.k_norm.weight")));
+  EXPECT_EQ(dense.at("model.layers.1.self_attn.q_proj.weight").sizes().vec(), (std::vector<int64_t>{64, 32}));
+  EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "pruned").model, g.batch), masked), 1e-5);
+  // Another LLaMA-family config cannot carry the norms: refused by name rather than dropped.
+  auto as_llama = read_json_file(fixture("qwen3_qk_norm") + "/config.json");
+  as_llama["model_type"] = "llama";
+  try {
+    export_hf(tmp / "llama", *q.model, as_llama);
+    ADD_FAILURE() << "a Llama export with q_norm/k_norm";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("q_norm/k_norm"), std::string::npos) << e.what();
+  }
 }
 
 // Phi-3 is the LLaMA block with fused qkv_proj and gate_up_proj (io/hf/phi3.cc): the fused tensors

@@ -52,6 +52,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   int64_t position_of(int64_t original_head) const { return geometry_.position_of(original_head); }
 
   Dense q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  Norm q_norm{nullptr}, k_norm{nullptr};  // geometry.qk_norm only: RMSNorm weight [D] on each query / key head
   torch::Tensor head_mask;  // [H]
 
   // Hooks, unset in normal use (importance scoring and learned gates set and clear them):

@@ -29,6 +29,8 @@ struct HeadGeometry {
   int64_t group_size = 1;      // R
   std::vector<int64_t> heads;  // kept query heads, original ids, increasing
   bool qkv_bias = true, o_bias = true;
+  bool qk_norm = false;  // RMSNorm over head_dim on queries and keys (ModelConfig::qk_norm), epsilon norm_eps
+  double norm_eps = 1e-6;
 
   // Multi-head attention (one key/value head per query head) with every bias.
   static HeadGeometry mha(int64_t d_model, int64_t head_dim, std::vector<int64_t> heads) {

@@ -1,4 +1,5 @@
-// The LLaMA family: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM. A decoder LM with
+// The LLaMA family: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (Phi-3 and Qwen3 in
+// files of their own). A decoder LM with
 // rotary positions, pre-RMSNorm, a gated (SwiGLU) feed-forward and grouped-query attention; an
 // optional "model." prefix on everything but lm_head. Biases: Llama's attention_bias puts one on q,
 // k, v and o and its mlp_bias on the three feed-forward projections; Qwen2 always has them on q, k
@@ -99,14 +100,30 @@ std::vector<HfConfigKey> llama_block_keys() {
 
 namespace {
 
-// Llama and Mistral: one attention_bias for q, k, v and o.
+}  // namespace
+
 HfConfigKey attention_bias_key() {
   return {"attention_bias",
           [](const JsonFields& c, ModelConfig& cfg) { cfg.qkv_bias = cfg.o_bias = c.opt_bool("attention_bias", false); },
           [](const ModelConfig& cfg) { return nlohmann::json(cfg.qkv_bias); }};
 }
 
-std::vector<HfTensorName> tensor_names() {
+HfConfigKey use_sliding_window_key() {
+  return {"use_sliding_window",  // a window on some layers only is not supported
+          [](const JsonFields& c, ModelConfig& cfg) {
+            if (!c.opt_bool("use_sliding_window", false)) return;
+            if (c.opt_int("max_window_layers", cfg.n_decoder_layers) < cfg.n_decoder_layers)
+              fail(c.source(), "use_sliding_window with max_window_layers < num_hidden_layers (a window "
+                               "on some layers only) is not supported");
+          },
+          [](const ModelConfig&) { return nlohmann::json(false); }};
+}
+
+namespace {
+
+}  // namespace
+
+std::vector<HfTensorName> llama_block_tensor_names() {
   using S = HfScope;
   const std::string hf = "layers.{L}.", ours = "decoder.layers.{L}.";
   std::vector<HfTensorName> t = {{S::Model, "embed_tokens", {"decoder.embed_tokens"}}};
@@ -121,8 +138,6 @@ std::vector<HfTensorName> tensor_names() {
   t.push_back({S::Model, "lm_head", {"lm_head"}, HfStorage::Linear, HfPresence::Untied, /*prefixed=*/false});
   return t;
 }
-
-}  // namespace
 
 HfConfigKey sliding_window_key() {
   return {"sliding_window", [](const JsonFields& c, ModelConfig& cfg) { cfg.sliding_window = c.opt_int("sliding_window", 0); },
@@ -149,11 +164,13 @@ void llama_block_finish(const ModelConfig& cfg, HfTensors& t, TensorMap& s) {
     fail(t.source(), "tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
 }
 
-void llama_block_check(const ModelConfig& cfg) {
+void llama_block_check(const ModelConfig& cfg, bool qk_norm) {
   if (cfg.arch != Arch::DecoderLM || cfg.norm != NormPosition::Pre || cfg.norm_kind != NormKind::RmsNorm ||
       !cfg.gated_ffn || cfg.embed_layer_norm)
     throw std::invalid_argument(
         "HF export (LLaMA family): needs a decoder LM with rotary positions, pre-RMSNorm and a gated feed-forward");
+  if (cfg.qk_norm != qk_norm)
+    llama_block_bad(cfg.qk_norm ? "q_norm/k_norm (qk_norm) are Qwen3's only" : "Qwen3 has q_norm/k_norm (qk_norm)");
 }
 
 void llama_block_bad(const std::string& w) { throw std::invalid_argument("HF export (LLaMA family): " + w); }
@@ -172,7 +189,7 @@ bool qwen2_biases(const ModelConfig& cfg) { return cfg.qkv_bias && !cfg.o_bias; 
 
 // The row every member shares; each member adds its keys and checks.
 HfFamily member(std::string type, std::string architecture) {
-  return HfFamily{std::move(type),         std::move(architecture), "model.", llama_block_keys(), tensor_names(),
+  return HfFamily{std::move(type),         std::move(architecture), "model.", llama_block_keys(), llama_block_tensor_names(),
                   {".rotary_emb.inv_freq"},  // rotary tables some older files carry
                   /*pruned_heads=*/false,    /*deferred_init=*/true,   llama_block_fits, {}, llama_block_configure,
                   llama_block_finish,        {},                       llama_block_extras};
@@ -191,7 +208,7 @@ const HfFamily& llama_family() {
     HfFamily f = member("llama", "LlamaForCausalLM");
     f.keys.push_back(attention_bias_key());
     f.keys.push_back(hf_key("mlp_bias", &ModelConfig::mlp_bias, false));
-    f.guess = [](const ModelConfig& cfg) { return cfg.sliding_window == 0 && !qwen2_biases(cfg); };
+    f.guess = [](const ModelConfig& cfg) { return !cfg.qk_norm && cfg.sliding_window == 0 && !qwen2_biases(cfg); };
     f.check = [](const ModelConfig& cfg) {
       llama_block_check(cfg);
       if (cfg.qkv_bias != cfg.o_bias) llama_block_bad("Llama has attention biases on all of q, k, v and o or on none (attention_bias)");
@@ -208,7 +225,7 @@ const HfFamily& mistral_family() {
     f.keys.push_back(attention_bias_key());
     f.keys.push_back({"mlp_bias", [](const JsonFields& c, ModelConfig& cfg) { cfg.mlp_bias = c.opt_bool("mlp_bias", false); }, {}});
     f.keys.push_back(sliding_window_key());
-    f.guess = [](const ModelConfig& cfg) { return cfg.sliding_window > 0; };
+    f.guess = [](const ModelConfig& cfg) { return !cfg.qk_norm && cfg.sliding_window > 0; };
     f.check = [](const ModelConfig& cfg) {
       llama_block_check(cfg);
       if (cfg.qkv_bias != cfg.o_bias) llama_block_bad("Mistral has attention biases on all of q, k, v and o or on none (attention_bias)");
@@ -222,20 +239,13 @@ const HfFamily& mistral_family() {
 const HfFamily& qwen2_family() {
   static const HfFamily f = [] {
     HfFamily f = member("qwen2", "Qwen2ForCausalLM");
-    f.keys.push_back({"use_sliding_window",  // a window on some layers only is not supported
-                      [](const JsonFields& c, ModelConfig& cfg) {
-                        if (!c.opt_bool("use_sliding_window", false)) return;
-                        if (c.opt_int("max_window_layers", cfg.n_decoder_layers) < cfg.n_decoder_layers)
-                          fail(c.source(), "use_sliding_window with max_window_layers < num_hidden_layers (a window "
-                                           "on some layers only) is not supported");
-                      },
-                      [](const ModelConfig&) { return nlohmann::json(false); }});
+    f.keys.push_back(use_sliding_window_key());
     f.configure = [](const JsonFields& c, HfTensors& t, ModelConfig& cfg) {
       llama_block_configure(c, t, cfg);
       cfg.qkv_bias = true;  // always on q, k and v, never on o or the feed-forward
       cfg.o_bias = cfg.mlp_bias = false;
     };
-    f.guess = [](const ModelConfig& cfg) { return cfg.sliding_window == 0 && qwen2_biases(cfg); };
+    f.guess = [](const ModelConfig& cfg) { return !cfg.qk_norm && cfg.sliding_window == 0 && qwen2_biases(cfg); };
     f.check = [](const ModelConfig& cfg) {
       llama_block_check(cfg);
       if (!(qwen2_biases(cfg) && !cfg.mlp_bias)) llama_block_bad("Qwen2 has biases on q, k and v only");

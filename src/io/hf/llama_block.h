@@ -20,8 +20,15 @@ HfConfigKey sliding_window_key();  // Mistral's and Phi-3's window over the last
 void llama_block_configure(const JsonFields& config, HfTensors& tensors, ModelConfig& cfg);
 // A tied lm_head the file carries anyway must equal the input embedding.
 void llama_block_finish(const ModelConfig& cfg, HfTensors& tensors, TensorMap& state);
-// Export: a decoder LM of that block (std::invalid_argument otherwise), and errors in its words.
-void llama_block_check(const ModelConfig& cfg);
+// The tensor names: embed_tokens, q/k/v/o_proj, gate/up/down_proj, the two layer norms, norm, lm_head.
+std::vector<HfTensorName> llama_block_tensor_names();
+// Llama, Mistral, Qwen3: one attention_bias for q, k, v and o.
+HfConfigKey attention_bias_key();
+// Qwen2, Qwen3: use_sliding_window (a window on some layers only is refused); written false.
+HfConfigKey use_sliding_window_key();
+// Export: a decoder LM of that block (std::invalid_argument otherwise), with q_norm/k_norm exactly when
+// `qk_norm`, and errors in its words.
+void llama_block_check(const ModelConfig& cfg, bool qk_norm = false);
 [[noreturn]] void llama_block_bad(const std::string& what);
 // torch_dtype as the model holds its weights; pad_token_id where the base config has none.
 void llama_block_extras(const ModelConfig& cfg, const TransformerImpl& model, nlohmann::json& config);
