@@ -79,11 +79,12 @@ TEST(ProtoWire, ReadsVarintsFloatsAndStringsAndNamesTheByteOfAnError) {
   EXPECT_FLOAT_EQ(r.float32(), 1.5f);
   EXPECT_FALSE(r.next());
   // A length past the end, a value of the wrong wire type, a group.
-  const std::string truncated = bytes_field(1, "abcdef").substr(0, 4), group_tag = tag(4, 3);
+  // (The reader views its bytes: each message lives in a named string.)
+  const std::string truncated = bytes_field(1, "abcdef").substr(0, 4), group_tag = tag(4, 3), varint_field = int_field(2, 1);
   ProtoReader cut(truncated, "cut");
   ASSERT_TRUE(cut.next());
   EXPECT_NE(error_of([&] { cut.bytes(); }).find("cut: byte 2: field 1 claims 6 bytes, 2 are left"), std::string::npos);
-  ProtoReader wrong(int_field(2, 1), "wrong");
+  ProtoReader wrong(varint_field, "wrong");
   ASSERT_TRUE(wrong.next());
   EXPECT_NE(error_of([&] { wrong.float32(); }).find("field 2 should be a 32-bit float"), std::string::npos);
   ProtoReader group(group_tag, "group");
