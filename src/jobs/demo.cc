@@ -129,6 +129,13 @@ PruneResult FamilyDemo::prune(const std::string& checkpoint, const ImportanceRes
   pr.plan.given = demo_plan(importance.config, scores, opts_.prune_fraction);
   pr.finetune.steps = opts_.finetune_steps;
   PruneResult pruned = run_prune(pr, rt_, events_);
+  // The prune job recorded the paths it read and wrote, in the demo's staging directory; the summary
+  // names where they are once the demo's output is committed.
+  const std::string summary = join_path(pr.out_dir, "summary.json");
+  nlohmann::json recorded = read_json_file(summary);
+  recorded["checkpoint"] = join_path(final_dir_, "train/best");
+  recorded["model"] = join_path(final_dir_, "pruned/model");
+  write_json_file(summary, recorded);
   const ModelConfig after = load_config(join_path(pr.out_dir, "model"));
   pruned.out_dir = join_path(final_dir_, "pruned");  // what it prints: where the model will be
   out_ << "removed " << pruned.plan.heads.size() << " of " << scores.scores.size() << " heads ("

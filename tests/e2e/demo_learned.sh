@@ -15,4 +15,9 @@ ppl=$(value decoder_lm perplexity)
 bleu=$(value encoder_decoder score)
 echo "encoder_classifier accuracy $acc, decoder_lm perplexity $ppl, encoder_decoder greedy BLEU $bleu"
 awk -v a="$acc" -v p="$ppl" -v b="$bleu" 'BEGIN { exit !(a > 0.95 && p < 4 && b > 90) }'
+# The pruned models' summaries name the paths they have now, not the demo's staging directory.
+for f in "$demo"/*/pruned/summary.json; do
+  if grep -q "headprune-partial" "$f"; then echo "$f names the staging directory:"; grep "headprune-partial" "$f"; exit 1; fi
+  grep -q "\"model\": \".*/pruned/model\"" "$f"
+done
 echo "demo learned OK"
