@@ -188,6 +188,20 @@ TEST(LlamaHf, PrunedCheckpointAndDenseExportRoundTrip) {
             1e-5);
 }
 
+// An export of a fixture's unpruned model holds the fixture's tensors, tensor for tensor; returns them.
+TensorMap expect_export_unchanged(const std::string& name, const std::string& exported) {
+  const auto original = read_safetensors(fixture(name) + "/model.safetensors").tensors;
+  const auto written = read_safetensors(exported + "/model.safetensors").tensors;
+  EXPECT_EQ(written.size(), original.size());
+  for (const auto& [tensor, t] : original) {
+    SCOPED_TRACE(tensor);
+    const auto it = written.find(tensor);
+    if (it == written.end()) ADD_FAILURE() << "missing from the export";
+    else EXPECT_TRUE(torch::equal(it->second, t));
+  }
+  return original;
+}
+
 // Qwen3 is the LLaMA block with q_norm/k_norm over head_dim (io/hf/qwen3.cc): imported as qk_norm,
 // exported unchanged, and a pruned model exports dense as Qwen3 with the norms whole (they belong to
 // no head) and re-imports to the masked logits, from a native checkpoint too.
@@ -200,14 +214,7 @@ TEST(LlamaHf, Qwen3QkNormRoundTrips) {
   EXPECT_EQ(cfg.head_dim, 16);
   EXPECT_FALSE(cfg.qkv_bias);
   export_hf(tmp / "same", *q.model, q.config);
-  const auto original = read_safetensors(fixture("qwen3_qk_norm") + "/model.safetensors").tensors;
-  const auto written = read_safetensors(tmp / "same/model.safetensors").tensors;
-  ASSERT_EQ(written.size(), original.size());
-  for (const auto& [name, t] : original) {
-    SCOPED_TRACE(name);
-    ASSERT_TRUE(written.count(name));
-    EXPECT_TRUE(torch::equal(written.at(name), t));
-  }
+  const auto original = expect_export_unchanged("qwen3_qk_norm", tmp / "same");
   const Golden g("qwen3_qk_norm");
   const std::vector<HeadId> drop = {{AttnType::DecoderSelf, 0, 0}, {AttnType::DecoderSelf, 1, 2}, {AttnType::DecoderSelf, 1, 3}};
   q.model->mask_heads(drop);
@@ -242,14 +249,7 @@ TEST(LlamaHf, Phi3FusedTensorsSplitAndFuseBack) {
   EXPECT_EQ(phi.model_type, "phi3");
   EXPECT_EQ(phi.model->config().sliding_window, 4);
   export_hf(tmp / "same", *phi.model, phi.config);
-  const auto original = read_safetensors(fixture("phi3_fused") + "/model.safetensors").tensors;
-  const auto written = read_safetensors(tmp / "same/model.safetensors").tensors;
-  ASSERT_EQ(written.size(), original.size());
-  for (const auto& [name, t] : original) {
-    SCOPED_TRACE(name);
-    ASSERT_TRUE(written.count(name));
-    EXPECT_TRUE(torch::equal(written.at(name), t));
-  }
+  expect_export_unchanged("phi3_fused", tmp / "same");
   const auto cfg = read_json_file(tmp / "same/config.json");
   EXPECT_EQ(cfg.at("model_type"), "phi3");
   EXPECT_EQ(cfg.at("architectures"), nlohmann::json::array({"Phi3ForCausalLM"}));
