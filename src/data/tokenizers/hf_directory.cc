@@ -218,8 +218,8 @@ std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir) {
     // A Llama-style sentencepiece model: <s> before the text unless add_bos_token is false, </s>
     // after it when add_eos_token is true (LlamaTokenizer's flags).
     const auto cfg = read_tokenizer_config(dir);
-    auto t = SentencePieceTokenizer::load(model);
     const auto sm = SentencePieceModel::load(model);
+    auto t = SentencePieceTokenizer::from_model(sm, model);
     SpecialFrame frame;
     if (flag<bool>(cfg.raw, "add_bos_token", true, dir) && sm.bos_id >= 0) frame.before.push_back(sm.bos_id);
     if (flag<bool>(cfg.raw, "add_eos_token", false, dir) && sm.eos_id >= 0) frame.after.push_back(sm.eos_id);

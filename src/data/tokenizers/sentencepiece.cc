@@ -16,6 +16,7 @@
 
 namespace hp {
 
+using tokenizer_detail::byte_of_piece;
 using tokenizer_detail::utf8_char_length;
 using Impl = SentencePieceTokenizer::Impl;
 
@@ -286,15 +287,14 @@ std::vector<Sym> bpe(const Impl& impl, const std::string& s) {
   return out;
 }
 
-// A byte piece's byte ("<0x41>" -> 0x41), or -1.
-int byte_of_piece(const std::string& t) {
+}  // namespace
+
+int tokenizer_detail::byte_of_piece(const std::string& t) {
   unsigned v = 0;
   char tail = 0;
   if (t.size() != 6 || std::sscanf(t.c_str(), "<0x%2X%c", &v, &tail) != 2 || tail != '>') return -1;
   return static_cast<int>(v);
 }
-
-}  // namespace
 
 // ---- encoding ----------------------------------------------------------------------------------
 

@@ -92,10 +92,7 @@ void check(const SentencePieceModel& m, const std::string& what) {
     if (p.type == PieceType::Unknown) ++unknowns;
     if (p.type == PieceType::Byte) {
       if (!m.byte_fallback) bad(field, "byte piece '" + p.text + "' in a model without byte_fallback");
-      unsigned v = 0;
-      char tail = 0;
-      if (p.text.size() != 6 || std::sscanf(p.text.c_str(), "<0x%2X%c", &v, &tail) != 2 || tail != '>')
-        bad(field, "byte piece '" + p.text + "' is not <0xXX>");
+      if (tokenizer_detail::byte_of_piece(p.text) < 0) bad(field, "byte piece '" + p.text + "' is not <0xXX>");
       ++bytes;
     }
   }
@@ -167,7 +164,7 @@ SentencePieceTokenizer SentencePieceTokenizer::from_model(const SentencePieceMod
   impl->byte_ids.fill(-1);
   for (size_t i = 0; i < sp.pieces.size(); ++i) {
     const auto& p = sp.pieces[i];
-    if (p.type == PieceType::Byte) impl->byte_ids[static_cast<size_t>(std::stoi(p.text.substr(3, 2), nullptr, 16))] = static_cast<int64_t>(i);
+    if (p.type == PieceType::Byte) impl->byte_ids[static_cast<size_t>(tokenizer_detail::byte_of_piece(p.text))] = static_cast<int64_t>(i);
     if (p.type == PieceType::Control || p.type == PieceType::Unknown) impl->specials.push_back(static_cast<int64_t>(i));
   }
   Impl::Normalizer n{Impl::Normalizer::Kind::SentencePiece};

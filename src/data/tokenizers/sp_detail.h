@@ -19,6 +19,11 @@
 
 namespace hp {
 
+namespace tokenizer_detail {
+// A byte piece's byte ("<0x41>" -> 0x41), or -1 when the text is not of that form.
+int byte_of_piece(const std::string& piece);
+}  // namespace tokenizer_detail
+
 struct SentencePieceTokenizer::Impl {
   // ---- segmentation: the model's pieces (the id is the index) -----------------------------------
   enum class Algorithm { Unigram, BpeByScore, BpeByRank };
@@ -47,6 +52,7 @@ struct SentencePieceTokenizer::Impl {
   // ---- the text pipeline ---------------------------------------------------------------------
   struct Normalizer {
     enum class Kind { SentencePiece, Precompiled, Prepend, Replace, Unicode, Strip, Lowercase } kind;
+    explicit Normalizer(Kind k) : kind(k) {}
     std::shared_ptr<const tokenizer_detail::PrecompiledCharsmap> charsmap;  // SentencePiece, Precompiled
     bool add_dummy_prefix = false, remove_extra_whitespaces = false, escape_whitespaces = false;  // SentencePiece
     std::string from, to;                           // Replace (from -> to); Prepend (to)
@@ -55,12 +61,14 @@ struct SentencePieceTokenizer::Impl {
   };
   struct PreTokenizer {
     enum class Kind { Metaspace, WhitespaceSplit } kind;
+    explicit PreTokenizer(Kind k) : kind(k) {}
     std::string replacement = "\xE2\x96\x81";  // Metaspace
     enum class Prepend { Never, First, Always } prepend = Prepend::Always;
     bool split = true;
   };
   struct Decoder {
     enum class Kind { SentencePiece, Replace, ByteFallback, Fuse, Strip, Metaspace, Trim } kind;  // Trim: whitespace off both ends
+    explicit Decoder(Kind k) : kind(k) {}
     std::string from, to;  // Replace; Metaspace: from = replacement; Strip: from = content
     size_t start = 0, stop = 0;  // Strip
     bool drop_first_space = false;  // Metaspace (prepend scheme not Never); SentencePiece (dummy prefix)
