@@ -222,6 +222,8 @@ void ModelConfig::finalize() {
   if (layer_norm_eps <= 0) bad("layer_norm_eps", "must be > 0");
   check_rope(*this);
   if (sliding_window < 0) bad("sliding_window", "must be >= 0 (0 = none)");
+  if (split_sinusoid && positional != Positional::Sinusoidal) bad("split_sinusoid", "is only for sinusoidal positions");
+  if (logits_bias && arch == Arch::EncoderClassifier) bad("logits_bias", "is only for models with a language-model output");
   if (sliding_window > 0 && arch == Arch::EncoderClassifier) bad("sliding_window", "is only for causal self-attention");
   if (gated_ffn && activation != Activation::Silu && activation != Activation::Gelu && activation != Activation::GeluTanh)
     bad("activation", "of a gated feed-forward must be silu, gelu or gelu_tanh");
@@ -415,12 +417,14 @@ const std::vector<ConfigField>& config_fields() {
        }},
       int_field("max_positions", &M::max_positions, L::positions, true),
       enum_field("positional", &M::positional, kPosNames),
+      bool_field("split_sinusoid", &M::split_sinusoid, unless_default(&M::split_sinusoid)),
       enum_field("activation", &M::activation, kActNames),
       enum_field("norm", &M::norm, kNormNames),
       {"embed_layer_norm", false,  // absent: after a post-norm stack's embeddings (BERT), not a pre-norm one's
        [](const JsonFields& j, M& c) { c.embed_layer_norm = j.opt_bool("embed_layer_norm", c.norm == NormPosition::Post); },
        [](const M& c, nlohmann::json& j) { j["embed_layer_norm"] = c.embed_layer_norm; }},
       bool_field("tie_embeddings", &M::tie_embeddings),
+      bool_field("logits_bias", &M::logits_bias, unless_default(&M::logits_bias)),
       int_field("n_segments", &M::n_segments, L::classes),
       int_field("n_classes", &M::n_classes, L::classes),
       num_field("layer_norm_eps", &M::layer_norm_eps),

@@ -123,10 +123,16 @@ struct ModelConfig {
   double ffn_dropout() const { return activation_dropout < 0 ? dropout : activation_dropout; }
   int64_t max_positions = 512;
   Positional positional = Positional::Learned;
+  // Sinusoidal positions: sin on the first half of the channels and cos on the second half (Marian),
+  // instead of interleaved (sin on even channels, cos on odd ones, Vaswani et al.); same frequencies.
+  bool split_sinusoid = false;
   Activation activation = Activation::Gelu;
   NormPosition norm = NormPosition::Post;
   bool embed_layer_norm = true;  // LayerNorm after the embeddings (BERT); false for GPT-2
   bool tie_embeddings = true;    // output projection shares the (target) token embedding
+  // A fixed bias added to the output logits (Marian's final_logits_bias): a buffer
+  // "final_logits_bias" [target vocabulary], loaded and saved with the weights, not trained.
+  bool logits_bias = false;
   int64_t n_segments = 0;        // segment (token type) embeddings; 0 = none
   int64_t n_classes = 0;         // encoder classifier only
   double layer_norm_eps = 1e-5;

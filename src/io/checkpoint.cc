@@ -132,7 +132,8 @@ std::string describe(const ModelConfig& c) {
   if (c.n_decoder_layers) o << label("decoder layers") << c.n_decoder_layers << "\n";
   o << label("norm") << to_string(c.norm) << "-" << (c.norm_kind == NormKind::RmsNorm ? "RMSNorm" : "LN") << ", "
     << to_string(c.activation) << (c.gated_ffn ? " gated (SwiGLU-style)" : "") << ", " << to_string(c.positional)
-    << " positions (max " << c.max_positions << ")" << (c.tie_embeddings ? ", tied embeddings" : "") << "\n";
+    << (c.split_sinusoid ? " (sin | cos halves)" : "") << " positions (max " << c.max_positions << ")"
+    << (c.tie_embeddings ? ", tied embeddings" : "") << (c.logits_bias ? ", logits bias" : "") << "\n";
   if (c.positional == Positional::Rotary) {
     o << label("rotary") << "theta " << c.rope_theta;
     if (c.rope_scaling.type != RopeScalingType::Default)

@@ -94,15 +94,19 @@ StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, 
   } else if (cfg.positional == Positional::Rotary) {
     inv_freq_ = rope_inv_freq(cfg);  // positions enter inside attention
   } else {
-    // sin on even channels, cos on odd ones, wavelengths 2*pi .. 10000*2*pi (Vaswani et al.).
+    // Wavelengths 2*pi .. 10000*2*pi (Vaswani et al.): sin on even channels and cos on odd ones, or
+    // (split_sinusoid, Marian) sin on the first half and cos on the second; pos / 10000^(i/C) in double.
     auto pos = torch::arange(cfg.max_positions, torch::kDouble).unsqueeze(1);
     auto i = torch::arange(0, cfg.d_model, 2, torch::kDouble);
-    auto angle = pos * torch::exp(i * (-std::log(10000.0) / static_cast<double>(cfg.d_model)));
-    sinusoid_ = torch::zeros({cfg.max_positions, cfg.d_model}, torch::kDouble);
-    sinusoid_.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)},
-                         torch::sin(angle));
-    sinusoid_.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
-                         torch::cos(angle).index({torch::indexing::Slice(), torch::indexing::Slice(0, cfg.d_model / 2)}));
+    auto angle = pos / torch::pow(10000.0, i / static_cast<double>(cfg.d_model));
+    const auto sines = torch::sin(angle), cosines = torch::cos(angle).slice(1, 0, cfg.d_model / 2);
+    if (cfg.split_sinusoid) {
+      sinusoid_ = torch::cat({sines, cosines}, 1);
+    } else {
+      sinusoid_ = torch::zeros({cfg.max_positions, cfg.d_model}, torch::kDouble);
+      sinusoid_.slice(1, 0, cfg.d_model, 2).copy_(sines);
+      sinusoid_.slice(1, 1, cfg.d_model, 2).copy_(cosines);
+    }
     sinusoid_ = sinusoid_.to(torch::kFloat);
     embed_scale_ = std::sqrt(static_cast<double>(cfg.d_model));
   }
@@ -199,6 +203,8 @@ TransformerImpl::TransformerImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {
   }
   if (decoder && !cfg_.tie_embeddings)
     lm_head = register_module("lm_head", Dense(cfg_.d_model, decoder->embed_tokens->weight.size(0), false));
+  if (decoder && cfg_.logits_bias)
+    logits_bias_ = register_buffer("final_logits_bias", torch::zeros({decoder->embed_tokens->weight.size(0)}));
 }
 
 namespace {
@@ -270,8 +276,9 @@ torch::Tensor TransformerImpl::stack_end(const torch::Tensor& x) {
 }
 
 torch::Tensor TransformerImpl::output_projection(const torch::Tensor& hidden) const {
-  if (lm_head) return lm_head->forward(hidden);
-  return lrp::linear(hidden, decoder->embed_tokens->weight, {});
+  auto logits = lm_head ? lm_head->forward(hidden) : lrp::linear(hidden, decoder->embed_tokens->weight, {});
+  if (!logits_bias_.defined()) return logits;
+  return lrp::elementwise(logits + logits_bias_.to(logits.scalar_type()), logits);  // a constant: relevance passes
 }
 
 ModelOutput TransformerImpl::forward(const Batch& batch, const ForwardOptions& opts) {

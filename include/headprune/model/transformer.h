@@ -166,6 +166,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor classify(const torch::Tensor& hidden);          // the pooler and classifier on the first token
   torch::Tensor decoder_lm_mask(const Batch& batch) const;     // causal (and windowed) plus padding
   ModelConfig cfg_;
+  torch::Tensor logits_bias_;  // [V] buffer "final_logits_bias" (ModelConfig::logits_bias), else undefined
 };
 TORCH_MODULE(Transformer);
 
