@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,12 @@ struct HfFamily {
   std::function<void(const ModelConfig& cfg, hf_detail::HfTensors& tensors, TensorMap& state)> finish;
   std::function<void(const ModelConfig& cfg)> check;
   std::function<void(const ModelConfig& cfg, const TransformerImpl& model, nlohmann::json& config)> extras;
+  // Export, after the table's tensors: tensors a table row cannot say (one HF tensor for several of
+  // headprune's, such as Marian's shared embeddings; buffers), from headprune's tensors by name (`ours`;
+  // undefined-valued LazyTensor never), with the config fields that describe them.
+  std::function<void(const ModelConfig& cfg, const std::function<LazyTensor(const std::string&)>& ours,
+                     nlohmann::json& config, std::map<std::string, LazyTensor>& tensors)>
+      export_tensors;
 };
 
 // Every family, sorted by model_type.

@@ -94,7 +94,8 @@ const HfFamily& bert_family() {
       configure,
       {},
       check,
-      extras};
+      extras,
+      {}};
   return f;
 }
 

@@ -298,7 +298,6 @@ HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann
     c.erase("pruned_heads");
   if (f.extras) f.extras(src.cfg, model, c);
   HfExport out;
-  out.config = c;
   for_each_row(f.tensors, src.cfg, [&](const HfTensorName& r, int64_t l) {
     const std::string hf = (r.prefixed ? f.prefix : "") + at_layer(r.hf, l);
     for (const char* p : kParams) {
@@ -308,6 +307,8 @@ HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann
       if (!parts.empty()) out.tensors.emplace(hf + "." + p, fused(std::move(parts), r.storage));
     }
   });
+  if (f.export_tensors) f.export_tensors(src.cfg, [&src](const std::string& n) { return src.get(n); }, c, out.tensors);
+  out.config = c;
   return out;
 }
 

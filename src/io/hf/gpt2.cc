@@ -86,6 +86,7 @@ const HfFamily& gpt2_family() {
       configure,
       {},
       check,
+      {},
       {}};
   return f;
 }

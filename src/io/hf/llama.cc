@@ -192,7 +192,8 @@ HfFamily member(std::string type, std::string architecture) {
   return HfFamily{std::move(type),         std::move(architecture), "model.", llama_block_keys(), llama_block_tensor_names(),
                   {".rotary_emb.inv_freq"},  // rotary tables some older files carry
                   /*pruned_heads=*/false,    /*deferred_init=*/true,   llama_block_fits, {}, llama_block_configure,
-                  llama_block_finish,        {},                       llama_block_extras};
+                  llama_block_finish,        {},                       llama_block_extras,
+                  {}};
 }
 
 }  // namespace

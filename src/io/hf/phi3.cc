@@ -39,7 +39,8 @@ const HfFamily& phi3_family() {
                  llama_block_check(cfg);
                  if (cfg.qkv_bias || cfg.o_bias || cfg.mlp_bias) llama_block_bad("Phi-3 has no biases");
                },
-               llama_block_extras};
+               llama_block_extras,
+               {}};
     f.keys.push_back(sliding_window_key());
     f.keys.push_back(hf_fixed_key("partial_rotary_factor", 1.0, /*written=*/false));
     return f;

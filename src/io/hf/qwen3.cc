@@ -37,7 +37,8 @@ const HfFamily& qwen3_family() {
                  if (cfg.mlp_bias) llama_block_bad("Qwen3 has no feed-forward biases");
                  if (cfg.sliding_window > 0) llama_block_bad("only Mistral has a sliding window");
                },
-               llama_block_extras};
+               llama_block_extras,
+               {}};
     f.keys.push_back(attention_bias_key());
     f.keys.push_back(use_sliding_window_key());
     return f;
