@@ -61,7 +61,8 @@ void register_generate(CLI::App& app, Context& ctx) {
   auto r = std::make_shared<GenerateRequest>();
   r->decode.max_len = 40;
   auto json = std::make_shared<bool>(false);
-  auto* sub = app.add_subcommand("generate", "Continue a prompt with a decoder LM (greedy, beam search or sampling)");
+  auto* sub = app.add_subcommand("generate", "Continue a prompt with a decoder LM (greedy, beam search or sampling), or translate it with an "
+                                 "encoder-decoder (MarianMT, headprune's own)");
   sub->add_option("checkpoint", r->checkpoint, "checkpoint directory (headprune or HF)")->required();
   sub->add_option("--prompt", r->prompt, "prompt text (through the checkpoint's tokenizer)");
   sub->add_option("--ids", r->prompt_ids, "prompt as token ids instead")->check(at_least(0));

@@ -156,7 +156,10 @@ std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch&
   auto step = [&](const torch::Tensor& last, int64_t t) {
     auto h = model.decoder->forward(last.to(memory.device()), {}, {}, memory, cross_mask, nullptr, nullptr, t,
                                     &self_c, &cross_c);
-    return torch::log_softmax(model.output_projection(h.select(1, -1)).to(torch::kFloat), -1);
+    auto logp = torch::log_softmax(model.output_projection(h.select(1, -1)).to(torch::kFloat), -1);
+    if (!o.suppress.empty())
+      logp.index_fill_(1, torch::tensor(o.suppress, torch::kLong).to(logp.device()), -std::numeric_limits<float>::infinity());
+    return logp;
   };
   auto first = step(torch::full({B * K, 1}, o.bos_id, torch::kLong), 0);
   auto out = beam_search(B, o, max_len, first, step, [&](const torch::Tensor& idx) { reorder_caches(self_c, idx); });

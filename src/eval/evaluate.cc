@@ -122,11 +122,20 @@ EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples
   return r;
 }
 
+DecodeOptions translation_decode(DecodeOptions decode, const Tokenizer& tokenizer) {
+  const auto& sp = tokenizer.specials();
+  decode.bos_id = sp.bos;
+  decode.eos_id = sp.eos;
+  if (sp.pad != sp.eos) decode.suppress.push_back(sp.pad);
+  return decode;
+}
+
 TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& tokenizer,
                                      const std::vector<std::pair<std::string, std::string>>& pairs,
                                      const DecodeOptions& decode, int64_t batch_tokens,
                                      const std::function<void(int64_t, int64_t)>& progress) {
   if (pairs.empty()) throw std::invalid_argument("evaluate_translation: no sentences");
+  const DecodeOptions opts = translation_decode(decode, tokenizer);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Example> src;
   for (const auto& p : pairs) src.push_back(translation_source(tokenizer, p.first, model.config().max_positions));
@@ -145,7 +154,7 @@ TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& to
     Batch s;
     s.input_ids = b.input_ids;
     s.attention_mask = b.attention_mask;
-    auto hyps = translate(model, s, decode);
+    auto hyps = translate(model, s, opts);
     for (size_t k = 0; k < idx.size(); ++k) {
       auto& h = r.hypotheses[idx[k]] = tokenizer.decode(hyps[k]);
       if (dist::active()) mine += std::to_string(idx[k]) + " " + std::to_string(h.size()) + " " + h;

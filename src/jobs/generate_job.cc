@@ -1,6 +1,9 @@
 // Text generation (see header).
 #include "headprune/jobs/generate_job.h"
 
+#include "headprune/data/tasks.h"
+#include "headprune/eval/evaluate.h"
+
 #include <chrono>
 #include <ostream>
 #include <stdexcept>
@@ -15,11 +18,17 @@ void GenerateResult::print(std::ostream& out) const { out << text << "\n"; }
 
 GenerateResult run_generate(const GenerateRequest& req, const Runtime& rt, const JobEvents& events) {
   LoadedModel m = open_model(req.checkpoint, rt.device);
-  if (m.model->config().arch != Arch::DecoderLM)
-    throw std::invalid_argument(req.checkpoint + ": generate needs a decoder LM, this is " + to_string(m.model->config().arch));
+  const auto arch = m.model->config().arch;
+  if (arch == Arch::EncoderClassifier)
+    throw std::invalid_argument(req.checkpoint + ": generate needs a decoder LM or an encoder-decoder (translation), this is " +
+                                to_string(arch));
   GenerateResult res;
   res.prompt_ids = req.prompt_ids;
-  if (res.prompt_ids.empty()) {
+  if (res.prompt_ids.empty() && arch == Arch::EncoderDecoder) {
+    // The source sentence, framed as translation data is: its ids and the end token.
+    if (!m.tokenizer) throw std::invalid_argument(req.checkpoint + ": no tokenizer; give the source as ids (--ids)");
+    res.prompt_ids = translation_source(*m.tokenizer, req.prompt, m.model->config().max_positions).src;
+  } else if (res.prompt_ids.empty()) {
     if (!m.tokenizer) throw std::invalid_argument(req.checkpoint + ": no tokenizer; give the prompt as ids (--ids)");
     // The sequence start the model was trained with: headprune's own LM streams separate lines by
     // eos and never contain bos (data/tasks.cc); HF tokenizers' models start with their bos token.
@@ -35,7 +44,16 @@ GenerateResult run_generate(const GenerateRequest& req, const Runtime& rt, const
   DecodeOptions o = req.decode;
   if (m.tokenizer) o.eos_id = m.tokenizer->specials().eos;
   const auto t0 = std::chrono::steady_clock::now();
-  res.ids = generate(*m.model, res.prompt_ids, o);
+  if (arch == Arch::EncoderDecoder) {
+    if (o.sample) throw std::invalid_argument("generate: sampling is for decoder LMs; a translation searches (greedy or --beam)");
+    if (m.tokenizer) o = translation_decode(o, *m.tokenizer);
+    Batch src;
+    src.input_ids = torch::tensor(res.prompt_ids, torch::kLong).unsqueeze(0).to(rt.device);
+    src.attention_mask = torch::ones_like(src.input_ids);
+    res.ids = translate(*m.model, src, o).front();
+  } else {
+    res.ids = generate(*m.model, res.prompt_ids, o);
+  }
   synchronize(rt.device);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.tokens_per_s = res.seconds > 0 ? static_cast<double>(res.ids.size()) / res.seconds : 0;

@@ -56,9 +56,14 @@ struct TranslationEval {
   double seconds = 0;
 };
 
+// The decoding options of a translation with this tokenizer: its start id (bos: Marian and T5 start
+// from their padding id), its end id, and its padding id never generated (unless it is the end id).
+DecodeOptions translation_decode(DecodeOptions decode, const Tokenizer& tokenizer);
+
 // Decodes every source sentence (batched by length), detokenizes and scores corpus BLEU
 // against the raw references. progress(done, total) is called after each batch. Several processes
-// decode their share of the batches and exchange the hypotheses.
+// decode their share of the batches and exchange the hypotheses. Decoding starts from the tokenizer's
+// bos id, stops at its eos id and never emits its padding id (translation_decode).
 TranslationEval evaluate_translation(TransformerImpl& model, const Tokenizer& tokenizer,
                                      const std::vector<std::pair<std::string, std::string>>& pairs,
                                      const DecodeOptions& decode, int64_t batch_tokens = 4096,

@@ -1,6 +1,9 @@
 // The text-generation job: a decoder LM (GPT-2, LLaMA family, headprune's own) continues a prompt
 // with its KV cache: greedy, beam search or sampling (decode/search.h). Prompts are text through the
 // checkpoint's tokenizer (after its start token: bos, or eos for headprune's own LM streams), or token ids.
+// An encoder-decoder (MarianMT, headprune's own) translates the prompt instead: the source's ids and
+// its end token in, greedy or beam search from the tokenizer's start id out (eval/evaluate.h
+// translation_decode).
 #pragma once
 
 #include <cstdint>
