@@ -68,6 +68,8 @@ class ByteLevelBpeTokenizer {
                                           const std::vector<std::pair<std::string, std::string>>& merges);
   // HF's tokenizer.json; a component it does not handle is an error naming the file and the field.
   static ByteLevelBpeTokenizer from_tokenizer_json(const std::string& path);
+  // The same from the file's parsed JSON (`path` names it in errors).
+  static ByteLevelBpeTokenizer from_tokenizer_json(const nlohmann::json& file, const std::string& path);
   // Added tokens (content -> id) of tokenizer.json, matched in text before pre-tokenization.
   const std::map<std::string, int64_t>& added_tokens() const { return added_; }
   // The post-processor's special ids (tokenizer.json; GPT-2's files add none).

@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "headprune/data/tokenizer.h"
 
 namespace hp {
@@ -63,6 +65,8 @@ class SentencePieceTokenizer {
   // HF's tokenizer.json of a BPE with byte_fallback or a Unigram model; another kind is an error
   // naming the file and the field.
   static SentencePieceTokenizer from_tokenizer_json(const std::string& path);
+  // The same from the file's parsed JSON (`path` names it in errors).
+  static SentencePieceTokenizer from_tokenizer_json(const nlohmann::json& file, const std::string& path);
   // Marian: the same pieces, their ids read from vocab.json ({piece: id}); the unknown id is
   // vocab.json's "<unk>", and encode(…, with specials) appends its "</s>".
   SentencePieceTokenizer with_vocabulary(const std::string& vocab_json) const;

@@ -91,8 +91,7 @@ T flag(const nlohmann::json& j, const char* key, T fallback, const std::string& 
 
 // Whether a tokenizer.json holds a SentencePiece-style model (Unigram, or BPE with byte fallback or
 // without a ByteLevel step) rather than a byte-level BPE.
-bool is_sentencepiece_json(const std::string& path) {
-  const nlohmann::json j = read_json_file(path);
+bool is_sentencepiece_json(const nlohmann::json& j) {
   if (!j.is_object() || !j.contains("model") || !j.at("model").is_object()) return false;  // the byte-level reader says why
   const auto& m = j.at("model");
   const std::string type = m.value("type", std::string(m.contains("merges") ? "BPE" : "Unigram"));
@@ -191,14 +190,11 @@ std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir) {
     const auto cfg = read_tokenizer_config(dir);
     return with_specials(vocab_json, ByteLevelBpeTokenizer::load(vocab_json, merges), cfg.specials);
   }
-  const std::string tj = join_path(dir, "tokenizer.json");
-  if (is_file(tj) && is_sentencepiece_json(tj)) {
+  if (const std::string tj = join_path(dir, "tokenizer.json"); is_file(tj)) {
+    const nlohmann::json file = read_json_file(tj);  // parsed once for both readers (Mistral's is 1.8 MB)
     auto cfg = read_tokenizer_config(dir);
-    return with_specials(tj, SentencePieceTokenizer::from_tokenizer_json(tj), cfg.specials);
-  }
-  if (is_file(tj)) {
-    auto cfg = read_tokenizer_config(dir);
-    auto t = ByteLevelBpeTokenizer::from_tokenizer_json(tj);
+    if (is_sentencepiece_json(file)) return with_specials(tj, SentencePieceTokenizer::from_tokenizer_json(file, tj), cfg.specials);
+    auto t = ByteLevelBpeTokenizer::from_tokenizer_json(file, tj);
     // Without tokenizer_config.json: the usual names of the families' specials among the added tokens.
     auto pick = [&](const char* key, std::initializer_list<const char*> names) {
       if (cfg.specials.count(key)) return;

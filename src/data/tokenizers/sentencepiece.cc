@@ -532,9 +532,11 @@ const std::vector<int64_t>& SentencePieceTokenizer::special_ids() const { return
 const SpecialFrame& SentencePieceTokenizer::frame() const { return impl_->frame; }
 
 void SentencePieceTokenizer::set_frame(SpecialFrame frame) {
-  auto copy = std::make_shared<Impl>(*impl_);
-  copy->frame = std::move(frame);
-  impl_ = std::move(copy);
+  // Copies share one Impl: copy it only when another tokenizer holds it too (every Impl is made
+  // non-const by make_shared, so its sole owner may change it).
+  auto mine = impl_.use_count() == 1 ? std::const_pointer_cast<Impl>(impl_) : std::make_shared<Impl>(*impl_);
+  mine->frame = std::move(frame);
+  impl_ = std::move(mine);
 }
 
 }  // namespace hp

@@ -214,7 +214,10 @@ void read_bpe(const nlohmann::json& model, const std::string& path, Impl& impl, 
 }  // namespace
 
 SentencePieceTokenizer SentencePieceTokenizer::from_tokenizer_json(const std::string& path) {
-  const nlohmann::json j = read_json_file(path);
+  return from_tokenizer_json(read_json_file(path), path);
+}
+
+SentencePieceTokenizer SentencePieceTokenizer::from_tokenizer_json(const nlohmann::json& j, const std::string& path) {
   const auto& model = tokenizer_detail::model_section(j, path);
   auto impl = std::make_shared<Impl>();
   auto m = std::make_shared<Impl::Model>();

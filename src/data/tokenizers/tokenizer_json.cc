@@ -349,7 +349,10 @@ std::vector<std::string> ByteLevelBpeTokenizer::Pipeline::pre_tokenize(const std
 // ---- the tokenizer -----------------------------------------------------------------------------
 
 ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_tokenizer_json(const std::string& path) {
-  const nlohmann::json j = read_json_file(path);
+  return from_tokenizer_json(read_json_file(path), path);
+}
+
+ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_tokenizer_json(const nlohmann::json& j, const std::string& path) {
   const auto& model = bpe_model(j, path);
   const auto vocab = read_vocab(model, path);
   const auto merges = read_merges(model, path);
