@@ -2,6 +2,7 @@
 #include "headprune/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -40,7 +41,8 @@ const NameTable<NormPosition> kNormNames{"norm position", {{NormPosition::Pre, {
 const NameTable<Positional> kPosNames{"positional encoding",
                                       {{Positional::Learned, {"learned"}},
                                        {Positional::Sinusoidal, {"sinusoidal"}},
-                                       {Positional::Rotary, {"rotary", "rope"}}}};
+                                       {Positional::Rotary, {"rotary", "rope"}},
+                                       {Positional::Relative, {"relative"}}}};
 const NameTable<NormKind> kNormKindNames{"norm kind", {{NormKind::LayerNorm, {"layer_norm"}}, {NormKind::RmsNorm, {"rms_norm"}}}};
 const NameTable<RopeScalingType> kRopeScalingNames{"rope_scaling type",
                                                    {{RopeScalingType::Default, {"default"}},
@@ -73,8 +75,19 @@ void check_rope(const ModelConfig& c) {
         bad("rope_scaling", "llama3 needs 0 < low_freq_factor < high_freq_factor");
       require_positive("rope_scaling.original_max_positions", r.original_max_positions);
     }
-  } else if (!(c.rope_scaling == RopeScaling{}) || c.rope_theta != 10000.0) {
-    bad("rope_scaling", "and rope_theta are only for positional \"rotary\"");
+    if (c.rotary_dim < 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
+      bad("rotary_dim", "must be even and in [0, head_dim " + std::to_string(c.head_dim) + "] (0 = all), got " +
+                            std::to_string(c.rotary_dim));
+  } else if (!(c.rope_scaling == RopeScaling{}) || c.rope_theta != 10000.0 || c.rotary_dim != 0) {
+    bad("rope_scaling", "rope_theta and rotary_dim are only for positional \"rotary\"");
+  }
+  if (c.positional == Positional::Relative) {
+    if (c.arch != Arch::EncoderDecoder) bad("positional", "\"relative\" (T5) is for encoder_decoder models");
+    if (c.relative_buckets < 2 || c.relative_buckets % 2 != 0 || c.relative_buckets > (1 << 16))
+      bad("relative_buckets", "must be even and in [2, 65536], got " + std::to_string(c.relative_buckets));
+    if (c.relative_max_distance <= c.relative_buckets / 2 || c.relative_max_distance > ConfigLimits::positions)
+      bad("relative_max_distance", "must exceed relative_buckets / 2 (the exact distances), got " +
+                                       std::to_string(c.relative_max_distance));
   }
 }
 
@@ -197,7 +210,7 @@ double ModelConfig::approx_parameters() const {
   const double cross = arch == Arch::EncoderDecoder ? static_cast<double>(n_decoder_layers) * attn : 0.0;
   const double positions = positional == Positional::Learned ? static_cast<double>(max_positions) : 0.0;
   double emb = d * (static_cast<double>(vocab_size) + positions + static_cast<double>(n_segments));
-  if (arch == Arch::EncoderDecoder) emb += d * static_cast<double>(effective_tgt_vocab());
+  if (arch == Arch::EncoderDecoder && !share_embeddings) emb += d * static_cast<double>(effective_tgt_vocab());
   if (!tie_embeddings) emb += d * static_cast<double>(effective_tgt_vocab());
   return emb + layers * (attn + ffn) + cross + d * static_cast<double>(n_classes);
 }
@@ -224,6 +237,9 @@ void ModelConfig::finalize() {
   if (sliding_window < 0) bad("sliding_window", "must be >= 0 (0 = none)");
   if (split_sinusoid && positional != Positional::Sinusoidal) bad("split_sinusoid", "is only for sinusoidal positions");
   if (logits_bias && arch == Arch::EncoderClassifier) bad("logits_bias", "is only for models with a language-model output");
+  if (!(output_scale > 0) || !std::isfinite(output_scale)) bad("output_scale", "must be a finite number > 0");
+  if (share_embeddings && (arch != Arch::EncoderDecoder || effective_tgt_vocab() != vocab_size))
+    bad("share_embeddings", "is for encoder_decoder models with one vocabulary (tgt_vocab_size 0 or vocab_size)");
   if (sliding_window > 0 && arch == Arch::EncoderClassifier) bad("sliding_window", "is only for causal self-attention");
   if (gated_ffn && activation != Activation::Silu && activation != Activation::Gelu && activation != Activation::GeluTanh)
     bad("activation", "of a gated feed-forward must be silu, gelu or gelu_tanh");
@@ -401,6 +417,13 @@ const std::vector<ConfigField>& config_fields() {
       enum_field("norm_kind", &M::norm_kind, kNormKindNames, false, unless_default(&M::norm_kind)),
       num_field("rope_theta", &M::rope_theta, [](const M& c) { return c.positional == Positional::Rotary; }),
       {"rope_scaling", false, read_rope_scaling, write_rope_scaling},
+      int_field("rotary_dim", &M::rotary_dim, L::dim, false, false, unless_default(&M::rotary_dim)),
+      int_field("relative_buckets", &M::relative_buckets, 0, false, false,
+                [](const M& c) { return c.positional == Positional::Relative; }),
+      int_field("relative_max_distance", &M::relative_max_distance, 0, false, false,
+                [](const M& c) { return c.positional == Positional::Relative; }),
+      bool_field("scaled_attention", &M::scaled_attention, unless_default(&M::scaled_attention)),
+      num_field("output_scale", &M::output_scale, unless_default(&M::output_scale)),
       int_field("sliding_window", &M::sliding_window, 0, false, false, unless_default(&M::sliding_window)),
       int_field("n_encoder_layers", &M::n_encoder_layers, L::layers),
       int_field("n_decoder_layers", &M::n_decoder_layers, L::layers),
@@ -425,6 +448,7 @@ const std::vector<ConfigField>& config_fields() {
        [](const M& c, nlohmann::json& j) { j["embed_layer_norm"] = c.embed_layer_norm; }},
       bool_field("tie_embeddings", &M::tie_embeddings),
       bool_field("logits_bias", &M::logits_bias, unless_default(&M::logits_bias)),
+      bool_field("share_embeddings", &M::share_embeddings, unless_default(&M::share_embeddings)),
       int_field("n_segments", &M::n_segments, L::classes),
       int_field("n_classes", &M::n_classes, L::classes),
       num_field("layer_norm_eps", &M::layer_norm_eps),

@@ -19,8 +19,9 @@ enum class Activation { Gelu, GeluTanh, Relu, Silu };
 enum class NormPosition { Pre, Post };
 enum class NormKind { LayerNorm, RmsNorm };
 // Learned and sinusoidal positions are added to the embeddings; rotary positions (RoPE, LLaMA
-// family) rotate each head's queries and keys inside attention.
-enum class Positional { Learned, Sinusoidal, Rotary };
+// family) rotate each head's queries and keys inside attention; relative positions (T5) add a learned
+// bias per head and bucketed query-key distance to the attention scores.
+enum class Positional { Learned, Sinusoidal, Rotary, Relative };
 // Rotary frequency scaling, as HF's rope_scaling / rope_parameters "rope_type": default (none),
 // linear (positions / factor), llama3 (Llama 3.1's wavelength-dependent interpolation).
 enum class RopeScalingType { Default, Linear, Llama3 };
@@ -111,6 +112,21 @@ struct ModelConfig {
   NormKind norm_kind = NormKind::LayerNorm;  // rms_norm: weight only, statistics in fp32
   double rope_theta = 10000.0;               // rotary base (positional "rotary")
   RopeScaling rope_scaling;
+  // Rotary: the channels of each head that are rotated, the first ones; the rest pass unrotated
+  // (Phi-3 / Phi-4's partial_rotary_factor x head_dim). 0 = all of head_dim.
+  int64_t rotary_dim = 0;
+  // Relative positions (T5): each stack holds a table relative_attention_bias [buckets, n_heads]
+  // (original head ids as columns, so a layer that loses a head stops reading that column and the
+  // other layers keep it); query-key distances fall into `relative_buckets` buckets, exact up to half
+  // of them (per direction in the encoder, backwards only in the decoder), logarithmic up to
+  // `relative_max_distance`.
+  int64_t relative_buckets = 32;
+  int64_t relative_max_distance = 128;
+  // Attention scores q.k scaled by 1/sqrt(head_dim) (false: unscaled, T5).
+  bool scaled_attention = true;
+  // The decoder output multiplied by this before the output projection (T5 with a tied output:
+  // d_model^-0.5).
+  double output_scale = 1.0;
   int64_t sliding_window = 0;  // causal self-attention sees at most this many positions back (0 = all; Mistral)
   int64_t n_encoder_layers = 0;
   int64_t n_decoder_layers = 0;
@@ -130,6 +146,9 @@ struct ModelConfig {
   NormPosition norm = NormPosition::Post;
   bool embed_layer_norm = true;  // LayerNorm after the embeddings (BERT); false for GPT-2
   bool tie_embeddings = true;    // output projection shares the (target) token embedding
+  // Encoder-decoder: one token table for both stacks (encoder.embed_tokens, which the decoder reads too;
+  // HF's model.shared of Marian and T5): one parameter, trained by both sides. Needs one vocabulary.
+  bool share_embeddings = false;
   // A fixed bias added to the output logits (Marian's final_logits_bias): a buffer
   // "final_logits_bias" [target vocabulary], loaded and saved with the weights, not trained.
   bool logits_bias = false;

@@ -44,6 +44,7 @@ TextbookClassifierImpl::TextbookClassifierImpl(TransformerImpl& source) : pad_id
   if (cfg.norm != NormPosition::Post) unsupported("only post-LN models");
   if (cfg.positional != Positional::Learned) unsupported("only learned positions");
   if (!cfg.embed_layer_norm) unsupported("only models with an embedding LayerNorm");
+  if (!cfg.scaled_attention || cfg.output_scale != 1.0) unsupported("only scores scaled by 1/sqrt(head_dim)");
   if (cfg.norm_kind != NormKind::LayerNorm || cfg.gated_ffn || !cfg.mlp_bias)
     unsupported("only LayerNorm models with a plain feed-forward with biases");
   std::vector<HeadGeometry> geometry;

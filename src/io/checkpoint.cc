@@ -133,13 +133,21 @@ std::string describe(const ModelConfig& c) {
   o << label("norm") << to_string(c.norm) << "-" << (c.norm_kind == NormKind::RmsNorm ? "RMSNorm" : "LN") << ", "
     << to_string(c.activation) << (c.gated_ffn ? " gated (SwiGLU-style)" : "") << ", " << to_string(c.positional)
     << (c.split_sinusoid ? " (sin | cos halves)" : "") << " positions (max " << c.max_positions << ")"
-    << (c.tie_embeddings ? ", tied embeddings" : "") << (c.logits_bias ? ", logits bias" : "") << "\n";
+    << (c.tie_embeddings ? ", tied embeddings" : "") << (c.share_embeddings ? ", one table for both stacks" : "")
+    << (c.logits_bias ? ", logits bias" : "") << "\n";
   if (c.positional == Positional::Rotary) {
     o << label("rotary") << "theta " << c.rope_theta;
     if (c.rope_scaling.type != RopeScalingType::Default)
       o << ", scaling " << to_string(c.rope_scaling.type) << " x" << c.rope_scaling.factor;
+    if (c.rotary_dim > 0 && c.rotary_dim < c.head_dim) o << ", first " << c.rotary_dim << " of " << c.head_dim << " channels";
     o << "\n";
   }
+  if (c.positional == Positional::Relative)
+    o << label("relative") << c.relative_buckets << " buckets up to distance " << c.relative_max_distance
+      << " (T5 bias per head)\n";
+  if (!c.scaled_attention || c.output_scale != 1.0)
+    o << label("scaling") << "scores " << (c.scaled_attention ? "/ sqrt(head_dim)" : "unscaled") << ", output x "
+      << c.output_scale << "\n";
   if (c.sliding_window > 0) o << label("sliding window") << c.sliding_window << " positions\n";
   if (c.arch == Arch::EncoderClassifier)
     o << label("classes") << c.n_classes << " (segments " << c.n_segments << ")\n";

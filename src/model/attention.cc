@@ -231,7 +231,7 @@ void MultiHeadAttentionImpl::use_cache(KVCache* cache, bool static_kv, bool reus
 torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const torch::Tensor& mask, torch::Tensor* probs_out) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const double scale = geometry_.score_scale();
   torch::Tensor ctx;
   if (!is_training() && !torch::GradMode::is_enabled() && !lrp::active() && !head_probe.defined()) {
     // Inference (int8 projections too) on oneDNN: q, k, v read in place, the context stored as

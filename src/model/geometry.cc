@@ -1,6 +1,8 @@
 // Head geometry (see header).
 #include "headprune/model/geometry.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <set>
 #include <stdexcept>
@@ -79,8 +81,11 @@ HeadGeometry head_geometry(const ModelConfig& cfg, AttnType type, int64_t layer)
   g.o_bias = cfg.o_bias;
   g.qk_norm = cfg.qk_norm;
   g.norm_eps = cfg.layer_norm_eps;
+  g.scaled = cfg.scaled_attention;
   return g;
 }
+
+double HeadGeometry::score_scale() const { return scaled ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0; }
 
 namespace {
 

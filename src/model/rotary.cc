@@ -7,7 +7,7 @@
 namespace hp {
 
 torch::Tensor rope_inv_freq(const ModelConfig& cfg) {
-  const int64_t D = cfg.head_dim;
+  const int64_t D = cfg.rotary_dim > 0 ? cfg.rotary_dim : cfg.head_dim;  // the rotated channels
   const auto& s = cfg.rope_scaling;
   std::vector<float> out;
   for (int64_t i = 0; i < D; i += 2) {
@@ -43,7 +43,10 @@ Rope rope_tables(const torch::Tensor& inv_freq, int64_t offset, int64_t T, torch
 }
 
 torch::Tensor apply_rope(const torch::Tensor& x, const Rope& rope) {
-  const int64_t half = x.size(-1) / 2;
+  const int64_t R = rope.cos.size(-1), D = x.size(-1);
+  if (R < D)  // partial rotary: the first R channels turn, the others pass as they are
+    return torch::cat({apply_rope(x.narrow(-1, 0, R), rope), x.narrow(-1, R, D - R)}, -1);
+  const int64_t half = D / 2;
   const auto rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   return x * rope.cos + rotated * rope.sin;
 }

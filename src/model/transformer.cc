@@ -86,13 +86,20 @@ torch::Tensor TransformerLayerImpl::forward(torch::Tensor x, const torch::Tensor
 }
 
 // ---------------------------------------------------------------------------------------
-StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, bool with_segments)
+StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, bool with_segments,
+                     torch::nn::Embedding shared_tokens)
     : dropout_(cfg.dropout), max_positions_(cfg.max_positions) {
-  embed_tokens = register_module("embed_tokens", new_embedding(vocab, cfg.d_model));
+  embed_tokens = shared_tokens ? shared_tokens : register_module("embed_tokens", new_embedding(vocab, cfg.d_model));
   if (cfg.positional == Positional::Learned) {
     embed_positions = register_module("embed_positions", new_embedding(cfg.max_positions, cfg.d_model));
   } else if (cfg.positional == Positional::Rotary) {
     inv_freq_ = rope_inv_freq(cfg);  // positions enter inside attention
+  } else if (cfg.positional == Positional::Relative) {
+    // One table per stack (T5 keeps it in block 0 and every layer reads it), by original head id.
+    relative_attention_bias = register_module("relative_attention_bias", new_embedding(cfg.relative_buckets, cfg.n_heads));
+    relative_.bidirectional = self_type == AttnType::EncoderSelf;
+    relative_.buckets = cfg.relative_buckets;
+    relative_.max_distance = cfg.relative_max_distance;
   } else {
     // Wavelengths 2*pi .. 10000*2*pi (Vaswani et al.): sin on even channels and cos on odd ones, or
     // (split_sinusoid, Marian) sin on the first half and cos on the second; pos / 10000^(i/C) in double.
@@ -142,7 +149,7 @@ StackImpl::Embedded StackImpl::embed(const torch::Tensor& ids, const torch::Tens
   } else if (inv_freq_.defined()) {
     if (inv_freq_.device() != x.device()) inv_freq_ = inv_freq_.to(x.device());
     e.rope = rope_tables(inv_freq_, position_offset, T, x.scalar_type());
-  } else {
+  } else if (sinusoid_.defined()) {
     if (sinusoid_.device() != x.device() || sinusoid_.scalar_type() != x.scalar_type())
       sinusoid_ = sinusoid_.to(x.device(), x.scalar_type());
     x = lrp::add(x, sinusoid_.index_select(0, positions).unsqueeze(0));
@@ -157,6 +164,41 @@ StackImpl::Embedded StackImpl::embed(const torch::Tensor& ids, const torch::Tens
 
 torch::Tensor StackImpl::finish(const torch::Tensor& x) { return final_norm ? final_norm(x) : x; }
 
+torch::Tensor relative_position_buckets(const torch::Tensor& distance, bool bidirectional, int64_t buckets,
+                                        int64_t max_distance) {
+  auto n = buckets;
+  auto out = torch::zeros_like(distance);
+  auto d = distance;
+  if (bidirectional) {
+    n /= 2;
+    out = out + d.gt(0).to(torch::kLong) * n;  // keys after the query: the upper half
+    d = d.abs();
+  } else {
+    d = -torch::clamp_max(d, 0);  // only keys at or before the query
+  }
+  const int64_t exact = n / 2;
+  // Beyond the exact range: logarithmic up to max_distance, in float32 as T5 computes it.
+  auto large = torch::log(d.clamp_min(1).to(torch::kFloat) / static_cast<double>(exact)) /
+               std::log(static_cast<double>(max_distance) / static_cast<double>(exact)) * static_cast<double>(n - exact);
+  auto far = torch::clamp_max(large.to(torch::kLong) + exact, n - 1);
+  return out + torch::where(d.lt(exact), d, far);
+}
+
+torch::Tensor StackImpl::position_bias(int64_t q_offset, int64_t T, int64_t S) {
+  const auto w = relative_attention_bias->weight;
+  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(w.device());
+  const auto distance = torch::arange(0, S, idx).unsqueeze(0) - torch::arange(q_offset, q_offset + T, idx).unsqueeze(1);
+  const auto b = relative_position_buckets(distance, relative_.bidirectional, relative_.buckets, relative_.max_distance);
+  return relative_attention_bias(b).permute({2, 0, 1}).unsqueeze(0);  // [T, S, H] -> [1, H, T, S]
+}
+
+torch::Tensor with_position_bias(const torch::Tensor& mask, const torch::Tensor& bias, const std::vector<int64_t>& heads) {
+  const auto ids = torch::tensor(heads, torch::TensorOptions().dtype(torch::kLong)).to(bias.device());
+  auto b = bias.index_select(1, ids);  // this layer's kept heads, by original id
+  if (mask.defined()) b = b + mask.to(b.scalar_type());
+  return b;
+}
+
 torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& segment_ids,
                                  const torch::Tensor& self_mask, const torch::Tensor& memory,
                                  const torch::Tensor& cross_mask, std::vector<torch::Tensor>* self_probs,
@@ -164,12 +206,16 @@ torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& 
                                  std::vector<KVCache>* self_caches, std::vector<KVCache>* cross_caches) {
   auto [x, rope] = embed(ids, segment_ids, position_offset);
   const int64_t L = n_layers();
+  // Relative positions: the bias of every original head for these queries over all keys so far.
+  const int64_t T = ids.size(1);
+  const auto bias = relative_attention_bias ? position_bias(position_offset, T, position_offset + T) : torch::Tensor();
   if (self_probs) self_probs->assign(L, {});
   if (cross_probs) cross_probs->assign(L, {});
   if (self_caches && self_caches->empty()) self_caches->resize(L);
   if (cross_caches && cross_caches->empty()) cross_caches->resize(L);
   for (int64_t l = 0; l < L; ++l) {
-    x = layer(l).forward(x, self_mask, memory, cross_mask, self_probs ? &(*self_probs)[l] : nullptr,
+    const auto mask = bias.defined() ? with_position_bias(self_mask, bias, layer(l).self_attn->kept_heads()) : self_mask;
+    x = layer(l).forward(x, mask, memory, cross_mask, self_probs ? &(*self_probs)[l] : nullptr,
                          cross_probs ? &(*cross_probs)[l] : nullptr,
                          self_caches ? &(*self_caches)[l] : nullptr,
                          cross_caches ? &(*cross_caches)[l] : nullptr, rope ? &*rope : nullptr);
@@ -198,7 +244,8 @@ TransformerImpl::TransformerImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {
       break;
     case Arch::EncoderDecoder:
       encoder = register_module("encoder", Stack(cfg_, AttnType::EncoderSelf, cfg_.vocab_size, false));
-      decoder = register_module("decoder", Stack(cfg_, AttnType::DecoderSelf, cfg_.effective_tgt_vocab(), false));
+      decoder = register_module("decoder", Stack(cfg_, AttnType::DecoderSelf, cfg_.effective_tgt_vocab(), false,
+                                                 cfg_.share_embeddings ? encoder->embed_tokens : nullptr));
       break;
   }
   if (decoder && !cfg_.tie_embeddings)
@@ -275,7 +322,8 @@ torch::Tensor TransformerImpl::stack_end(const torch::Tensor& x) {
   return cfg_.arch == Arch::DecoderLM ? output_projection(h) : classify(h);
 }
 
-torch::Tensor TransformerImpl::output_projection(const torch::Tensor& hidden) const {
+torch::Tensor TransformerImpl::output_projection(const torch::Tensor& hidden_in) const {
+  const auto hidden = cfg_.output_scale == 1.0 ? hidden_in : lrp::elementwise(hidden_in * cfg_.output_scale, hidden_in);
   auto logits = lm_head ? lm_head->forward(hidden) : lrp::linear(hidden, decoder->embed_tokens->weight, {});
   if (!logits_bias_.defined()) return logits;
   return lrp::elementwise(logits + logits_bias_.to(logits.scalar_type()), logits);  // a constant: relevance passes

@@ -31,6 +31,8 @@ struct HeadGeometry {
   bool qkv_bias = true, o_bias = true;
   bool qk_norm = false;  // RMSNorm over head_dim on queries and keys (ModelConfig::qk_norm), epsilon norm_eps
   double norm_eps = 1e-6;
+  bool scaled = true;  // scores q.k times 1/sqrt(head_dim) (ModelConfig::scaled_attention; T5: unscaled)
+  double score_scale() const;
 
   // Multi-head attention (one key/value head per query head) with every bias.
   static HeadGeometry mha(int64_t d_model, int64_t head_dim, std::vector<int64_t> heads) {

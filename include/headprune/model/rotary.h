@@ -4,9 +4,11 @@
 // the scores and nothing is added to the embeddings.
 //
 // Dimension legend: B batch, H heads, T positions, D head dim.
-//   inv_freq [D/2]        theta^(-2i/D), then scaled (rope_scaling: linear, llama3)
-//   cos, sin [T, D]       of positions offset .. offset+T-1: angle = position x inv_freq, repeated
-//   rotated x             x * cos + rotate_half(x) * sin, rotate_half([x1, x2]) = [-x2, x1]
+//   inv_freq [R/2]        theta^(-2i/R), then scaled (rope_scaling: linear, llama3); R = rotary_dim
+//                         (partial rotary, Phi-3 / Phi-4), else D
+//   cos, sin [T, R]       of positions offset .. offset+T-1: angle = position x inv_freq, repeated
+//   rotated x             x * cos + rotate_half(x) * sin, rotate_half([x1, x2]) = [-x2, x1], on the
+//                         first R channels of each head; the other D - R pass unrotated
 // Head pruning does not touch it: every kept head is rotated exactly as before.
 #pragma once
 

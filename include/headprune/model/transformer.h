@@ -76,7 +76,10 @@ TORCH_MODULE(TransformerLayer);
 // Embeddings + a stack of layers (+ final norm for pre-LN).
 class StackImpl : public torch::nn::Module {
  public:
-  StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, bool with_segments);
+  // shared_tokens: another stack's token table to read instead of one of its own (not registered here:
+  // one parameter; ModelConfig::share_embeddings).
+  StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, bool with_segments,
+            torch::nn::Embedding shared_tokens = nullptr);
   // ids [B, T] -> hidden [B, T, C]. position_offset shifts positions (incremental decoding).
   torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& segment_ids,
                         const torch::Tensor& self_mask, const torch::Tensor& memory,
@@ -93,7 +96,12 @@ class StackImpl : public torch::nn::Module {
   Embedded embed(const torch::Tensor& ids, const torch::Tensor& segment_ids, int64_t position_offset = 0);
   torch::Tensor finish(const torch::Tensor& x);
 
+  // The relative-position bias [1, n_heads, T, S] of queries q_offset .. q_offset+T-1 over keys 0 .. S-1,
+  // every original head (positional "relative"; a layer reads its kept heads' columns).
+  torch::Tensor position_bias(int64_t q_offset, int64_t T, int64_t S);
+
   torch::nn::Embedding embed_tokens{nullptr}, embed_positions{nullptr}, embed_segments{nullptr};
+  torch::nn::Embedding relative_attention_bias{nullptr};  // [buckets, n_heads] (positional "relative")
   Norm embed_norm{nullptr}, final_norm{nullptr};
   torch::nn::ModuleList layers{nullptr};
 
@@ -104,6 +112,10 @@ class StackImpl : public torch::nn::Module {
   torch::Tensor sinusoid_;  // [max_positions, C] (not a parameter)
   torch::Tensor inv_freq_;  // [D/2] rotary inverse frequencies (not a parameter; rotary models only)
   double embed_scale_ = 1.0;
+  struct {
+    bool bidirectional = true;  // the encoder's (keys on both sides); the decoder's look back only
+    int64_t buckets = 0, max_distance = 0;
+  } relative_;
   double dropout_;
   int64_t max_positions_;
 };
@@ -169,6 +181,15 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor logits_bias_;  // [V] buffer "final_logits_bias" (ModelConfig::logits_bias), else undefined
 };
 TORCH_MODULE(Transformer);
+
+// T5's bucket of each query-key distance (key position - query position) [T, S] int64: exact below
+// half the buckets (per direction when bidirectional, else only keys at or before the query, later
+// ones in bucket 0), logarithmic up to max_distance, the last bucket beyond.
+torch::Tensor relative_position_buckets(const torch::Tensor& distance, bool bidirectional, int64_t buckets,
+                                        int64_t max_distance);
+// An attention layer's additive mask with the relative-position bias of its kept heads (original ids):
+// [B or 1, H, T, S]; mask may be undefined.
+torch::Tensor with_position_bias(const torch::Tensor& mask, const torch::Tensor& bias, const std::vector<int64_t>& heads);
 
 // Additive attention masks (0 = attend, kMaskedScore = blocked).
 torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype);  // [B,S] -> [B,1,1,S]
