@@ -30,8 +30,8 @@ namespace fs = std::filesystem;
 
 std::string fixture(const std::string& name) { return std::string(HP_FIXTURES_DIR) + "/hf/" + name; }
 
-const char* const kFixtures[] = {"llama_gqa",          "qwen2_tied", "mistral_window",
-                                 "llama_sharded_bf16", "phi3_fused", "qwen3_qk_norm"};
+const char* const kFixtures[] = {"llama_gqa",  "qwen2_tied",    "mistral_window",     "llama_sharded_bf16",
+                                 "phi3_fused", "qwen3_qk_norm", "phi3_partial_rotary"};
 
 struct Golden {
   TensorMap t;
@@ -274,11 +274,11 @@ TEST(LlamaHf, Phi3FusedTensorsSplitAndFuseBack) {
   };
   const auto tensors = read_safetensors(fixture("phi3_fused") + "/model.safetensors").tensors;
   try {
-    import_hf(with("partial_rotary_factor", 0.5), tensors, "x");
-    ADD_FAILURE() << "partial rotary accepted";
+    import_hf(with("partial_rotary_factor", 0.3), tensors, "x");  // 0.3 x 8 = 2.4 -> 2 channels: accepted
+    import_hf(with("partial_rotary_factor", 0.1), tensors, "x");  // 0 channels
+    ADD_FAILURE() << "partial rotary of 0 channels accepted";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("'partial_rotary_factor' is 0.5: only 1.0 is supported"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("partial_rotary_factor"), std::string::npos) << e.what();
   }
   try {
     import_hf(with("rope_scaling", {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}}), tensors, "x");
@@ -286,6 +286,38 @@ TEST(LlamaHf, Phi3FusedTensorsSplitAndFuseBack) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("rope_scaling type 'longrope' is not supported"), std::string::npos) << e.what();
   }
+}
+
+// Partial rotary (Phi-4-mini's partial_rotary_factor): the first head_dim x factor channels of each head
+// rotate, the others pass; read as rotary_dim, written back as the factor; other families refuse it.
+TEST(LlamaHf, Phi3PartialRotaryRoundTrips) {
+  test::TempDir tmp;
+  auto phi = import_hf(fixture("phi3_partial_rotary"));
+  EXPECT_EQ(phi.model->config().rotary_dim, 4);
+  EXPECT_EQ(phi.model->config().head_dim, 8);
+  const Golden g("phi3_partial_rotary");
+  auto full = phi.model->config();
+  full.rotary_dim = 0;  // rotating every channel instead moves the logits
+  Transformer other(full);
+  load_state_strict(*other, state_dict(*phi.model), "same weights");
+  EXPECT_GT(g.diff(logits(*other, g.batch), "logits"), 1e-3);
+  export_hf(tmp / "same", *phi.model, phi.config);
+  expect_export_unchanged("phi3_partial_rotary", tmp / "same");
+  EXPECT_EQ(read_json_file(tmp / "same/config.json").at("partial_rotary_factor"), 0.5);
+  // Cached decoding rotates the same channels as the full pass.
+  DecodeOptions o;
+  o.max_len = 5;
+  const std::vector<int64_t> prompt = {3, 7, 11};
+  const auto ids = generate(*phi.model, prompt, o);
+  std::vector<int64_t> all = prompt;
+  all.insert(all.end(), ids.begin(), ids.end());
+  Batch b;
+  b.input_ids = torch::tensor(all).unsqueeze(0);
+  const auto best = logits(*phi.model, b).argmax(-1)[0];
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(best[static_cast<int64_t>(prompt.size() + i - 1)].item<int64_t>(), ids[i]);
+  auto as_llama = read_json_file(fixture("phi3_partial_rotary") + "/config.json");
+  as_llama["model_type"] = "llama";
+  EXPECT_THROW(export_hf(tmp / "llama", *phi.model, as_llama), std::invalid_argument);
 }
 
 TEST(LlamaHf, BadInputGetsClearErrors) {

@@ -164,13 +164,16 @@ void llama_block_finish(const ModelConfig& cfg, HfTensors& t, TensorMap& s) {
     fail(t.source(), "tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
 }
 
-void llama_block_check(const ModelConfig& cfg, bool qk_norm) {
+void llama_block_check(const ModelConfig& cfg, bool qk_norm, bool partial_rotary) {
   if (cfg.arch != Arch::DecoderLM || cfg.norm != NormPosition::Pre || cfg.norm_kind != NormKind::RmsNorm ||
       !cfg.gated_ffn || cfg.embed_layer_norm)
     throw std::invalid_argument(
         "HF export (LLaMA family): needs a decoder LM with rotary positions, pre-RMSNorm and a gated feed-forward");
   if (cfg.qk_norm != qk_norm)
     llama_block_bad(cfg.qk_norm ? "q_norm/k_norm (qk_norm) are Qwen3's only" : "Qwen3 has q_norm/k_norm (qk_norm)");
+  if (!partial_rotary && cfg.rotary_dim > 0 && cfg.rotary_dim < cfg.head_dim)
+    llama_block_bad("rotating only " + std::to_string(cfg.rotary_dim) + " of " + std::to_string(cfg.head_dim) +
+                    " channels per head (partial_rotary_factor) is Phi-3's only here");
 }
 
 void llama_block_bad(const std::string& w) { throw std::invalid_argument("HF export (LLaMA family): " + w); }

@@ -27,8 +27,8 @@ HfConfigKey attention_bias_key();
 // Qwen2, Qwen3: use_sliding_window (a window on some layers only is refused); written false.
 HfConfigKey use_sliding_window_key();
 // Export: a decoder LM of that block (std::invalid_argument otherwise), with q_norm/k_norm exactly when
-// `qk_norm`, and errors in its words.
-void llama_block_check(const ModelConfig& cfg, bool qk_norm = false);
+// `qk_norm`, rotating only part of each head only when `partial_rotary` (Phi-3), and errors in its words.
+void llama_block_check(const ModelConfig& cfg, bool qk_norm = false, bool partial_rotary = false);
 [[noreturn]] void llama_block_bad(const std::string& what);
 // torch_dtype as the model holds its weights; pad_token_id where the base config has none.
 void llama_block_extras(const ModelConfig& cfg, const TransformerImpl& model, nlohmann::json& config);

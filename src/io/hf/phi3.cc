@@ -1,12 +1,30 @@
 // Phi-3 (Phi3ForCausalLM): the LLaMA block with q, k and v fused in self_attn.qkv_proj ([q | k | v]
 // rows) and gate and up fused in mlp.gate_up_proj ([gate | up] rows), no biases, an optional sliding
-// window, and full rotary (partial_rotary_factor 1). LongRoPE (the 128k models' rope_scaling) is
-// refused by the rope key with the types it supports.
+// window, and partial rotary (partial_rotary_factor: the first head_dim x factor channels of each head
+// rotate; Phi-4-mini's 0.75). LongRoPE (the 128k models' rope_scaling) is refused by the rope key with
+// the types it supports.
 #include "llama_block.h"
 
 namespace hp {
 
 using namespace hf_detail;
+
+namespace {
+
+// partial_rotary_factor: the first int(head_dim x factor) channels of each head rotate (Phi-4-mini: 0.75).
+void read_partial_rotary(const JsonFields& c, ModelConfig& cfg) {
+  const double factor = c.opt_num("partial_rotary_factor", 1.0);
+  if (!(factor > 0 && factor <= 1)) c.fail("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(factor));
+  const int64_t head_dim = cfg.head_dim > 0 ? cfg.head_dim : cfg.n_heads > 0 ? cfg.d_model / cfg.n_heads : 0;
+  const auto rotated = static_cast<int64_t>(static_cast<double>(head_dim) * factor);
+  if (rotated == head_dim) return;
+  if (rotated < 2 || rotated % 2 != 0)
+    c.fail("partial_rotary_factor", std::to_string(factor) + " x head_dim " + std::to_string(head_dim) + " = " +
+                                        std::to_string(rotated) + " rotated channels: must be even and at least 2");
+  cfg.rotary_dim = rotated;
+}
+
+}  // namespace
 
 const HfFamily& phi3_family() {
   using S = HfScope;
@@ -33,16 +51,19 @@ const HfFamily& phi3_family() {
                [](const JsonFields& c, HfTensors& t, ModelConfig& cfg) {
                  llama_block_configure(c, t, cfg);
                  cfg.qkv_bias = cfg.o_bias = cfg.mlp_bias = false;
+                 read_partial_rotary(c, cfg);
                },
                llama_block_finish,
                [](const ModelConfig& cfg) {
-                 llama_block_check(cfg);
+                 llama_block_check(cfg, /*qk_norm=*/false, /*partial_rotary=*/true);
                  if (cfg.qkv_bias || cfg.o_bias || cfg.mlp_bias) llama_block_bad("Phi-3 has no biases");
                },
                llama_block_extras,
                {}};
     f.keys.push_back(sliding_window_key());
-    f.keys.push_back(hf_fixed_key("partial_rotary_factor", 1.0, /*written=*/false));
+    f.keys.push_back({"partial_rotary_factor", {}, [](const ModelConfig& cfg) {
+                        return nlohmann::json(cfg.rotary_dim > 0 ? static_cast<double>(cfg.rotary_dim) / static_cast<double>(cfg.head_dim) : 1.0);
+                      }});
     return f;
   }();
   return f;
