@@ -33,8 +33,10 @@ std::string run_export(const ExportRequest& req) {
   std::string out;
   if (hf_out) {
     export_hf(hf_out->path(), *model, base, req.hf_layout);
-    for (const auto& [name, bytes] : files)  // an HF tokenizer goes along
-      if (name != kTokenizerFile) write_file_atomic(join_path(hf_out->path(), name), bytes);
+    // An HF tokenizer goes along (HF's own tokenizer.json too: T5's, Llama's); headprune's BPE has no HF form.
+    const bool own_bpe = is_headprune_tokenizer(join_path(req.checkpoint, kTokenizerFile));
+    for (const auto& [name, bytes] : files)
+      if (name != kTokenizerFile || !own_bpe) write_file_atomic(join_path(hf_out->path(), name), bytes);
     const auto cfg = read_json_file(join_path(hf_out->path(), kConfigFile));
     hf_out->commit();
     const auto pruned = cfg.find("pruned_heads");

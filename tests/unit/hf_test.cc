@@ -262,8 +262,8 @@ TEST(HfImport, BadInputIsAClearError) {
     return c;
   };
   expect_error([&] { import_hf(with([](auto& c) { c.erase("hidden_size"); }), tensors, "x"); }, "'hidden_size' is missing");
-  expect_error([&] { import_hf(with([](auto& c) { c["model_type"] = "t5"; }), tensors, "x"); },
-               "model_type 't5' is not supported");
+  expect_error([&] { import_hf(with([](auto& c) { c["model_type"] = "bart"; }), tensors, "x"); },
+               "model_type 'bart' is not supported");
   expect_error([&] { import_hf(with([](auto& c) { c["pruned_heads"] = {{"0", {7}}}; }), tensors, "x"); },
                "pruned_heads['0']: head 7 is not in [0, 4)");
   expect_error([&] { import_hf(with([](auto& c) { c["pruned_heads"] = {{"9", {0}}}; }), tensors, "x"); },

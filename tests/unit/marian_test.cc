@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "headprune/decode/search.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
 #include "headprune/model/remove_heads.h"
+#include "seq2seq_golden.h"
 #include "test_util.h"
 
 namespace hp {
@@ -18,34 +18,8 @@ namespace {
 
 std::string fixture() { return std::string(HP_FIXTURES_DIR) + "/hf/marian_tiny"; }
 
-struct Golden {
-  TensorMap t = read_safetensors(fixture() + "/golden.safetensors").tensors;
-  Batch batch;
-  Golden() {
-    batch.input_ids = t.at("input_ids");
-    batch.attention_mask = t.at("attention_mask");
-    batch.decoder_input_ids = t.at("decoder_input_ids");
-    batch.decoder_attention_mask = t.at("decoder_attention_mask");
-  }
-  // Largest difference over the real (not padded) target positions.
-  double diff(const torch::Tensor& logits, const torch::Tensor& want) const {
-    const auto keep = batch.decoder_attention_mask.to(torch::kBool).unsqueeze(-1).expand_as(logits);
-    return test::max_abs_diff(logits.masked_select(keep), want.masked_select(keep));
-  }
-  double diff(const torch::Tensor& logits, const std::string& key) const { return diff(logits, t.at(key)); }
-  // The heads the golden masks set to 0, all three attention types.
-  std::vector<HeadId> masked() const {
-    std::vector<HeadId> out;
-    for (const auto& [key, type] : {std::pair<const char*, AttnType>{"mask_enc", AttnType::EncoderSelf},
-                                    {"mask_dec", AttnType::DecoderSelf},
-                                    {"mask_cross", AttnType::Cross}}) {
-      const auto& m = t.at(key);
-      for (int64_t l = 0; l < m.size(0); ++l)
-        for (int64_t h = 0; h < m.size(1); ++h)
-          if (m[l][h].item<double>() == 0.0) out.push_back({type, l, h});
-    }
-    return out;
-  }
+struct Golden : test::Seq2SeqGolden {
+  Golden() : Seq2SeqGolden(fixture()) {}
 };
 
 using test::logits;
@@ -83,14 +57,7 @@ TEST(MarianHf, ExportsUnchangedAndPrunedDense) {
   test::TempDir tmp;
   auto hf = import_hf(fixture());
   export_hf(tmp / "same", *hf.model, hf.config);
-  const auto original = read_safetensors(fixture() + "/model.safetensors").tensors;
-  const auto written = read_safetensors(tmp / "same/model.safetensors").tensors;
-  EXPECT_EQ(written.size(), original.size());
-  for (const auto& [name, t] : original) {
-    SCOPED_TRACE(name);
-    ASSERT_TRUE(written.count(name));
-    EXPECT_TRUE(torch::equal(written.at(name), t));
-  }
+  test::expect_same_tensors(fixture() + "/model.safetensors", tmp / "same/model.safetensors");
   auto c = read_json_file(tmp / "same/config.json");
   EXPECT_EQ(c.at("model_type"), "marian");
   EXPECT_EQ(c.at("share_encoder_decoder_embeddings"), true);
@@ -116,16 +83,16 @@ TEST(MarianHf, ExportsUnchangedAndPrunedDense) {
 TEST(MarianHf, EmbeddingsMovedApartExportAsTwoTables) {
   test::TempDir tmp;
   auto hf = import_hf(fixture());
+  // Imported, model.shared is one parameter that both stacks read.
+  EXPECT_TRUE(hf.model->config().share_embeddings);
+  EXPECT_TRUE(hf.model->decoder->embed_tokens->weight.is_same(hf.model->encoder->embed_tokens->weight));
+  EXPECT_FALSE(state_dict(*hf.model).count("decoder.embed_tokens.weight"));
+  // A model with a table per stack that differ (as a headprune model without share_embeddings may end).
+  auto two = test::with_two_tables(*hf.model, 0.25);
   const Golden g;
-  {
-    torch::NoGradGuard no_grad;
-    auto& dec = hf.model->decoder->embed_tokens->weight;
-    dec.set_data(dec.clone());  // no longer the encoder's table (as after fine-tuning)
-    dec[5].add_(0.25);
-  }
-  const auto want = logits(*hf.model, g.batch);
+  const auto want = logits(*two, g.batch);
   EXPECT_GT(g.diff(want, "logits"), 1e-3);
-  export_hf(tmp / "two", *hf.model, hf.config);
+  export_hf(tmp / "two", *two, hf.config);
   const auto c = read_json_file(tmp / "two/config.json");
   EXPECT_EQ(c.at("share_encoder_decoder_embeddings"), false);
   const auto t = read_safetensors(tmp / "two/model.safetensors").tensors;
@@ -136,43 +103,14 @@ TEST(MarianHf, EmbeddingsMovedApartExportAsTwoTables) {
 
 TEST(MarianHf, CachedGreedyDecodingAgreesWithTheFullForwardPass) {
   auto hf = import_hf(fixture());
-  const Golden g;
-  Batch src;
-  src.input_ids = g.batch.input_ids;
-  src.attention_mask = g.batch.attention_mask;
-  DecodeOptions o;
-  o.bos_id = 66;  // decoder_start_token_id: the padding id
-  o.eos_id = 0;
-  o.max_len = 8;
-  const auto hyps = translate(*hf.model, src, o);
-  ASSERT_EQ(hyps.size(), 3u);
-  for (size_t b = 0; b < hyps.size(); ++b) {
-    SCOPED_TRACE(b);
-    ASSERT_FALSE(hyps[b].empty());
-    std::vector<int64_t> prefix = {66};
-    prefix.insert(prefix.end(), hyps[b].begin(), hyps[b].end());
-    Batch one;
-    one.input_ids = src.input_ids.slice(0, b, b + 1);
-    one.attention_mask = src.attention_mask.slice(0, b, b + 1);
-    one.decoder_input_ids = torch::tensor(prefix).unsqueeze(0);
-    one.decoder_attention_mask = torch::ones_like(one.decoder_input_ids);
-    const auto best = logits(*hf.model, one).argmax(-1)[0];
-    for (size_t i = 0; i < hyps[b].size(); ++i) EXPECT_EQ(best[static_cast<int64_t>(i)].item<int64_t>(), hyps[b][i]) << i;
-  }
+  Golden().expect_cached_greedy_matches_full(*hf.model, /*start (pad)=*/66, /*eos=*/0, /*max_len=*/8);
 }
 
 TEST(MarianHf, RefusesWhatHeadpruneCannotHoldByField) {
   test::TempDir tmp;
   const auto config = read_json_file(fixture() + "/config.json");
   const auto tensors = read_safetensors(fixture() + "/model.safetensors").tensors;
-  auto refused = [&](nlohmann::json c, const TensorMap& t, const std::string& needle) {
-    try {
-      import_hf(c, t, "model.safetensors", "config.json");
-      ADD_FAILURE() << "accepted; expected: " << needle;
-    } catch (const std::exception& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
+  const auto refused = test::expect_import_refused;
   auto c = config;
   c["decoder_attention_heads"] = 2;
   refused(c, tensors, "decoder_attention_heads");
@@ -184,7 +122,7 @@ TEST(MarianHf, RefusesWhatHeadpruneCannotHoldByField) {
   refused(c, tensors, "mish");
   auto missing = tensors;
   missing.erase("model.shared.weight");
-  refused(config, missing, "model.shared.weight");
+  refused(config, missing, "shared.weight");
   c = config;
   c["share_encoder_decoder_embeddings"] = false;
   refused(c, tensors, "model.encoder.embed_tokens.weight");

@@ -1,8 +1,9 @@
 // HuggingFace checkpoints: import BERT (BertModel, BertForSequenceClassification), GPT-2
 // (GPT2Model, GPT2LMHeadModel) and the LLaMA family (LlamaForCausalLM, Qwen2ForCausalLM,
 // MistralForCausalLM, Phi3ForCausalLM, Qwen3ForCausalLM: rotary positions, RMSNorm, SwiGLU,
-// grouped-query attention) and MarianMT (MarianMTModel: an encoder-decoder with sin | cos sinusoidal
-// positions, a shared embedding table and final_logits_bias);
+// grouped-query attention), MarianMT (MarianMTModel: an encoder-decoder with sin | cos sinusoidal
+// positions, a shared embedding table and final_logits_bias) and T5 (T5ForConditionalGeneration:
+// relative position bias, unscaled attention, RMS-style norms);
 // each family is one row of the registry (io/hf_family.h, src/io/hf/)
 // from a directory with config.json and model.safetensors (or a sharded model.safetensors.index.json;
 // F32, F16 and BF16 tensors are read as fp32), and export a (pruned) model back in HF's layout.

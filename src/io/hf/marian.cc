@@ -15,7 +15,7 @@ using hf_detail::fail;
 using hf_detail::HfTensors;
 using M = ModelConfig;
 
-// The rows of one attention block: q/k/v/out projections and the LayerNorm after it.
+// The rows of one attention block: its q, k, v and out projections.
 void attention_rows(std::vector<HfTensorName>& rows, HfScope scope, const std::string& hf, const std::string& ours) {
   for (const char* p : {"q_proj", "k_proj", "v_proj"}) rows.push_back({scope, hf + "." + p, {ours + "." + p}});
   rows.push_back({scope, hf + ".out_proj", {ours + ".o_proj"}});
@@ -67,8 +67,7 @@ void configure(const JsonFields& c, HfTensors& t, M& cfg) {
   // One table for both sides (model.shared), or one each (decoder_vocab_size ids on the target side).
   if (c.opt_bool("share_encoder_decoder_embeddings", true)) {
     cfg.tgt_vocab_size = 0;
-    if (!t.has("shared.weight") && !t.has("encoder.embed_tokens.weight") && !t.has("decoder.embed_tokens.weight"))
-      fail(t.source(), "missing tensor 'model.shared.weight' (the embeddings the encoder, decoder and output share)");
+    cfg.share_embeddings = true;
   } else {
     cfg.tgt_vocab_size = c.opt_int("decoder_vocab_size", cfg.vocab_size);
     for (const char* n : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"})
@@ -83,15 +82,9 @@ void configure(const JsonFields& c, HfTensors& t, M& cfg) {
 // final_logits_bias ([1, V]; absent: zeros, as HF initializes it).
 void finish(const M& cfg, HfTensors& t, TensorMap& s) {
   const int64_t C = cfg.d_model, V = cfg.vocab_size, W = cfg.effective_tgt_vocab();
-  if (t.has("shared.weight")) {
-    const auto shared = t.take("shared.weight", {V, C});
-    for (const char* copy : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"})
-      if (t.has(copy)) t.take(copy, {V, C});
-    s["encoder.embed_tokens.weight"] = s["decoder.embed_tokens.weight"] = shared;
-  } else if (cfg.tgt_vocab_size == 0) {  // shared, stored under one side's name
-    const auto shared = t.take(t.has("encoder.embed_tokens.weight") ? "encoder.embed_tokens.weight" : "decoder.embed_tokens.weight", {V, C});
-    if (t.has("decoder.embed_tokens.weight")) t.take("decoder.embed_tokens.weight", {V, C});
-    s["encoder.embed_tokens.weight"] = s["decoder.embed_tokens.weight"] = shared;
+  if (cfg.share_embeddings) {  // one parameter: the decoder reads the encoder's table
+    s["encoder.embed_tokens.weight"] =
+        hf_detail::take_shared(t, {"shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}, {V, C});
   } else {
     s["encoder.embed_tokens.weight"] = t.take("encoder.embed_tokens.weight", {V, C});
     s["decoder.embed_tokens.weight"] = t.take("decoder.embed_tokens.weight", {W, C});
@@ -124,12 +117,13 @@ void extras(const M& cfg, const TransformerImpl&, nlohmann::json& c) {
   c["is_encoder_decoder"] = true;
 }
 
-// One model.shared when both sides' tables are equal (as imported), else each side's own
-// (share_encoder_decoder_embeddings false: fine-tuning moved them apart); final_logits_bias [1, V].
+// One model.shared when the model has one table (share_embeddings, as imported) or two equal ones, else
+// each side's own (share_encoder_decoder_embeddings false); final_logits_bias [1, V].
 void export_tensors(const M& cfg, const std::function<LazyTensor(const std::string&)>& ours, nlohmann::json& c,
                     std::map<std::string, LazyTensor>& out) {
-  const LazyTensor enc = ours("encoder.embed_tokens.weight"), dec = ours("decoder.embed_tokens.weight");
-  const bool shared = enc.shape == dec.shape && torch::equal(enc.make(), dec.make());
+  const LazyTensor enc = ours("encoder.embed_tokens.weight");
+  const LazyTensor dec = cfg.share_embeddings ? enc : ours("decoder.embed_tokens.weight");
+  const bool shared = cfg.share_embeddings || (enc.shape == dec.shape && torch::equal(enc.make(), dec.make()));
   c["share_encoder_decoder_embeddings"] = shared;
   c["decoder_vocab_size"] = cfg.effective_tgt_vocab();
   if (shared) {
@@ -151,37 +145,37 @@ void export_tensors(const M& cfg, const std::function<LazyTensor(const std::stri
 
 const HfFamily& marian_family() {
   static const HfFamily f{"marian",
-               "MarianMTModel",
-               "model.",
-               {hf_key("vocab_size", &M::vocab_size),
-                hf_key("d_model", &M::d_model, 1024),
-                hf_key("encoder_layers", &M::n_encoder_layers, 12),
-                hf_key("decoder_layers", &M::n_decoder_layers, 12),
-                hf_key("encoder_attention_heads", &M::n_heads, 16),
-                twin_key("decoder_attention_heads", &M::n_heads, 16, "encoder_attention_heads"),
-                hf_key("encoder_ffn_dim", &M::d_ff, 4096),
-                twin_key("decoder_ffn_dim", &M::d_ff, 4096, "encoder_ffn_dim"),
-                hf_key("max_position_embeddings", &M::max_positions, 1024),
-                hf_key("dropout", &M::dropout, 0.1),
-                hf_key("attention_dropout", &M::attention_dropout, 0.0),
-                hf_key("activation_dropout", &M::activation_dropout, 0.0),
-                hf_activation_key("activation_function", "gelu"),
-                hf_key("pad_token_id", &M::pad_id, 58100),
-                hf_key("tie_word_embeddings", &M::tie_embeddings, true),
-                {"scale_embedding", {}, [](const M&) { return nlohmann::json(true); }}},
-               marian_tensor_names(),
-               {"embed_positions.weight"},  // older files store the sinusoid HF rebuilds anyway
-               /*pruned_heads=*/false,
-               /*deferred_init=*/true,
-               [](const M& cfg) {
-                 return cfg.arch == Arch::EncoderDecoder && cfg.positional == Positional::Sinusoidal && cfg.split_sinusoid;
-               },
-               [](const M&) { return true; },
-               configure,
-               finish,
-               check,
-               extras,
-               export_tensors};
+                          "MarianMTModel",
+                          "model.",
+                          {hf_key("vocab_size", &M::vocab_size),
+                           hf_key("d_model", &M::d_model, 1024),
+                           hf_key("encoder_layers", &M::n_encoder_layers, 12),
+                           hf_key("decoder_layers", &M::n_decoder_layers, 12),
+                           hf_key("encoder_attention_heads", &M::n_heads, 16),
+                           twin_key("decoder_attention_heads", &M::n_heads, 16, "encoder_attention_heads"),
+                           hf_key("encoder_ffn_dim", &M::d_ff, 4096),
+                           twin_key("decoder_ffn_dim", &M::d_ff, 4096, "encoder_ffn_dim"),
+                           hf_key("max_position_embeddings", &M::max_positions, 1024),
+                           hf_key("dropout", &M::dropout, 0.1),
+                           hf_key("attention_dropout", &M::attention_dropout, 0.0),
+                           hf_key("activation_dropout", &M::activation_dropout, 0.0),
+                           hf_activation_key("activation_function", "gelu"),
+                           hf_key("pad_token_id", &M::pad_id, 58100),
+                           hf_key("tie_word_embeddings", &M::tie_embeddings, true),
+                           {"scale_embedding", {}, [](const M&) { return nlohmann::json(true); }}},
+                          marian_tensor_names(),
+                          {"embed_positions.weight"},  // older files store the sinusoid HF rebuilds anyway
+                          /*pruned_heads=*/false,
+                          /*deferred_init=*/true,
+                          [](const M& cfg) {
+                            return cfg.arch == Arch::EncoderDecoder && cfg.positional == Positional::Sinusoidal && cfg.split_sinusoid;
+                          },
+                          [](const M&) { return true; },
+                          configure,
+                          finish,
+                          check,
+                          extras,
+                          export_tensors};
   return f;
 }
 

@@ -119,4 +119,18 @@ class HfTensors {
   std::map<std::string, std::string> original_;
 };
 
+// One embedding table that HF ties under several names (Marian's and T5's `shared` with the encoder's
+// and decoder's embed_tokens): the first of `names` the file holds; copies under the others are the
+// same parameter and are taken out unread (shape-checked). None of them: an error naming the first.
+inline torch::Tensor take_shared(HfTensors& t, const std::vector<std::string>& names, const std::vector<int64_t>& shape) {
+  torch::Tensor out;
+  for (const auto& n : names)
+    if (t.has(n)) {
+      auto x = t.take(n, shape);
+      if (!out.defined()) out = x;
+    }
+  if (!out.defined()) fail(t.source(), "missing tensor '" + names.front() + "' (the embedding table both stacks share)");
+  return out;
+}
+
 }  // namespace hp::hf_detail
