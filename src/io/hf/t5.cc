@@ -58,7 +58,9 @@ void read_feed_forward(const JsonFields& c, M& cfg) {
   try {
     cfg.activation = hf_detail::parse_hf_activation(act, c.source());
   } catch (const std::runtime_error& e) {
-    c.fail("feed_forward_proj", std::string("\"") + proj + "\": " + e.what());
+    std::string why = e.what();  // "<config>: activation ... is not supported (...)": the file is named once
+    if (why.rfind(c.source() + ": ", 0) == 0) why = why.substr(c.source().size() + 2);
+    c.fail("feed_forward_proj", "\"" + proj + "\": " + why);
   }
   cfg.gated_ffn = gated;
 }
