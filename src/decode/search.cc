@@ -153,12 +153,12 @@ std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch&
   auto keep = src.attention_mask.defined() ? src.attention_mask : src.input_ids.ne(cfg.pad_id);
   auto cross_mask = padding_mask(keep, memory.scalar_type()).repeat_interleave(K, 0);  // [N, 1, 1, S]
   std::vector<KVCache> self_c, cross_c;
+  const auto suppress = torch::tensor(o.suppress, torch::kLong).to(memory.device());  // made once, used every step
   auto step = [&](const torch::Tensor& last, int64_t t) {
     auto h = model.decoder->forward(last.to(memory.device()), {}, {}, memory, cross_mask, nullptr, nullptr, t,
                                     &self_c, &cross_c);
     auto logp = torch::log_softmax(model.output_projection(h.select(1, -1)).to(torch::kFloat), -1);
-    if (!o.suppress.empty())
-      logp.index_fill_(1, torch::tensor(o.suppress, torch::kLong).to(logp.device()), -std::numeric_limits<float>::infinity());
+    if (suppress.numel() > 0) logp.index_fill_(1, suppress, -std::numeric_limits<float>::infinity());
     return logp;
   };
   auto first = step(torch::full({B * K, 1}, o.bos_id, torch::kLong), 0);

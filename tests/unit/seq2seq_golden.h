@@ -11,6 +11,7 @@
 #include "headprune/decode/search.h"
 #include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/model/remove_heads.h"
 #include "headprune/model/state.h"
 #include "test_util.h"
 
@@ -43,6 +44,19 @@ struct Seq2SeqGolden {
           if (m[l][h].item<double>() == 0.0) out.push_back({type, l, h});
     }
     return out;
+  }
+  // The model matches the golden logits with every head, with the golden masks' four heads masked, and
+  // with them removed; returns the pruned model.
+  Transformer expect_matches_masked_and_removed(TransformerImpl& model) const {
+    EXPECT_LT(diff(logits(model, batch), "logits"), 1e-4);
+    const auto heads = masked();
+    EXPECT_EQ(heads.size(), 4u);
+    model.mask_heads(heads);
+    EXPECT_LT(diff(logits(model, batch), "logits_masked"), 1e-4);
+    model.unmask_all();
+    auto pruned = remove_heads(model, heads);
+    EXPECT_LT(diff(logits(*pruned, batch), "logits_masked"), 1e-4);
+    return pruned;
   }
   // Greedy translation of the golden sources with the KV cache gives, at every step, the token the
   // full forward pass over the same prefix ranks first.

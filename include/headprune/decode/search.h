@@ -15,7 +15,8 @@ struct DecodeOptions {
   double length_penalty = 1.0;  // final score = sum log p / length^length_penalty
   int64_t max_len = 0;          // generated tokens; 0 = 1.5 x longest source + 10 (translation)
   int64_t bos_id = 1, eos_id = 2;  // bos: the decoder's start token (Marian and T5 start from their padding id)
-  // Tokens never generated (HF's single-token bad_words_ids: a translation never contains padding).
+  // translate(): tokens never generated (HF's single-token bad_words_ids: a translation never contains
+  // padding). generate() does not read it.
   std::vector<int64_t> suppress;
   // Decoder LMs (generate): sample instead of searching. Each step draws from softmax(logits /
   // temperature) restricted to the top_k most likely tokens (0 = all) and to the smallest set whose
