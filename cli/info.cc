@@ -22,7 +22,7 @@ void register_info(CLI::App& app, Context& ctx) {
 
   auto e = std::make_shared<ExportRequest>();
   auto* ex = app.add_subcommand("export", "Write a model in HuggingFace's layout (" + hf_families_summary() +
-                                                  ") and/or natively");
+                                                  "), as GGUF for llama.cpp and/or natively");
   ex->add_option("checkpoint", e->checkpoint, "headprune checkpoint or HF directory")->required();
   ex->add_option("--hf", e->hf_dir, "HF output directory (config.json, model.safetensors)");
   add_parsed(ex, "--hf-layout", e->hf_layout, parse_hf_layout,
@@ -31,6 +31,12 @@ void register_info(CLI::App& app, Context& ctx) {
                  hf_families_summary(),
              "auto");
   ex->add_option("--native", e->native_dir, "headprune checkpoint output directory");
+  ex->add_option("--gguf", e->gguf_path,
+                 "GGUF file for llama.cpp (LLaMA family; uneven head counts per layer as arch deci; the tokenizer "
+                 "inside)");
+  ex->add_option("--dtype", e->gguf_dtype, "GGUF weights: f32, f16 or bf16 (norms and biases stay f32)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
   ex->add_flag("--overwrite", e->overwrite, "replace non-empty output directories as a whole (refused without it)");
   ex->callback([&ctx, e] {
     start(ctx);

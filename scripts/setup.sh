@@ -47,15 +47,15 @@ for alt in libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu; do
   if [ -n "$target" ]; then $SUDO update-alternatives --set "$alt" "$target" >/dev/null; fi
 done
 
-# Reference tokenizer clients for the tokenizer tests (tests/clients/): transformers.js pinned by
-# package-lock.json. Reinstalled only when node_modules is missing or older than the lock file.
+# Real clients for the tests (tests/clients/): transformers.js (tokenizers), node-llama-cpp (llama.cpp's
+# prebuilt CPU build, for the GGUF files) and onnxruntime-node, pinned by package-lock.json. Reinstalled only when node_modules is missing or older than the lock file.
 clients="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/clients"
 if [ -f "$clients/package-lock.json" ]; then
   if ! command -v npm >/dev/null 2>&1; then
-    echo "[setup] npm not found: skipping tests/clients (install Node.js (checked with 20) and npm for the tokenizer reference tests)" >&2
+    echo "[setup] npm not found: skipping tests/clients (install Node.js (checked with 20) and npm for the reference-client tests)" >&2
   elif [ ! -f "$clients/node_modules/.package-lock.json" ] || \
      [ "$clients/package-lock.json" -nt "$clients/node_modules/.package-lock.json" ]; then
-    echo "[setup] npm ci in tests/clients (transformers.js reference tokenizer client)" >&2
+    echo "[setup] npm ci in tests/clients (transformers.js, node-llama-cpp, onnxruntime-node)" >&2
     (cd "$clients" && npm ci --no-audit --no-fund)
   else
     echo "[setup] tests/clients/node_modules is up to date" >&2

@@ -4,17 +4,59 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "headprune/data/gguf_vocab.h"
 #include "headprune/data/model_dir.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/outputs.h"
+#include "headprune/io/gguf_model.h"
 #include "headprune/io/hf.h"
 
 namespace hp {
 
+namespace {
+
+std::string counts(const std::vector<int64_t>& v) { return nlohmann::json(v).dump(); }
+
+// Built before anything is written (a model or tokenizer GGUF cannot express fails first); the
+// tensors are made as the file is written.
+struct GgufOutput {
+  GgufFile file;
+  GgufLayout layout;
+  std::string dtype;
+};
+
+GgufOutput prepare_gguf(TransformerImpl& model, const std::map<std::string, std::string>& files,
+                        const std::string& checkpoint, const std::string& dtype) {
+  check_gguf_family(model.config());  // before the tokenizer is looked at
+  GgufOutput g;
+  g.file = to_gguf(model, gguf_vocab(files, checkpoint), parse_gguf_dtype(dtype), display_path(checkpoint), &g.layout);
+  g.dtype = dtype;
+  return g;
+}
+
+std::string write_gguf_output(const OutputFile& out, const GgufOutput& g, const std::string& checkpoint) {
+  check_output_file(out, {{checkpoint, "the model"}});
+  write_file_atomic(out.path, [&](std::ostream& o) { write_gguf(o, g.file); });
+  std::string line = "wrote " + out.path + " (gguf " + g.layout.arch + ", " + g.dtype + ": query heads per layer " +
+                     counts(g.layout.n_head) + ", key/value heads " + counts(g.layout.n_head_kv);
+  if (!g.layout.stand_in_layers.empty()) line += "; layer 0 keeps a zero stand-in head (llama.cpp reads the head size from it)";
+  return line + ")\n";
+}
+
+}  // namespace
+
 std::string run_export(const ExportRequest& req) {
-  if (req.hf_dir.empty() && req.native_dir.empty()) throw std::invalid_argument("export: give --hf DIR and/or --native DIR");
-  check_outputs_apart({{req.hf_dir, "--hf"}, {req.native_dir, "--native"}}, {{req.checkpoint, "the model"}});  // before loading
+  if (req.hf_dir.empty() && req.native_dir.empty() && req.gguf_path.empty())
+    throw std::invalid_argument("export: give --hf DIR, --native DIR and/or --gguf FILE");
+  check_outputs_apart({{req.hf_dir, "--hf"}, {req.native_dir, "--native"}, {req.gguf_path, "--gguf"}},
+                      {{req.checkpoint, "the model"}});  // before loading
+  std::optional<OutputFile> gguf_out;
+  parse_gguf_dtype(req.gguf_dtype);  // a bad dtype fails before the model is read
+  if (!req.gguf_path.empty()) {
+    gguf_out = OutputFile{req.gguf_path, "--gguf", "a GGUF file", file_head_contains("headprune.exporter"), req.overwrite};
+    check_output_file(*gguf_out, {{req.checkpoint, "the model"}});
+  }
   Transformer model{nullptr};
   nlohmann::json base = nlohmann::json::object();
   if (is_hf_dir(req.checkpoint)) {
@@ -25,6 +67,8 @@ std::string run_export(const ExportRequest& req) {
     model = load_checkpoint(req.checkpoint);
   }
   const auto files = tokenizer_files(req.checkpoint);
+  std::optional<GgufOutput> gguf;
+  if (gguf_out) gguf = prepare_gguf(*model, files, req.checkpoint, req.gguf_dtype);
   std::optional<OutputDir> hf_out, native_out;  // both checked before either is written
   const std::vector<NamedPath> inputs = {{req.checkpoint, "the model"}};
   if (!req.hf_dir.empty()) hf_out.emplace(req.hf_dir, OutputDir::Options{"export-hf", req.overwrite, false, inputs, "--hf"});
@@ -44,6 +88,7 @@ std::string run_export(const ExportRequest& req) {
     out += "wrote " + req.hf_dir + " (" + cfg.at("model_type").get<std::string>() +
            (sliced ? ", pruned_heads " + pruned->dump() : ", dense") + ")\n";
   }
+  if (gguf) out += write_gguf_output(*gguf_out, *gguf, req.checkpoint);
   if (native_out) {
     save_checkpoint(native_out->path(), *model, files);
     native_out->commit();

@@ -1,7 +1,9 @@
 // Checkpoint jobs without data.
 //   run_export  write a (pruned) model in HuggingFace's layout (config.json and model.safetensors
 //               with HF names, pruned heads as v4's pruned_heads or dense and zero: io/hf.h) and/or as
-//               a plain headprune checkpoint; the tokenizer files go along.
+//               a plain headprune checkpoint; the tokenizer files go along. And/or as one GGUF file
+//               for llama.cpp (the LLaMA family; per-layer head counts as arch deci; the tokenizer
+//               inside: io/gguf_model.h, data/gguf_vocab.h).
 //   run_info    a checkpoint's architecture, heads kept per layer and attention type, masked heads.
 #pragma once
 
@@ -19,8 +21,11 @@ struct ExportRequest {
   std::string native_dir;  // "" = no headprune checkpoint
   bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
   HfLayout hf_layout = HfLayout::Auto;
+  std::string gguf_path;    // "" = no GGUF file
+  std::string gguf_dtype = "f32";  // f32, f16 or bf16 (the 2-D weights)
 };
-// One line per directory written ("wrote DIR (gpt2, pruned_heads {...})", "wrote DIR (llama, dense)").
+// One line per output written ("wrote DIR (gpt2, pruned_heads {...})", "wrote DIR (llama, dense)",
+// "wrote FILE (gguf deci, f32: query heads per layer [...], key/value heads [...])").
 std::string run_export(const ExportRequest& req);
 
 // JSON: the config plus n_parameters, heads_per_layer and masked_heads; text: the summary of

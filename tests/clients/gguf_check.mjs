@@ -1,0 +1,90 @@
+// llama.cpp (node-llama-cpp's prebuilt CPU build) against headprune on a GGUF file headprune wrote.
+//
+//   node gguf_check.mjs logprobs MODEL.gguf IO.safetensors
+//     IO: `headprune bench --save-io` of the same model (input_ids [1, T], logits [1, T, V]). llama.cpp
+//     evaluates the same ids (F32 KV cache, flash attention off, 2 threads) and returns the next-token
+//     probabilities over the whole vocabulary at every position; prints one JSON line with the largest
+//     |log p_llama.cpp - log_softmax(headprune's logits)| over every position and token whose
+//     probability is above 1e-30 (float32 log-probabilities of smaller ones are not compared), the
+//     positions, and whether the arg-max agrees everywhere.
+//   node gguf_check.mjs tokenize MODEL.gguf TEXTS_FILE [special]
+//     One JSON line per line of TEXTS_FILE: llama.cpp's token ids for it (no special tokens added;
+//     with `special`, special tokens written in the text are read as such, as HF's tokenizers do).
+import fs from "node:fs";
+import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+
+function readSafetensors(path) {
+  const buf = fs.readFileSync(path);
+  const n = Number(buf.readBigUInt64LE(0));
+  const header = JSON.parse(buf.subarray(8, 8 + n).toString("utf8"));
+  const data = 8 + n;
+  const out = {};
+  for (const [name, t] of Object.entries(header)) {
+    if (name === "__metadata__") continue;
+    const [a, b] = t.data_offsets;
+    const bytes = buf.subarray(data + a, data + b);
+    const copy = new Uint8Array(bytes).buffer;  // aligned
+    if (t.dtype === "F32") out[name] = {shape: t.shape, data: new Float32Array(copy)};
+    else if (t.dtype === "I64") out[name] = {shape: t.shape, data: Array.from(new BigInt64Array(copy), Number)};
+    else throw new Error(`${path}: tensor ${name} has dtype ${t.dtype} (F32 or I64 read)`);
+  }
+  return out;
+}
+
+async function open(modelPath, contextSize) {
+  const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: 2});
+  const model = await llama.loadModel({modelPath, gpuLayers: 0});
+  const context = contextSize ? await model.createContext({
+    contextSize, threads: 2, flashAttention: false,
+    experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
+  }) : null;
+  return {llama, model, context};
+}
+
+async function logprobs(modelPath, ioPath) {
+  const io = readSafetensors(ioPath);
+  const [B, T, V] = io.logits.shape;
+  if (B !== 1) throw new Error(`${ioPath}: batch ${B}; save the io at batch 1`);
+  const ids = io.input_ids.data.slice(0, T);
+  const {model, context} = await open(modelPath, Math.max(256, T));
+  const seq = context.getSequence();
+  const opts = {probabilities: true, options: {temperature: 1, topK: 0, topP: 1, minP: 0}};
+  const res = await seq.controlledEvaluate(ids.map((t) => [t, {generateNext: opts}]));
+  let maxDiff = 0, argmaxAgree = true, compared = 0, worst = null;
+  for (let t = 0; t < T; ++t) {
+    const probs = res[t]?.next?.probabilities;
+    if (!probs) throw new Error(`no probabilities at position ${t}`);
+    const row = io.logits.data.subarray(t * V, (t + 1) * V);
+    let m = -Infinity, arg = 0;
+    for (let v = 0; v < V; ++v) if (row[v] > m) m = row[v], arg = v;
+    let z = 0;
+    for (let v = 0; v < V; ++v) z += Math.exp(row[v] - m);
+    const lse = m + Math.log(z);
+    const top = probs.entries().next().value[0];
+    if (top !== arg) argmaxAgree = false;
+    for (const [tok, p] of probs) {
+      if (!(p > 1e-30)) continue;
+      const d = Math.abs(Math.log(p) - (row[tok] - lse));
+      ++compared;
+      if (d > maxDiff) maxDiff = d, worst = {position: t, token: tok};
+    }
+  }
+  console.log(JSON.stringify({positions: T, vocabulary: V, compared, max_abs_logprob_diff: maxDiff, worst,
+                              argmax_agree: argmaxAgree}));
+}
+
+async function tokenize(modelPath, textsPath, special) {
+  const {model} = await open(modelPath, 0);
+  const lines = fs.readFileSync(textsPath, "utf8").split("\n");
+  if (lines.length && lines[lines.length - 1] === "") lines.pop();
+  for (const line of lines) console.log(JSON.stringify(Array.from(model.tokenize(line, special === "special"))));
+}
+
+const [mode, ...args] = process.argv.slice(2);
+if (mode === "logprobs") await logprobs(...args);
+else if (mode === "tokenize") await tokenize(...args);
+else {
+  console.error("usage: gguf_check.mjs logprobs MODEL.gguf IO.safetensors | tokenize MODEL.gguf TEXTS");
+  process.exit(2);
+}
+process.exit(0);
