@@ -22,7 +22,7 @@ void register_info(CLI::App& app, Context& ctx) {
 
   auto e = std::make_shared<ExportRequest>();
   auto* ex = app.add_subcommand("export", "Write a model in HuggingFace's layout (" + hf_families_summary() +
-                                                  "), as GGUF for llama.cpp and/or natively");
+                                                  "), as GGUF for llama.cpp, as ONNX and/or natively");
   ex->add_option("checkpoint", e->checkpoint, "headprune checkpoint or HF directory")->required();
   ex->add_option("--hf", e->hf_dir, "HF output directory (config.json, model.safetensors)");
   add_parsed(ex, "--hf-layout", e->hf_layout, parse_hf_layout,
@@ -36,6 +36,13 @@ void register_info(CLI::App& app, Context& ctx) {
                  "inside)");
   ex->add_option("--dtype", e->gguf_dtype, "GGUF weights: f32, f16 or bf16 (norms and biases stay f32)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  ex->add_option("--onnx", e->onnx_path,
+                 "ONNX file (encoder classifiers and decoder LMs, per-layer heads, dynamic batch and length)");
+  ex->add_option("--onnx-attention", e->onnx_attention,
+                 "auto (ONNX Runtime's fused com.microsoft Attention where a layer allows it, else standard ops), "
+                 "fused (refused where a layer does not allow it) or standard (default-domain ops only: any ONNX runtime)")
+      ->check(CLI::IsMember({"auto", "fused", "standard"}))
       ->capture_default_str();
   ex->add_flag("--overwrite", e->overwrite, "replace non-empty output directories as a whole (refused without it)");
   ex->callback([&ctx, e] {

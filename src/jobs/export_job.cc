@@ -11,6 +11,8 @@
 #include "headprune/io/outputs.h"
 #include "headprune/io/gguf_model.h"
 #include "headprune/io/hf.h"
+#include "headprune/io/onnx_model.h"
+#include "headprune/version.h"
 
 namespace hp {
 
@@ -44,15 +46,33 @@ std::string write_gguf_output(const OutputFile& out, const GgufOutput& g, const 
   return line + ")\n";
 }
 
+std::string write_onnx_output(const OutputFile& out, const OnnxExport& e, const ModelConfig& cfg,
+                              const std::string& checkpoint) {
+  check_output_file(out, {{checkpoint, "the model"}});
+  write_file_atomic(out.path, [&](std::ostream& o) {
+    e.graph.write(o, "headprune", {{"headprune.exporter", std::string("headprune ") + HP_VERSION_STRING},
+                                   {"headprune.arch", to_string(cfg.arch)}});
+  });
+  return "wrote " + out.path + " (onnx, " + to_string(cfg.arch) + ": " + std::to_string(e.fused_layers) +
+         " layers as ONNX Runtime's fused Attention, " + std::to_string(e.standard_layers) + " in standard ops, " +
+         std::to_string(e.empty_layers) + " without heads)\n";
+}
+
 }  // namespace
 
 std::string run_export(const ExportRequest& req) {
-  if (req.hf_dir.empty() && req.native_dir.empty() && req.gguf_path.empty())
-    throw std::invalid_argument("export: give --hf DIR, --native DIR and/or --gguf FILE");
-  check_outputs_apart({{req.hf_dir, "--hf"}, {req.native_dir, "--native"}, {req.gguf_path, "--gguf"}},
+  if (req.hf_dir.empty() && req.native_dir.empty() && req.gguf_path.empty() && req.onnx_path.empty())
+    throw std::invalid_argument("export: give --hf DIR, --native DIR, --gguf FILE and/or --onnx FILE");
+  check_outputs_apart({{req.hf_dir, "--hf"}, {req.native_dir, "--native"}, {req.gguf_path, "--gguf"}, {req.onnx_path, "--onnx"}},
                       {{req.checkpoint, "the model"}});  // before loading
   std::optional<OutputFile> gguf_out;
-  parse_gguf_dtype(req.gguf_dtype);  // a bad dtype fails before the model is read
+  parse_gguf_dtype(req.gguf_dtype);  // bad options fail before the model is read
+  const auto onnx_attention = parse_onnx_attention(req.onnx_attention);
+  std::optional<OutputFile> onnx_out;
+  if (!req.onnx_path.empty()) {
+    onnx_out = OutputFile{req.onnx_path, "--onnx", "an ONNX file", file_head_contains("headprune"), req.overwrite};
+    check_output_file(*onnx_out, {{req.checkpoint, "the model"}});
+  }
   if (!req.gguf_path.empty()) {
     gguf_out = OutputFile{req.gguf_path, "--gguf", "a GGUF file", file_head_contains("headprune.exporter"), req.overwrite};
     check_output_file(*gguf_out, {{req.checkpoint, "the model"}});
@@ -69,6 +89,8 @@ std::string run_export(const ExportRequest& req) {
   const auto files = tokenizer_files(req.checkpoint);
   std::optional<GgufOutput> gguf;
   if (gguf_out) gguf = prepare_gguf(*model, files, req.checkpoint, req.gguf_dtype);
+  std::optional<OnnxExport> onnx;
+  if (onnx_out) onnx = to_onnx(*model, onnx_attention);
   std::optional<OutputDir> hf_out, native_out;  // both checked before either is written
   const std::vector<NamedPath> inputs = {{req.checkpoint, "the model"}};
   if (!req.hf_dir.empty()) hf_out.emplace(req.hf_dir, OutputDir::Options{"export-hf", req.overwrite, false, inputs, "--hf"});
@@ -89,6 +111,7 @@ std::string run_export(const ExportRequest& req) {
            (sliced ? ", pruned_heads " + pruned->dump() : ", dense") + ")\n";
   }
   if (gguf) out += write_gguf_output(*gguf_out, *gguf, req.checkpoint);
+  if (onnx) out += write_onnx_output(*onnx_out, *onnx, model->config(), req.checkpoint);
   if (native_out) {
     save_checkpoint(native_out->path(), *model, files);
     native_out->commit();

@@ -113,6 +113,10 @@ void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bo
 
 EvalSet JobInputs::load_split(const std::string& split, int64_t max_examples) const {
   if (!data_.calibration.empty()) {
+    // Calibration text is a language-modelling stream: nothing there says a class or a translation.
+    if (config().arch != Arch::DecoderLM)
+      throw std::invalid_argument("--calibration gives unlabelled token blocks for decoder LMs; this model is an " +
+                                  to_string(config().arch) + ": give a data config (--config) or the synthetic task");
     EvalSet s;
     s.name = data_.calibration == "random" ? "random calibration ids" : "calibration text " + data_.calibration;
     s.examples = calibration_blocks(loaded.tokenizer, data_.calibration, config().vocab_size, data_.calibration_length,

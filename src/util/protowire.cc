@@ -85,4 +85,48 @@ void ProtoReader::skip() {
   }
 }
 
+// ---- writing ----
+
+namespace {
+void append_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+}  // namespace
+
+void ProtoWriter::raw_varint(uint64_t v) { append_varint(out_, v); }
+
+void ProtoWriter::varint(uint32_t field, uint64_t v) {
+  raw_varint(static_cast<uint64_t>(field) << 3);
+  raw_varint(v);
+}
+
+void ProtoWriter::float32(uint32_t field, float v) {
+  raw_varint((static_cast<uint64_t>(field) << 3) | 5);
+  char b[4];
+  std::memcpy(b, &v, 4);  // little-endian hosts only (x86-64, aarch64), as everything here
+  out_.append(b, 4);
+}
+
+void ProtoWriter::bytes(uint32_t field, std::string_view b) {
+  out_ += header(field, b.size());
+  out_.append(b.data(), b.size());
+}
+
+std::string ProtoWriter::header(uint32_t field, uint64_t length) {
+  std::string h;
+  append_varint(h, (static_cast<uint64_t>(field) << 3) | 2);
+  append_varint(h, length);
+  return h;
+}
+
+size_t ProtoWriter::varint_size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) v >>= 7, ++n;
+  return n;
+}
+
 }  // namespace hp

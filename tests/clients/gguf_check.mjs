@@ -7,6 +7,11 @@
 //     |log p_llama.cpp - log_softmax(headprune's logits)| over every position and token whose
 //     probability is above 1e-30 (float32 log-probabilities of smaller ones are not compared), the
 //     positions, and whether the arg-max agrees everywhere.
+//   node gguf_check.mjs speed MODEL.gguf THREADS PROMPT_LENGTHS NEW_TOKENS REPS
+//     Prompt processing (tokens/s of one evaluation of a prompt of each length, e.g. "128,512") and
+//     decoding (tokens/s of NEW_TOKENS greedy tokens after a 128-token prompt, one evaluation each), the median of REPS runs
+//     each after one untimed run, on a fresh sequence each time (F32 KV cache, flash attention off).
+//     One JSON line.
 //   node gguf_check.mjs tokenize MODEL.gguf TEXTS_FILE [special]
 //     One JSON line per line of TEXTS_FILE: llama.cpp's token ids for it (no special tokens added;
 //     with `special`, special tokens written in the text are read as such, as HF's tokenizers do).
@@ -31,11 +36,11 @@ function readSafetensors(path) {
   return out;
 }
 
-async function open(modelPath, contextSize) {
-  const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: 2});
+async function open(modelPath, contextSize, threads = 2) {
+  const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: threads});
   const model = await llama.loadModel({modelPath, gpuLayers: 0});
   const context = contextSize ? await model.createContext({
-    contextSize, threads: 2, flashAttention: false,
+    contextSize, threads, batchSize: 512, flashAttention: false,
     experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
   }) : null;
   return {llama, model, context};
@@ -80,8 +85,51 @@ async function tokenize(modelPath, textsPath, special) {
   for (const line of lines) console.log(JSON.stringify(Array.from(model.tokenize(line, special === "special"))));
 }
 
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+async function speed(modelPath, threadsArg, lengthsArg, newArg, repsArg) {
+  const threads = Number(threadsArg), lengths = lengthsArg.split(",").map(Number);
+  const newTokens = Number(newArg), reps = Number(repsArg);
+  const {model, context} = await open(modelPath, Math.max(...lengths, 128 + newTokens) + 8, threads);
+  const prompt = (n) => Array.from({length: n}, (_, i) => 300 + ((i * 7919) % 1000));  // ordinary ids
+  const seq = context.getSequence();
+  const out = {threads, prompt: {}, decode: {}};
+  for (const n of lengths) {
+    const times = [];
+    for (let r = 0; r <= reps; ++r) {
+      await seq.clearHistory();
+      const t0 = performance.now();
+      await seq.controlledEvaluate(prompt(n));
+      const dt = (performance.now() - t0) / 1000;
+      if (r > 0) times.push(dt);
+    }
+    out.prompt[n] = {seconds: median(times), tokens_per_s: n / median(times)};
+  }
+  // Decoding token by token, each next token the arg-max of the last (an end-of-generation token does
+  // not stop it: every run decodes exactly newTokens).
+  const times = [];
+  for (let r = 0; r <= reps; ++r) {
+    await seq.clearHistory();
+    await seq.controlledEvaluate(prompt(128));
+    const t0 = performance.now();
+    let tok = prompt(1)[0];
+    for (let k = 0; k < newTokens; ++k) {
+      const res = await seq.controlledEvaluate([[tok, {generateNext: {token: true, options: {temperature: 0}}}]]);
+      tok = res[0].next.token;
+    }
+    const dt = (performance.now() - t0) / 1000;
+    if (r > 0) times.push(dt);
+  }
+  out.decode = {new_tokens: newTokens, after_prompt: 128, seconds: median(times), tokens_per_s: newTokens / median(times)};
+  console.log(JSON.stringify(out));
+}
+
 const [mode, ...args] = process.argv.slice(2);
 if (mode === "logprobs") await logprobs(...args);
+else if (mode === "speed") await speed(...args);
 else if (mode === "tokenize") await tokenize(...args);
 else {
   console.error("usage: gguf_check.mjs logprobs MODEL.gguf IO.safetensors | tokenize MODEL.gguf TEXTS");

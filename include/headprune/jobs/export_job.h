@@ -3,7 +3,9 @@
 //               with HF names, pruned heads as v4's pruned_heads or dense and zero: io/hf.h) and/or as
 //               a plain headprune checkpoint; the tokenizer files go along. And/or as one GGUF file
 //               for llama.cpp (the LLaMA family; per-layer head counts as arch deci; the tokenizer
-//               inside: io/gguf_model.h, data/gguf_vocab.h).
+//               inside: io/gguf_model.h, data/gguf_vocab.h). And/or as one ONNX file (encoder
+//               classifiers and decoder LMs; per-layer heads; ONNX Runtime's fused Attention where it
+//               applies: io/onnx_model.h).
 //   run_info    a checkpoint's architecture, heads kept per layer and attention type, masked heads.
 #pragma once
 
@@ -23,6 +25,8 @@ struct ExportRequest {
   HfLayout hf_layout = HfLayout::Auto;
   std::string gguf_path;    // "" = no GGUF file
   std::string gguf_dtype = "f32";  // f32, f16 or bf16 (the 2-D weights)
+  std::string onnx_path;    // "" = no ONNX file
+  std::string onnx_attention = "auto";  // auto, fused or standard (io/onnx_model.h)
 };
 // One line per output written ("wrote DIR (gpt2, pruned_heads {...})", "wrote DIR (llama, dense)",
 // "wrote FILE (gguf deci, f32: query heads per layer [...], key/value heads [...])").

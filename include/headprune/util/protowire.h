@@ -1,5 +1,6 @@
 // Protocol Buffers' wire format, read field by field: enough to take apart a message whose schema the
-// caller knows (SentencePiece's ModelProto: data/sentencepiece.h). No protobuf library: Debian's
+// caller knows (SentencePiece's ModelProto: data/sentencepiece.h), and written field by field (ONNX
+// models: io/onnx.h). No protobuf library: Debian's
 // libprotobuf clashes with the copy inside LibTorch. Every read is bounds-checked; a truncated or
 // malformed message is std::runtime_error "WHAT: byte N: PROBLEM". Plain C++ (no LibTorch).
 #pragma once
@@ -7,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hp {
 
@@ -43,6 +45,27 @@ class ProtoReader {
   size_t pos_ = 0;
   uint32_t field_ = 0;
   Wire wire_ = Wire::Varint;
+};
+
+// Appends fields to a message held in memory. A large embedded message can instead be streamed by the
+// caller: its tag and length (header()) then its bytes, the length computed beforehand (the sizes
+// below say how many bytes each field takes).
+class ProtoWriter {
+ public:
+  void varint(uint32_t field, uint64_t v);
+  void int_value(uint32_t field, int64_t v) { varint(field, static_cast<uint64_t>(v)); }
+  void float32(uint32_t field, float v);
+  void bytes(uint32_t field, std::string_view b);  // a string, bytes or an embedded message
+  void message(uint32_t field, const ProtoWriter& m) { bytes(field, m.data()); }
+  const std::string& data() const { return out_; }
+
+  // The tag and length prefix of a length-delimited field of `length` bytes.
+  static std::string header(uint32_t field, uint64_t length);
+  static size_t varint_size(uint64_t v);
+
+ private:
+  void raw_varint(uint64_t v);
+  std::string out_;
 };
 
 }  // namespace hp

@@ -1,0 +1,39 @@
+// A (pruned) single-stack model as an ONNX graph (io/onnx.h is the container): BERT-style encoder
+// classifiers (inputs input_ids, attention_mask and, with segments, token_type_ids; output logits
+// [batch, classes]) and decoder LMs, GPT-style or of the LLaMA family (output logits [batch, sequence,
+// vocabulary] of the whole sequence, no KV cache). Batch and sequence are dynamic; int64 inputs, float32
+// weights and logits. Every layer keeps its own head count: a pruned layer is simply smaller, an emptied
+// one has no attention at all (its output projection's bias, if any, is added), masked heads are
+// removed first.
+//
+// Attention, per layer:
+//   fused     ONNX Runtime's com.microsoft Attention op (one node with the layer's own num_heads; the
+//             q/k/v weights concatenated) where it computes what the layer does: encoder layers without
+//             rotary positions, per-head norms or grouped key/value heads. Nothing else runs it, and
+//             ONNX Runtime's own BERT fusion does not recognise a layer whose head count differs from
+//             the config's, so this is what makes pruned layers fast there;
+//   standard  default-domain ops only (MatMul, Softmax, ...), for any ONNX runtime; grouped-query
+//             attention gathers each query head's key/value head (uneven groups included), rotary
+//             positions rotate halves from cos/sin tables.
+// Auto is fused wherever it applies. Encoder-decoders and relative positions (T5) are
+// std::invalid_argument, as is partial rotary (Phi-3).
+#pragma once
+
+#include <string>
+
+#include "headprune/io/onnx.h"
+#include "headprune/model/transformer.h"
+
+namespace hp {
+
+enum class OnnxAttention { Auto, Fused, Standard };
+OnnxAttention parse_onnx_attention(const std::string& s);  // "auto", "fused", "standard"
+
+struct OnnxExport {
+  OnnxGraph graph;
+  size_t fused_layers = 0, standard_layers = 0, empty_layers = 0;
+};
+
+OnnxExport to_onnx(TransformerImpl& model, OnnxAttention attention = OnnxAttention::Auto);
+
+}  // namespace hp
