@@ -6,6 +6,8 @@
 //     against headprune's; `padding`: the largest difference between a row and the same row with
 //     masked padding appended (its first positions' logits must not move: the mask is honoured); and
 //     the op types of the graph ONNX Runtime optimized (e.g. how many fused Attention nodes remain).
+//   node onnx_check.mjs ops MODEL.onnx
+//     The op types of the file's graph and of the graph ONNX Runtime makes of it; one JSON line.
 //   node onnx_check.mjs speed MODEL.onnx BATCH LENGTH REPS THREADS
 //     Median seconds of REPS runs (after two untimed) on random ids; one JSON line.
 import fs from "node:fs";
@@ -119,8 +121,15 @@ async function speed(modelPath, batch, length, reps, threads) {
   console.log(JSON.stringify({batch: B, length: T, threads: Number(threads), seconds: times[Math.floor(times.length / 2)]}));
 }
 
+async function ops(modelPath) {
+  const optimized = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "onnx-ops-")), "optimized.onnx");
+  await session(modelPath, 2, optimized);
+  console.log(JSON.stringify({ops: opTypes(modelPath), optimized_ops: opTypes(optimized)}));
+}
+
 const [mode, ...args] = process.argv.slice(2);
 if (mode === "logits") await logits(...args);
+else if (mode === "ops") await ops(...args);
 else if (mode === "speed") await speed(...args);
 else {
   console.error("usage: onnx_check.mjs logits MODEL.onnx IO.safetensors | speed MODEL.onnx BATCH LENGTH REPS THREADS");
