@@ -17,24 +17,7 @@
 //     with `special`, special tokens written in the text are read as such, as HF's tokenizers do).
 import fs from "node:fs";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
-
-function readSafetensors(path) {
-  const buf = fs.readFileSync(path);
-  const n = Number(buf.readBigUInt64LE(0));
-  const header = JSON.parse(buf.subarray(8, 8 + n).toString("utf8"));
-  const data = 8 + n;
-  const out = {};
-  for (const [name, t] of Object.entries(header)) {
-    if (name === "__metadata__") continue;
-    const [a, b] = t.data_offsets;
-    const bytes = buf.subarray(data + a, data + b);
-    const copy = new Uint8Array(bytes).buffer;  // aligned
-    if (t.dtype === "F32") out[name] = {shape: t.shape, data: new Float32Array(copy)};
-    else if (t.dtype === "I64") out[name] = {shape: t.shape, data: Array.from(new BigInt64Array(copy), Number)};
-    else throw new Error(`${path}: tensor ${name} has dtype ${t.dtype} (F32 or I64 read)`);
-  }
-  return out;
-}
+import {readSafetensors} from "./safetensors.mjs";
 
 async function open(modelPath, contextSize, threads = 2) {
   const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: threads});
@@ -50,7 +33,7 @@ async function logprobs(modelPath, ioPath) {
   const io = readSafetensors(ioPath);
   const [B, T, V] = io.logits.shape;
   if (B !== 1) throw new Error(`${ioPath}: batch ${B}; save the io at batch 1`);
-  const ids = io.input_ids.data.slice(0, T);
+  const ids = Array.from(io.input_ids.data.slice(0, T), Number);
   const {model, context} = await open(modelPath, Math.max(256, T));
   const seq = context.getSequence();
   const opts = {probabilities: true, options: {temperature: 1, topK: 0, topP: 1, minP: 0}};

@@ -14,22 +14,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import ort from "onnxruntime-node";
-
-function readSafetensors(file) {
-  const buf = fs.readFileSync(file);
-  const n = Number(buf.readBigUInt64LE(0));
-  const header = JSON.parse(buf.subarray(8, 8 + n).toString("utf8"));
-  const out = {};
-  for (const [name, t] of Object.entries(header)) {
-    if (name === "__metadata__") continue;
-    const [a, b] = t.data_offsets;
-    const copy = new Uint8Array(buf.subarray(8 + n + a, 8 + n + b)).buffer;
-    if (t.dtype === "F32") out[name] = {shape: t.shape, data: new Float32Array(copy)};
-    else if (t.dtype === "I64") out[name] = {shape: t.shape, data: new BigInt64Array(copy)};
-    else throw new Error(`${file}: tensor ${name} has dtype ${t.dtype}`);
-  }
-  return out;
-}
+import {readSafetensors} from "./safetensors.mjs";
 
 // The op types of an ONNX file's graph (ModelProto.graph = 7, GraphProto.node = 1, NodeProto.op_type = 4).
 function opTypes(file) {
