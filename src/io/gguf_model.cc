@@ -39,13 +39,15 @@ namespace {
 struct LayerHeads {
   int64_t n_head = 0, n_kv = 0;
   std::vector<int64_t> repeat;  // per kept key/value head
-  bool stand_in = false;        // a zero head for a layer 0 that keeps none
+  bool stand_in = false;        // a zero head for an emptied layer that llama.cpp must not skip
 };
 
+// An emptied layer gets a stand-in head when it is layer 0 (llama.cpp reads the head size there) or when
+// its output projection has a bias (deci skips an empty layer's attention, bias and all).
 LayerHeads layer_heads(const HeadGeometry& g, int64_t layer) {
   LayerHeads h;
   if (g.heads.empty()) {
-    if (layer == 0) h.n_head = h.n_kv = 1, h.stand_in = true;
+    if (layer == 0 || g.o_bias) h.n_head = h.n_kv = 1, h.stand_in = true;
     return h;
   }
   std::vector<int64_t> count(static_cast<size_t>(g.n_kv_heads_kept()), 0);

@@ -42,7 +42,9 @@ std::string write_gguf_output(const OutputFile& out, const GgufOutput& g, const 
   write_file_atomic(out.path, [&](std::ostream& o) { write_gguf(o, g.file); });
   std::string line = "wrote " + out.path + " (gguf " + g.layout.arch + ", " + g.dtype + ": query heads per layer " +
                      counts(g.layout.n_head) + ", key/value heads " + counts(g.layout.n_head_kv);
-  if (!g.layout.stand_in_layers.empty()) line += "; layer 0 keeps a zero stand-in head (llama.cpp reads the head size from it)";
+  if (!g.layout.stand_in_layers.empty())
+    line += "; emptied layers " + counts(g.layout.stand_in_layers) + " keep a zero stand-in head (layer 0: llama.cpp reads "
+            "the head size there; others: their output bias)";
   return line + ")\n";
 }
 

@@ -56,12 +56,19 @@ logprobs llama llama llama.gguf 1e-4
 heads=$(/usr/bin/python3 -c "print(','.join([f'decoder_self:{l}:{h}' for l in (0, 3) for h in range(8)] + ['decoder_self:1:1', 'decoder_self:1:2', 'decoder_self:1:5', 'decoder_self:2:2', 'decoder_self:2:3']))")
 hp prune llama --strategy manual --heads "$heads" --calibration random --out pruned > /dev/null
 hp export pruned/model --gguf pruned.gguf | tee export.txt
-grep -q "gguf deci, f32: query heads per layer \[1,5,6,0\], key/value heads \[1,5,3,0\]; layer 0 keeps a zero stand-in head" export.txt
+grep -q "gguf deci, f32: query heads per layer \[1,5,6,0\], key/value heads \[1,5,3,0\]; emptied layers \[0\] keep a zero stand-in head" export.txt
 logprobs pruned pruned/model pruned.gguf 1e-4
 # The same heads masked, not removed: the file is the removed model's.
 hp prune llama --strategy manual --heads "$heads" --calibration random --mask-only --out masked > /dev/null
 hp export masked/model --gguf masked.gguf > /dev/null
 logprobs masked masked/model masked.gguf 1e-4
+# With attention biases an emptied layer still adds its output bias: a stand-in head carries it.
+make_model biased "$tokdir/mistral-7b-v0.1" '{"attention_bias": true, "mlp_bias": true, "seed": 11}'
+hp prune biased --strategy manual --heads decoder_self:2:0,decoder_self:2:1,decoder_self:2:2,decoder_self:2:3,decoder_self:2:4,decoder_self:2:5,decoder_self:2:6,decoder_self:2:7 \
+  --calibration random --out biased_pruned > /dev/null
+hp export biased_pruned/model --gguf biased.gguf | tee export.txt
+grep -q "query heads per layer \[8,8,1,8\].*emptied layers \[2\] keep a zero stand-in head" export.txt
+logprobs biased biased_pruned/model biased.gguf 1e-4
 # F16 and BF16 weights load and run (compared loosely: the weights are rounded).
 hp export pruned/model --gguf pruned_bf16.gguf --dtype bf16 | grep -q "gguf deci, bf16"
 hp export pruned/model --gguf pruned_f16.gguf --dtype f16 | grep -q "gguf deci, f16"

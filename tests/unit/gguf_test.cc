@@ -178,6 +178,18 @@ TEST(GgufModel, UnevenLayersAreDeciWithRepeatedGroupsAndAStandIn) {
   const auto f2 = to_gguf(*emptied, tiny_vocab(100), torch::kFloat32, "tiny", &layout);
   EXPECT_EQ(layout.n_head, (std::vector<int64_t>{4, 4, 0}));
   for (const auto& t : f2.tensors) EXPECT_EQ(t.name.rfind("blk.2.attn", 0), std::string::npos) << t.name;
+  // With an output bias, an emptied layer keeps a stand-in (deci would skip the bias with its attention).
+  ModelConfig biased = cfg;
+  biased.o_bias = biased.qkv_bias = true;
+  auto with_bias = test::make_model(biased);
+  auto emptied_bias = remove_heads(*with_bias, {{AttnType::DecoderSelf, 2, 0}, {AttnType::DecoderSelf, 2, 1},
+                                                {AttnType::DecoderSelf, 2, 2}, {AttnType::DecoderSelf, 2, 3}});
+  const auto f3 = to_gguf(*emptied_bias, tiny_vocab(100), torch::kFloat32, "tiny", &layout);
+  EXPECT_EQ(layout.n_head, (std::vector<int64_t>{4, 4, 1}));
+  EXPECT_EQ(layout.stand_in_layers, (std::vector<int64_t>{2}));
+  bool bias_written = false;
+  for (const auto& t : f3.tensors) bias_written = bias_written || t.name == "blk.2.attn_output.bias";
+  EXPECT_TRUE(bias_written);
   // Masked heads are written removed: the same layout as the pruned model.
   model->mask_heads(drop);
   to_gguf(*model, tiny_vocab(100), torch::kFloat32, "tiny", &layout);

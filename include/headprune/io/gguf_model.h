@@ -7,8 +7,9 @@
 //   - a key/value head serving c query heads where another serves c' is repeated (c / gcd) times, so
 //     every group has gcd(c, c', ...) heads: exact, the repeated heads read the same keys and values;
 //   - a layer that keeps no head has no attention tensors at all (deci skips its attention), except
-//     layer 0, from which llama.cpp reads the head size: it keeps one stand-in head whose value and
-//     output weights are zero (it adds exactly nothing);
+//     layer 0, from which llama.cpp reads the head size, and a layer whose output projection has a bias
+//     (which the model still adds): those keep one stand-in head whose value and output weights are
+//     zero (it adds exactly nothing but that bias);
 //   - q and k rows permuted per head from HF's rotate-half layout to llama.cpp's interleaved pairs,
 //     as llama.cpp's own converter does for `llama` (qwen2 and qwen3 rotate halves: not permuted).
 // Qwen3's q_norm / k_norm and partial rotary (Phi-3) have no `deci` form: such a model with uneven
@@ -44,7 +45,7 @@ struct GgufVocab {
 struct GgufLayout {
   std::string arch;
   std::vector<int64_t> n_head, n_head_kv;  // per layer, as written (after group equalization)
-  std::vector<int64_t> stand_in_layers;    // layers given a zero stand-in head (layer 0 only)
+  std::vector<int64_t> stand_in_layers;    // emptied layers given a zero stand-in head
 };
 
 // The file's metadata and tensors (each made when written); `dtype` float32, float16 or bfloat16.
