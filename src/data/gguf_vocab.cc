@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/data/sentencepiece.h"
+#include "headprune/data/tokenizer.h"
 #include "headprune/io/files.h"
 
 namespace hp {
@@ -147,6 +148,7 @@ GgufVocab from_tokenizer_json(const std::string& bytes, const std::string& path)
   const auto j = parse_json(bytes, path);
   GgufVocab v;
   if (j.value("type", "") == "headprune-bpe") {  // headprune's own: specials 0..3, characters, merge results
+    Tokenizer::from_serialized(bytes, path);       // checked as headprune loads it (errors name the file)
     v.model = "llama";
     const auto& vocab = j.at("vocab");
     const auto n_merges = static_cast<int64_t>(j.at("merges").size());

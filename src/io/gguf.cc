@@ -112,12 +112,6 @@ void pad_to(std::ostream& out, uint64_t& at, uint64_t alignment) {
 
 uint64_t padded(uint64_t n, uint64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
-uint64_t tensor_bytes(const LazyTensor& t) {
-  uint64_t n = torch::elementSize(t.dtype);
-  for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
 // ---- reading ----
 
 class Reader {
@@ -282,23 +276,13 @@ void write_gguf(std::ostream& out, const GgufFile& file) {
       for (auto d = t.data.shape.rbegin(); d != t.data.shape.rend(); ++d) put<uint64_t>(out, static_cast<uint64_t>(*d));
       put<uint32_t>(out, static_cast<uint32_t>(ggml_type_of(t.data.dtype)));
       put<uint64_t>(out, offset);
-      offset = padded(offset + tensor_bytes(t.data), file.alignment);
+      offset = padded(offset + t.data.nbytes(), file.alignment);
     }
   });
   pad_to(out, at, file.alignment);
   for (const auto& t : file.tensors) {
-    const torch::Tensor x = t.data.make().detach().to(torch::kCPU).contiguous();
-    if (x.scalar_type() != t.data.dtype || x.sizes().vec() != t.data.shape)
-      throw std::logic_error("GGUF writer: tensor '" + t.name + "' is not of its declared dtype and shape");
-    const char* p = static_cast<const char*>(x.data_ptr());
-    uint64_t left = tensor_bytes(t.data);
-    at += left;
-    while (left > 0 && out) {  // pieces of at most 1 GiB (a stream's write takes a signed size)
-      const uint64_t k = std::min<uint64_t>(left, 1ull << 30);
-      out.write(p, static_cast<std::streamsize>(k));
-      p += k;
-      left -= k;
-    }
+    t.data.write_to(out, t.name);
+    at += t.data.nbytes();
     pad_to(out, at, file.alignment);
   }
 }

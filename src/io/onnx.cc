@@ -36,12 +36,6 @@ OnnxType onnx_type_of(torch::ScalarType t) {
   }
 }
 
-uint64_t nbytes(const LazyTensor& t) {
-  uint64_t n = torch::elementSize(t.dtype);
-  for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
 std::string value_info(const std::string& name, OnnxType type, const std::vector<OnnxGraph::Dim>& shape) {
   ProtoWriter s;
   for (const auto& d : shape) {
@@ -160,7 +154,7 @@ size_t OnnxGraph::count(const std::string& op) const {
 
 uint64_t OnnxGraph::initializer_bytes() const {
   uint64_t n = 0;
-  for (const auto& i : inits_) n += nbytes(i.data);
+  for (const auto& i : inits_) n += i.data.nbytes();
   return n;
 }
 
@@ -176,7 +170,7 @@ void OnnxGraph::write(std::ostream& out, const std::string& graph_name,
   uint64_t graph = small.data().size();
   for (const auto& i : inits_) {
     heads.push_back(tensor_head(i.name, i.data));
-    graph += field_size(heads.back().size() + field_size(nbytes(i.data)));
+    graph += field_size(heads.back().size() + field_size(i.data.nbytes()));
   }
   ProtoWriter model;
   model.int_value(kModelIrVersion, 8);
@@ -202,13 +196,10 @@ void OnnxGraph::write(std::ostream& out, const std::string& graph_name,
   out << model.data() << ProtoWriter::header(kModelGraph, graph) << small.data();
   for (size_t k = 0; k < inits_.size(); ++k) {
     const auto& i = inits_[k];
-    const uint64_t raw = nbytes(i.data);
+    const uint64_t raw = i.data.nbytes();
     out << ProtoWriter::header(kGraphInitializer, heads[k].size() + field_size(raw)) << heads[k]
         << ProtoWriter::header(kTensorRaw, raw);
-    const torch::Tensor t = i.data.make().detach().to(torch::kCPU).contiguous();
-    if (t.scalar_type() != i.data.dtype || t.sizes().vec() != i.data.shape)
-      throw std::logic_error("ONNX writer: initializer '" + i.name + "' is not of its declared dtype and shape");
-    out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(raw));
+    i.data.write_to(out, i.name);
   }
 }
 

@@ -119,9 +119,9 @@ class Builder {
 
   std::string embed(const std::string& stack, bool encoder) {
     auto x = g_.node("Gather", {weight(stack + ".embed_tokens.weight"), "input_ids"});
+    const auto one = g_.constant(torch::tensor(int64_t{1}), "one");
     positions_ = g_.node("Range", {g_.constant(torch::tensor(int64_t{0}), "zero"),
-                                   g_.node("Gather", {g_.node("Shape", {std::string("input_ids")}), g_.constant(torch::tensor(int64_t{1}), "one")}),
-                                   g_.constant(torch::tensor(int64_t{1}), "one")});
+                                   g_.node("Gather", {g_.node("Shape", {std::string("input_ids")}), one}), one});
     if (has(stack + ".embed_positions.weight"))
       x = g_.node("Add", {x, g_.node("Gather", {weight(stack + ".embed_positions.weight"), positions_})});
     if (encoder && has(stack + ".embed_segments.weight"))

@@ -296,12 +296,29 @@ LazyTensor LazyTensor::of(const torch::Tensor& t) {
   return {held.scalar_type(), held.sizes().vec(), [held] { return held; }};
 }
 
-namespace {
-uint64_t nbytes_of(const LazyTensor& t) {
-  uint64_t n = c10::elementSize(t.dtype);
-  for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+uint64_t LazyTensor::nbytes() const {
+  uint64_t n = c10::elementSize(dtype);
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
   return n;
 }
+
+void LazyTensor::write_to(std::ostream& out, const std::string& name) const {
+  const torch::Tensor t = make().detach().to(torch::kCPU).contiguous();
+  if (t.scalar_type() != dtype || t.sizes().vec() != shape)
+    throw std::logic_error("model file writer: tensor '" + name + "' is not the declared " + c10::toString(dtype) +
+                           " " + shape_str(shape));
+  // In pieces of at most 1 GiB (a stream's write takes a signed size).
+  const char* p = static_cast<const char*>(t.data_ptr());
+  uint64_t left = nbytes();
+  while (left > 0 && out) {
+    const uint64_t k = std::min<uint64_t>(left, 1ull << 30);
+    out.write(p, static_cast<std::streamsize>(k));
+    p += k;
+    left -= k;
+  }
+}
+
+namespace {
 
 // One file: the header, then each tensor's bytes in name order, made one at a time.
 void write_stream(std::ostream& out, const std::map<std::string, LazyTensor>& tensors,
@@ -310,7 +327,7 @@ void write_stream(std::ostream& out, const std::map<std::string, LazyTensor>& te
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {  // std::map: sorted names, deterministic files
-    const uint64_t n = nbytes_of(t);
+    const uint64_t n = t.nbytes();
     header[name] = {{"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
@@ -319,21 +336,7 @@ void write_stream(std::ostream& out, const std::map<std::string, LazyTensor>& te
   const uint64_t hn = h.size();
   out.write(reinterpret_cast<const char*>(&hn), 8);
   out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& [name, lazy] : tensors) {
-    const torch::Tensor t = lazy.make().detach().to(torch::kCPU).contiguous();
-    if (t.scalar_type() != lazy.dtype || t.sizes().vec() != lazy.shape)
-      throw std::logic_error("safetensors writer: tensor '" + name + "' is not the declared " +
-                             safetensors_dtype_name(lazy.dtype) + " " + shape_str(lazy.shape));
-    // In pieces of at most 1 GiB (a stream's write takes a signed size).
-    const char* p = static_cast<const char*>(t.data_ptr());
-    uint64_t left = nbytes_of(lazy);
-    while (left > 0 && out) {
-      const uint64_t k = std::min<uint64_t>(left, 1ull << 30);
-      out.write(p, static_cast<std::streamsize>(k));
-      p += k;
-      left -= k;
-    }
-  }
+  for (const auto& [name, lazy] : tensors) lazy.write_to(out, name);
 }
 
 std::map<std::string, LazyTensor> lazies(const TensorMap& tensors) {
@@ -364,7 +367,7 @@ std::vector<std::string> write_safetensors_sharded(const std::string& dir, const
   std::vector<std::map<std::string, LazyTensor>> shards(1);
   uint64_t in_shard = 0, total = 0;
   for (const auto& [name, t] : tensors) {
-    const uint64_t n = nbytes_of(t);
+    const uint64_t n = t.nbytes();
     if (in_shard > 0 && in_shard + n > max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;

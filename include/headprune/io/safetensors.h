@@ -56,6 +56,11 @@ struct LazyTensor {
   std::vector<int64_t> shape;
   std::function<torch::Tensor()> make;  // must give exactly that dtype and shape
   static LazyTensor of(const torch::Tensor& t);
+  uint64_t nbytes() const;  // from the dtype and shape, nothing made
+  // Makes the tensor, checks it is the declared dtype and shape (std::logic_error naming `name`), and
+  // writes its bytes (in pieces of at most 1 GiB); the tensor is dropped afterwards. Every model-file
+  // writer streams its weights through here (safetensors, GGUF, ONNX).
+  void write_to(std::ostream& out, const std::string& name) const;
 };
 
 std::string serialize_safetensors(const TensorMap& tensors, const std::map<std::string, std::string>& metadata = {});
