@@ -152,6 +152,7 @@ bool MultiHeadAttentionImpl::all_unmasked() {
   auto s = stamp(head_mask);
   if (s != mask_stamp_) {
     all_unmasked_ = head_mask.eq(1).all().item<bool>();
+    open_heads_ = head_mask.ne(0).nonzero().flatten();
     mask_stamp_ = s;
   }
   return all_unmasked_;
@@ -165,7 +166,7 @@ torch::Tensor MultiHeadAttentionImpl::expand_kv(const torch::Tensor& t) {
 
 torch::Tensor MultiHeadAttentionImpl::no_heads_forward(const torch::Tensor& query, const torch::Tensor& key_value,
                                                        torch::Tensor* probs_out, const KVCache* cache, bool static_kv) {
-  const int64_t B = query.size(0), T = query.size(1), C = geometry_.d_model;
+  const int64_t B = query.size(0), T = query.size(1);
   // Every head removed: the block contributes only o_proj's bias; skip all attention work.
   if (probs_out) {
     const int64_t S = (cache && cache->k.defined() && static_kv) ? cache->k.size(2)
@@ -173,9 +174,36 @@ torch::Tensor MultiHeadAttentionImpl::no_heads_forward(const torch::Tensor& quer
                                                                   : key_value.size(1);
     *probs_out = torch::zeros({B, 0, T, S}, query.options());
   }
-  if (!o_proj->bias.defined()) return torch::zeros({B, T, C}, query.options());
-  auto out = o_proj->bias.expand({B, T, C});
-  return out.contiguous();
+  return bias_only(B, T, query.options());
+}
+
+torch::Tensor MultiHeadAttentionImpl::bias_only(int64_t B, int64_t T, const torch::TensorOptions& options) const {
+  const int64_t C = geometry_.d_model;
+  if (!o_proj->bias.defined()) return torch::zeros({B, T, C}, options);
+  return o_proj->bias.expand({B, T, C}).contiguous();
+}
+
+torch::Tensor MultiHeadAttentionImpl::project_out(const torch::Tensor& ctx) {
+  const int64_t B = ctx.size(0), H = ctx.size(1), T = ctx.size(2), D = ctx.size(3);
+  if (!inference_path() || all_unmasked() || head_probe.defined() || open_heads_.numel() == H)
+    return o_proj(ctx.transpose(1, 2).reshape({B, T, H * D}));
+  // Masked heads (entry 0) leave the product, as if removed; the others keep their scaled context.
+  const int64_t open = open_heads_.numel();
+  if (open == 0) return bias_only(B, T, ctx.options());
+  if (open_heads_.device() != ctx.device()) open_heads_ = open_heads_.to(ctx.device());
+  const auto columns = [&] {
+    const int64_t C = o_proj->weight.size(0);
+    return o_proj->weight.view({C, H, D}).index_select(1, open_heads_).reshape({C, open * D});
+  };
+  torch::Tensor w;
+  if (fusion_pays()) {  // small layers keep the selected columns while weights and mask are unchanged
+    std::vector<std::pair<const void*, int64_t>> stamps{stamp(o_proj->weight), mask_stamp_};
+    if (stamps != open_o_.stamps) open_o_ = {std::move(stamps), columns(), {}};
+    w = open_o_.weight;
+  } else {
+    w = columns();
+  }
+  return gemm::linear(ctx.index_select(1, open_heads_).transpose(1, 2).reshape({B, T, open * D}), w, o_proj->bias);
 }
 
 // q [B, H, T, D]; k, v [B, G, S, D] (left undefined when reuse_kv). Inference: one GEMM for Q, K and
@@ -230,6 +258,17 @@ void MultiHeadAttentionImpl::use_cache(KVCache* cache, bool static_kv, bool reus
 // The context [B, H, T, D] of q [B, H, T, D] over k, v [B, H, S, D].
 torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const torch::Tensor& mask, torch::Tensor* probs_out) {
+  if (q.is_cpu() && (q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf)) {
+    // LibTorch 1.13 multiplies small batches of bf16 matrices on the CPU with a kernel that rounds as
+    // it accumulates (and large ones on oneDNN, which rounds once), so a layer's scores depended on
+    // how many heads it had. The core runs in fp32 from the bf16 q, k, v (one layer's activations,
+    // no weights) and its context is rounded once, whatever the head count.
+    const auto dtype = q.scalar_type();
+    auto ctx = attend(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat),
+                      mask.defined() ? mask.to(torch::kFloat) : mask, probs_out);
+    if (probs_out) *probs_out = probs_out->to(dtype);
+    return ctx.to(dtype);
+  }
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   const double scale = geometry_.score_scale();
   torch::Tensor ctx;
@@ -258,7 +297,7 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q, const torch
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key_value,
                                               const torch::Tensor& mask, torch::Tensor* probs_out,
                                               KVCache* cache, bool static_kv, const Rope* rope) {
-  const int64_t B = query.size(0), T = query.size(1), H = n_heads_kept(), D = geometry_.head_dim;
+  const int64_t H = n_heads_kept();
   if (H == 0) return no_heads_forward(query, key_value, probs_out, cache, static_kv);
   const bool reuse_kv = cache && static_kv && cache->k.defined();
   torch::Tensor q, k, v;  // q [B, H, T, D]; k, v [B, G, S, D]
@@ -278,8 +317,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
   if (head_mask.requires_grad() || !all_unmasked()) ctx = ctx * head_mask.to(ctx.scalar_type()).view({1, H, 1, 1});
   if (head_probe.defined()) ctx = lrp::probe(ctx, head_probe);
   if (on_context) on_context(ctx);
-  ctx = ctx.transpose(1, 2).reshape({B, T, H * D});  // [B, T, H*D]
-  return o_proj(ctx);
+  return project_out(ctx);
 }
 
 }  // namespace hp

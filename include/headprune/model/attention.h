@@ -38,7 +38,10 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   // (static_kv) keys/values are computed once and reused. The cache holds the G key/value heads.
   // In eval mode without gradients (and outside LRP) the inference path runs: Q/K/V (or K/V) in
   // one GEMM with concatenated weights (rebuilt whenever a projection changes), and the mask
-  // multiply skipped while every head is unmasked. Results equal the training path up to rounding.
+  // multiply skipped while every head is unmasked; a head whose mask entry is 0 is left out of
+  // o_proj's product instead of entering it as zeros, so that a masked model sums what the model with
+  // those heads removed sums (in bf16 the zero columns changed oneDNN's accumulation enough to flip
+  // the last bit of one output in 4000). Results equal the training path up to rounding.
   // rope (self-attention of rotary models): the new queries and keys are rotated by the tables of
   // their positions before the keys join the cache.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
@@ -73,7 +76,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   bool inference_path() const;
   bool fusion_pays() const;  // fused projection weights are a copy: only for layers of at most 16 MiB
   const Fused& fused(Fused& f, std::vector<const DenseImpl*> parts);
-  bool all_unmasked();
+  bool all_unmasked();  // also refreshes open_heads_ when the mask changed
   torch::Tensor expand_kv(const torch::Tensor& t);  // [B, G, S, D] -> [B, H, S, D]
   // The steps of forward: the output of a layer whose heads are all removed; the projections (q, and
   // k and v unless the cache's are reused); the keys and values with the cache; the attention itself.
@@ -82,12 +85,15 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   void project(const torch::Tensor& query, const torch::Tensor& key_value, bool reuse_kv, torch::Tensor& q,
                torch::Tensor& k, torch::Tensor& v);
   static void use_cache(KVCache* cache, bool static_kv, bool reuse_kv, torch::Tensor& k, torch::Tensor& v);
+  torch::Tensor bias_only(int64_t B, int64_t T, const torch::TensorOptions& options) const;
+  torch::Tensor project_out(const torch::Tensor& ctx);  // o_proj of the context [B, H, T, D]
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& mask,
                        torch::Tensor* probs_out);
 
-  Fused qkv_, kv_;
+  Fused qkv_, kv_, open_o_;  // open_o_: o_proj's columns of the open heads (bias unused)
   std::pair<const void*, int64_t> mask_stamp_{nullptr, -1};
   bool all_unmasked_ = true;
+  torch::Tensor open_heads_;  // [k] positions whose mask entry is not 0
   HeadGeometry geometry_;
   torch::Tensor kv_index_;  // [H] key/value head position of each query head (grouped layers)
   double attention_dropout_;
