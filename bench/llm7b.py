@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -115,17 +114,21 @@ def write_checkpoint(d, cfg, seed=1, tiled=False):
 
 
 def step(name, cmd, log):
-    """Runs one headprune command; its wall time and peak RSS (the child's ru_maxrss)."""
+    """Runs one headprune command; its wall time and peak RSS. The RSS is GNU time's report of its child:
+    a child forked from this Python process (torch loaded, a checkpoint just written) would count this
+    process's resident memory in its own ru_maxrss, which Linux keeps across exec."""
     print(f"[llm7b] {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+    rss_file = log + ".maxrss"
     t0 = time.time()
     with open(log, "w") as out:
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(p.pid, 0)
+        rc = subprocess.call(["/usr/bin/time", "-f", "%M", "-o", rss_file] + cmd, stdout=out, stderr=subprocess.STDOUT)
     wall = time.time() - t0
-    rc = os.waitstatus_to_exitcode(status)
-    rec = {"step": name, "command": cmd, "seconds": round(wall, 2), "peak_rss_bytes": usage.ru_maxrss * 1024,
+    lines = [l for l in open(rss_file).read().split("\n") if l.strip()]
+    rss_kb = int(lines[-1])  # "Command exited with non-zero status N" comes first on failure
+    os.remove(rss_file)
+    rec = {"step": name, "command": cmd, "seconds": round(wall, 2), "peak_rss_bytes": rss_kb * 1024,
            "exit_code": rc, "log": log}
-    print(f"[llm7b] {name}: {wall:.1f} s, peak RSS {usage.ru_maxrss / 2**20:.2f} GiB, exit {rc}", file=sys.stderr,
+    print(f"[llm7b] {name}: {wall:.1f} s, peak RSS {rss_kb / 2**20:.2f} GiB, exit {rc}", file=sys.stderr,
           flush=True)
     if rc != 0:
         print(open(log).read()[-3000:], file=sys.stderr)

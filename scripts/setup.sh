@@ -20,6 +20,7 @@ packages=(
   gnuplot-nox fonts-dejavu-core  # draws the figures of headprune plot / report (SVG, PNG, PDF)
   chromium python3-pil    # tests/e2e/report.sh renders the HTML report headless and checks the screenshot
   python3-sentencepiece   # reference client for SentencePiece .model/.spm files in tests (tests/clients/spm_encode.py)
+  time                    # GNU time: peak RSS of each step in bench/llm7b.py
 )
 
 missing=()

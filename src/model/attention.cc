@@ -258,11 +258,12 @@ void MultiHeadAttentionImpl::use_cache(KVCache* cache, bool static_kv, bool reus
 // The context [B, H, T, D] of q [B, H, T, D] over k, v [B, H, S, D].
 torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const torch::Tensor& mask, torch::Tensor* probs_out) {
-  if (q.is_cpu() && (q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf)) {
-    // LibTorch 1.13 multiplies small batches of bf16 matrices on the CPU with a kernel that rounds as
-    // it accumulates (and large ones on oneDNN, which rounds once), so a layer's scores depended on
-    // how many heads it had. The core runs in fp32 from the bf16 q, k, v (one layer's activations,
-    // no weights) and its context is rounded once, whatever the head count.
+  const bool reduced = q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf;
+  if (reduced && q.is_cpu() && q.numel() * k.size(2) <= (int64_t{1} << 22)) {
+    // LibTorch 1.13 multiplies batches of bf16 matrices on the CPU with oneDNN, which rounds once,
+    // only above 16^3 multiply-adds in all; below, with a kernel that rounds as it accumulates, so a
+    // small layer's scores depended on how many heads it had. Small cores (at most 4M multiply-adds:
+    // fp32 copies of a few MB) run in fp32 from the bf16 q, k, v and their context is rounded once.
     const auto dtype = q.scalar_type();
     auto ctx = attend(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat),
                       mask.defined() ? mask.to(torch::kFloat) : mask, probs_out);

@@ -129,8 +129,8 @@ TEST(LlamaHf, Bf16WeightsStayBf16InTheMappedFiles) {
   auto pruned = remove_heads(*hf.model, drop, /*share_untouched=*/true);
   EXPECT_EQ(pruned->decoder->embed_tokens->weight.data_ptr(), hf.model->decoder->embed_tokens->weight.data_ptr());
   hf.model->mask_heads(drop);
-  // Masked heads leave o_proj's product as removed ones do, and the attention core accumulates in
-  // fp32, so masked and removed round alike in bf16 (issue 51 asks <= 1e-2; it was 0.03 here).
+  // Masked heads leave o_proj's product as removed ones do, and the attention core rounds once, so
+  // masked and removed round alike in bf16 (issue 51 asks <= 1e-2; it was 0.03 here).
   const double masked_vs_removed =
       test::max_abs_diff(logits(*pruned, g.batch).to(torch::kFloat), logits(*hf.model, g.batch).to(torch::kFloat));
   RecordProperty("bf16_masked_vs_removed", std::to_string(masked_vs_removed));
