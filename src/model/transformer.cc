@@ -74,12 +74,17 @@ torch::Tensor TransformerLayerImpl::forward(torch::Tensor x, const torch::Tensor
     if (pre_norm_) return lrp::add(in, torch::dropout(f(norm(in)), dropout_, train));
     return norm(lrp::add(in, torch::dropout(f(in), dropout_, train)));
   };
+  // x is still the sub-layer's input inside f (the assignment follows the call).
   x = sublayer(x, self_attn_norm, [&](const torch::Tensor& h) {
-    return self_attn->forward(h, h, self_mask, self_probs, self_cache, false, rope);
+    auto out = self_attn->forward(h, h, self_mask, self_probs, self_cache, false, rope);
+    if (self_attn->on_output) self_attn->on_output(x, out);
+    return out;
   });
   if (cross_attn) {
     x = sublayer(x, cross_attn_norm, [&](const torch::Tensor& h) {
-      return cross_attn->forward(h, memory, cross_mask, cross_probs, cross_cache, true);
+      auto out = cross_attn->forward(h, memory, cross_mask, cross_probs, cross_cache, true);
+      if (cross_attn->on_output) cross_attn->on_output(x, out);
+      return out;
     });
   }
   return sublayer(x, ffn_norm, [&](const torch::Tensor& h) { return ffn->forward(h); });

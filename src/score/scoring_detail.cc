@@ -68,6 +68,7 @@ ScoringGuard::~ScoringGuard() {
   for (auto& a : attention_layers(model_)) {
     a.module->head_probe = torch::Tensor();
     a.module->on_context = nullptr;
+    a.module->on_output = nullptr;
   }
   model_.train(was_training_);
 }

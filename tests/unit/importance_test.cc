@@ -20,8 +20,9 @@ namespace {
 
 using test::synthetic_set;
 
-// Makes head `h` an exact no-op: zero output-projection columns (it contributes nothing) and
-// zero query/key rows (its attention is uniform over the valid keys).
+// Makes head `h` an exact no-op: zero output-projection columns (it contributes nothing), zero
+// query/key rows (its attention is uniform over the valid keys) and, where it owns them, zero value
+// rows (its context is zero).
 void kill_head(TransformerImpl& model, const HeadId& h) {
   torch::NoGradGuard no_grad;
   auto& attn = model.attention(h.type, h.layer);
@@ -30,7 +31,10 @@ void kill_head(TransformerImpl& model, const HeadId& h) {
   attn.o_proj->weight.narrow(1, k * D, D).zero_();
   // Keys are zeroed only where the head owns them (a grouped layer shares them with other heads).
   std::vector<Dense*> owned = {&attn.q_proj};
-  if (!attn.geometry().grouped()) owned.push_back(&attn.k_proj);
+  if (!attn.geometry().grouped()) {
+    owned.push_back(&attn.k_proj);
+    owned.push_back(&attn.v_proj);  // its context is zero too (what activation reads)
+  }
   for (auto* lin : owned) {
     (*lin)->weight.narrow(0, k * D, D).zero_();
     if ((*lin)->bias.defined()) (*lin)->bias.narrow(0, k * D, D).zero_();
@@ -84,6 +88,10 @@ TEST_P(DeadHeads, EveryDataDrivenScorerRanksNoOpHeadsLast) {
   const auto is_dead = [&](const HeadId& h) { return std::find(dead.begin(), dead.end(), h) != dead.end(); };
   for (ScoreMethod m : all_score_methods()) {
     if (!uses_data(m)) continue;
+    // layer_drop scores layers (its heads tie: CalibrationScorersEqualHandComputedValues); activation
+    // reads o_proj's input, which a grouped layer's no-op head still has (its values are shared).
+    if (m == ScoreMethod::LayerDrop) continue;
+    if (m == ScoreMethod::Activation && cfg.effective_kv_heads() < cfg.n_heads) continue;
     SCOPED_TRACE(to_string(m));
     const HeadScores s = score_heads(*model, set, m, opts);
     ASSERT_EQ(s.scores.size(), static_cast<size_t>(cfg.n_heads * (cfg.n_encoder_layers + cfg.n_decoder_layers *
@@ -281,6 +289,104 @@ TEST(Importance, ScorerTable) {
       for (int64_t h = id.head * R; h < (id.head + 1) * R; ++h) sum += heads.at({id.type, id.layer, h});
       const double want = row.groups == GroupRule::Sum ? sum : sum / static_cast<double>(R);
       EXPECT_NEAR(v, want, 1e-9 * std::max(1.0, std::abs(want))) << to_string(id);
+    }
+  }
+}
+
+// The calibration scorers of LLM pruning (Minitron's activations, LLM-Pruner's Taylor terms, layer
+// drop) against the same quantities computed here by other routes: the gradients of every parameter
+// from one backward pass, per-example loops over the captured o_proj input, a layer's attention run on
+// its own from the stack's pieces.
+TEST(Importance, CalibrationScorersEqualHandComputedValues) {
+  for (test::Fam f : {test::Fam::DecoderLM, test::Fam::Llama}) {
+    SCOPED_TRACE(test::name_of(f));
+    const ModelConfig cfg = test::config_of(f);
+    auto model = test::make_model(cfg, 11, torch::kDouble);
+    model->eval();
+    const EvalSet set = synthetic_set(cfg, 7, 3);
+    const Batch b = collate(set.examples, cfg.arch, cfg.pad_id);
+    const AttnType t = AttnType::DecoderSelf;
+    const int64_t D = cfg.head_dim, R = cfg.n_heads / cfg.effective_kv_heads();
+    ScoreOptions raw;
+    raw.normalize = Normalization::None;
+    raw.batch_tokens = 30;  // several batches: gradients and sums add across them
+
+    // Taylor: every parameter's gradient of the summed per-example loss, by backward().
+    for (auto& p : model->parameters()) p.set_requires_grad(true);
+    model->zero_grad();
+    per_example_nll(*model, model->forward(b), b).first.sum().backward();
+    const auto taylor = score_heads(*model, set, ScoreMethod::Taylor, raw);
+    ScoreOptions by_group = raw;
+    by_group.unit = ScoreUnit::KvGroup;
+    const auto taylor_groups = score_heads(*model, set, ScoreMethod::Taylor, by_group);
+    const auto term = [](const torch::Tensor& w, int64_t dim, int64_t from, int64_t n) {
+      return (w.narrow(dim, from, n) * w.grad().narrow(dim, from, n)).abs().sum().item<double>();
+    };
+    for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
+      auto& a = model->attention(t, l);
+      const auto rows = [&](Dense& d, int64_t unit) {
+        return term(d->weight, 0, unit * D, D) + (d->bias.defined() ? term(d->bias, 0, unit * D, D) : 0.0);
+      };
+      for (int64_t g = 0; g < cfg.effective_kv_heads(); ++g) {
+        double group = rows(a.k_proj, g) + rows(a.v_proj, g);
+        for (int64_t h = g * R; h < (g + 1) * R; ++h) {
+          double head = rows(a.q_proj, h) + term(a.o_proj->weight, 1, h * D, D);
+          group += head;
+          if (R == 1) head += rows(a.k_proj, g) + rows(a.v_proj, g);  // its own keys and values go with it
+          EXPECT_NEAR(taylor.at({t, l, h}), head, 1e-9 * head) << l << ":" << h;
+          EXPECT_GT(head, 0.0);
+        }
+        EXPECT_NEAR(taylor_groups.at({t, l, g}), group, 1e-9 * group) << l << " group " << g;
+      }
+    }
+    for (auto& p : model->parameters()) p.set_requires_grad(false);
+
+    // Activation: the o_proj input of each example, averaged over its tokens, then RMS over examples.
+    std::vector<torch::Tensor> ctx(static_cast<size_t>(cfg.n_decoder_layers));
+    for (int64_t l = 0; l < cfg.n_decoder_layers; ++l)
+      model->attention(t, l).on_context = [&ctx, l](const torch::Tensor& c) { ctx[static_cast<size_t>(l)] = c.clone(); };
+    {
+      torch::NoGradGuard no_grad;
+      model->forward(b);
+    }
+    for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) model->attention(t, l).on_context = nullptr;
+    const auto act = score_heads(*model, set, ScoreMethod::Activation, raw);
+    const auto act_groups = score_heads(*model, set, ScoreMethod::Activation, by_group);
+    const int64_t B = b.size();
+    for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
+      std::vector<double> group(static_cast<size_t>(cfg.effective_kv_heads()), 0.0);
+      for (int64_t h = 0; h < cfg.n_heads; ++h) {
+        double sum = 0;
+        for (int64_t e = 0; e < B; ++e) {
+          const int64_t n = b.attention_mask[e].sum().item<int64_t>();
+          const auto m = ctx[static_cast<size_t>(l)][e][h].narrow(0, 0, n).mean(0);  // [D]; padding is on the right
+          sum += m.pow(2).sum().item<double>();
+        }
+        group[static_cast<size_t>(h / R)] += sum;
+        const double want = std::sqrt(sum / static_cast<double>(B));
+        EXPECT_NEAR(act.at({t, l, h}), want, 1e-9 * want) << l << ":" << h;
+      }
+      for (int64_t g = 0; g < cfg.effective_kv_heads(); ++g) {
+        const double want = std::sqrt(group[static_cast<size_t>(g)] / static_cast<double>(B));
+        EXPECT_NEAR(act_groups.at({t, l, g}), want, 1e-9 * want) << l << " group " << g;
+      }
+    }
+
+    // Layer drop: each layer's attention run alone on its input, 1 - cos over the valid tokens.
+    const auto drop = score_heads(*model, set, ScoreMethod::LayerDrop, raw);
+    torch::NoGradGuard no_grad;
+    auto st = model->stack_begin(b);
+    auto x = st.x;
+    const auto valid = b.attention_mask.ne(0);
+    for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
+      auto& layer = model->single_stack()->layer(l);
+      const auto in = cfg.norm == NormPosition::Pre ? layer.self_attn_norm(x) : x;
+      const auto out = layer.self_attn->forward(in, in, st.mask, nullptr, nullptr, false, st.rope ? &*st.rope : nullptr);
+      const auto turn = 1.0 - torch::cosine_similarity(x, x + out, -1);
+      const double want = turn.masked_select(valid).mean().item<double>();
+      for (int64_t h = 0; h < cfg.n_heads; ++h) EXPECT_NEAR(drop.at({t, l, h}), want, 1e-9) << l << ":" << h;
+      EXPECT_NEAR(drop.columns.at("layer_cosine").at({t, l, 0}), 1.0 - want, 1e-9);
+      x = model->stack_layer(l, x, st);
     }
   }
 }

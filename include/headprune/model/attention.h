@@ -65,6 +65,9 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor head_probe;
   // Called with the gated context [B, H, T, D] of every forward pass.
   std::function<void(const torch::Tensor&)> on_context;
+  // Called by the layer that owns this attention with its residual input x [B, T, C] and the
+  // attention's output [B, T, C] (before dropout): the sub-layer adds them (layer-drop scoring).
+  std::function<void(const torch::Tensor& residual, const torch::Tensor& output)> on_output;
   // Switch for benchmarks: false keeps the inference path's projections in separate GEMMs.
   bool fuse_projections = true;
 
