@@ -124,6 +124,13 @@ void add_finetune_options(CLI::App* sub, FinetuneOptions& f, DataSource& d) {
       ->check(positive_real());
   sub->add_option("--finetune-batch-tokens", f.batch_tokens, "tokens per fine-tuning batch (default: the run config's)")
       ->check(at_least(1));
+  sub->add_option("--distill-weight", f.distill_weight,
+                  "fine-tune with distillation from the unpruned model: (1 - w) * task loss + w * T^2 * KL (0 = none)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  sub->add_option("--distill-temperature", f.distill_temperature, "distillation temperature T")
+      ->check(positive_real())
+      ->capture_default_str();
   sub->add_option("--synthetic-train", d.synthetic_train, "training examples of the synthetic task for fine-tuning")
       ->check(at_least(1))
       ->capture_default_str();

@@ -61,6 +61,25 @@ std::pair<torch::Tensor, torch::Tensor> per_example_nll(const TransformerImpl& m
   return {nll.sum(1), batch.labels.ne(kIgnoreIndex).sum(1).to(logits.scalar_type())};
 }
 
+torch::Tensor distillation_kl(const TransformerImpl& model, const ModelOutput& student, const ModelOutput& teacher,
+                              const Batch& batch, double temperature) {
+  if (!(temperature > 0)) throw std::invalid_argument("distillation: temperature must be > 0");
+  if (student.logits.sizes() != teacher.logits.sizes())
+    throw std::invalid_argument("distillation: the teacher's logits do not have the student's shape (another vocabulary "
+                                "or number of classes?)");
+  const auto as = [](const torch::Tensor& t) { return t.scalar_type() == torch::kDouble ? t : t.to(torch::kFloat); };
+  const auto log_s = torch::log_softmax(as(student.logits) / temperature, -1);
+  const auto log_t = torch::log_softmax(as(teacher.logits).detach() / temperature, -1);
+  auto kl = (log_t.exp() * (log_t - log_s)).sum(-1);  // [B] or [B, U]
+  if (model.config().arch != Arch::EncoderClassifier) {
+    const auto counted = batch.labels.ne(kIgnoreIndex).to(kl.scalar_type());
+    kl = (kl * counted).sum() / counted.sum().clamp_min(1.0);
+  } else {
+    kl = kl.mean();
+  }
+  return kl * (temperature * temperature);
+}
+
 EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples, const EvalOptions& opts) {
   if (examples.empty()) throw std::invalid_argument("evaluate: no examples");
   const auto& cfg = model.config();

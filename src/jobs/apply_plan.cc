@@ -52,6 +52,13 @@ PlanChecks apply_plan(JobInputs& in, const PruningPlan& plan, const std::string&
   PlanChecks checks;
   auto& model = *in.model();
   model.eval();
+  const bool distill = how.finetune.steps > 0 && how.finetune.distill_weight > 0;
+  if (distill && how.mask_only)
+    throw std::invalid_argument("distillation needs the unpruned model beside the pruned one: remove the heads "
+                                "(without --mask-only) to fine-tune with --distill-weight");
+  std::vector<torch::Tensor> masks_before;  // the teacher's masks: the model as loaded
+  if (distill)
+    for (auto& g : model.head_masks()) masks_before.push_back(g.mask.detach().clone());
   model.mask_heads(plan.heads);
   stages.record("masked", model, set, how.measure);
   Transformer result{nullptr};
@@ -69,7 +76,7 @@ PlanChecks apply_plan(JobInputs& in, const PruningPlan& plan, const std::string&
       for (const auto& t : old) release_mapped_pages(t);
     };
     result = remove_heads(model, plan.heads, share, share ? release : ReplacedFn());
-    in.loaded.model = Transformer{nullptr};  // `model` is gone from here on
+    if (!distill) in.loaded.model = Transformer{nullptr};  // `model` is gone from here on (unless it teaches)
     stages.record("removed", *result, set, how.measure);
     checks.masked_vs_removed = (logits_of(*result, check) - masked_logits).abs().max().item<double>();
   }
@@ -82,7 +89,16 @@ PlanChecks apply_plan(JobInputs& in, const PruningPlan& plan, const std::string&
     raw.progress = nullptr;
     HeadScores before;
     if (how.compensation) before = score_heads(*result, in.score_set(), ScoreMethod::Gradient, raw);
-    train_model(result, in.train_data(), in.finetune_options(how.finetune), join_path(dir, "finetune"), extras);
+    TrainOptions to = in.finetune_options(how.finetune);
+    if (distill) {  // the unpruned model as loaded teaches the pruned one
+      torch::NoGradGuard no_grad;
+      size_t i = 0;
+      for (auto& g : in.loaded.model->head_masks()) g.mask.copy_(masks_before[i++]);
+      to.teacher = in.loaded.model.ptr();
+    }
+    train_model(result, in.train_data(), to, join_path(dir, "finetune"), extras);
+    to.teacher.reset();
+    in.loaded.model = Transformer{nullptr};
     result->eval();
     stages.record("fine-tuned", *result, set, how.measure);
     if (how.compensation) checks.compensation = compensation(before, score_heads(*result, in.score_set(), ScoreMethod::Gradient, raw));

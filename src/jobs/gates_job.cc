@@ -112,6 +112,7 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
   gate_training.steps = req.steps;
   gate_training.lr = req.lr;
   TrainOptions to = in.finetune_options(gate_training);
+  to.distill_weight = 0;  // distillation is for the recovery fine-tuning after the gates (apply_plan)
   to.eval_every = req.steps + opts.max_extra_steps;
   if (req.from_scratch) {
     // Voita's second setting: the same architecture, trained with gates from a fresh init, with the

@@ -166,6 +166,8 @@ TrainOptions JobInputs::finetune_options(const FinetuneOptions& f) const {
   to.max_steps = f.steps;
   to.eval_every = f.steps;
   to.save_every = f.steps;
+  to.distill_weight = f.distill_weight;
+  to.distill_temperature = f.distill_temperature;
   return to;
 }
 

@@ -30,7 +30,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"beta1", adam.beta1},          {"beta2", adam.beta2},          {"adam_eps", adam.eps},
           {"weight_decay", adam.weight_decay}, {"clip_norm", clip_norm}, {"label_smoothing", label_smoothing},
           {"eval_every", eval_every},     {"log_every", log_every},       {"save_every", save_every},
-          {"keep_every", keep_every},
+          {"keep_every", keep_every},     {"distill_weight", distill_weight}, {"distill_temperature", distill_temperature},
           {"best_metric", best_metric},   {"bf16", bf16},                 {"seed", seed}};
 }
 
@@ -39,7 +39,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
                      JsonStyle{"field", "is missing", JsonStyle::Nulls::Invalid, JsonStyle::Error::InvalidArgument});
   f.only({"max_steps", "batch_tokens", "max_batch", "lr", "warmup_steps", "schedule", "beta1", "beta2", "adam_eps",
           "weight_decay", "clip_norm", "label_smoothing", "eval_every", "log_every", "save_every", "keep_every",
-          "best_metric", "bf16", "seed"});
+          "distill_weight", "distill_temperature", "best_metric", "bf16", "seed"});
   TrainOptions o;
   o.max_steps = f.opt_int("max_steps", o.max_steps);
   o.batch_tokens = f.opt_int("batch_tokens", o.batch_tokens);
@@ -57,6 +57,8 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   o.log_every = f.opt_int("log_every", o.log_every);
   o.save_every = f.opt_int("save_every", o.save_every);
   o.keep_every = f.opt_int("keep_every", o.keep_every);
+  o.distill_weight = f.opt_num("distill_weight", o.distill_weight);
+  o.distill_temperature = f.opt_num("distill_temperature", o.distill_temperature);
   o.best_metric = f.opt_str("best_metric", o.best_metric);
   o.bf16 = f.opt_bool("bf16", o.bf16);
   const int64_t seed = f.opt_int("seed", static_cast<int64_t>(o.seed));
@@ -85,6 +87,9 @@ void validate(const TrainOptions& o, const TrainData& d) {
   if (o.label_smoothing < 0 || o.label_smoothing >= 1) bad("label_smoothing must be in [0, 1)");
   if (o.eval_every <= 0 || o.log_every <= 0 || o.save_every < 0) bad("eval_every and log_every must be > 0");
   if (o.keep_every < 0) bad("keep_every must be >= 0");
+  if (!(o.distill_weight >= 0 && o.distill_weight <= 1)) bad("distill_weight must be in [0, 1]");
+  if (!(o.distill_temperature > 0)) bad("distill_temperature must be > 0");
+  if (o.distill_weight > 0 && !o.teacher) bad("distill_weight > 0 needs a teacher model");
   if (o.best_metric != "auto" && o.best_metric != "loss" && o.best_metric != "accuracy")
     bad("best_metric must be auto, loss or accuracy");
   if (d.train.empty()) bad("no training examples");
@@ -330,7 +335,17 @@ torch::Tensor TrainLoop::forward(const std::vector<const Example*>& ex, int64_t&
   b = b.to(device_);
   Autocast autocast(device_, opts_.bf16);
   auto out = model_->forward(b);
-  return model_->loss(out, b, cls_ ? 0.0 : opts_.label_smoothing);
+  auto loss = model_->loss(out, b, cls_ ? 0.0 : opts_.label_smoothing);
+  const double w = opts_.distill_weight;
+  if (w <= 0) return loss;
+  ModelOutput taught;
+  {
+    torch::NoGradGuard no_grad;
+    opts_.teacher->eval();
+    taught = opts_.teacher->forward(b);
+  }
+  const auto kd = distillation_kl(*model_, out, taught, b, opts_.distill_temperature);
+  return w >= 1 ? kd : loss * (1.0 - w) + kd * w;
 }
 
 // One read from the device per step: the task loss (logged) and the extra loss.

@@ -72,6 +72,21 @@ TEST_F(Jobs, PruneWritesTheModelPlanAndSummaryAndChecksThem) {
   EXPECT_EQ(load_checkpoint(r.out_dir + "/model")->n_active_heads(), 4);
   ASSERT_FALSE(notes.empty());
   EXPECT_EQ(notes.back(), "[prune] score:gradient:global: 4 heads");
+  // The same with distillation from the unpruned model: the fine-tuning run records it, the pruned
+  // model differs from the one fine-tuned on the task alone; --mask-only cannot be distilled.
+  PruneRequest kd = r;
+  kd.out_dir = *dir_ / "prune_kd";
+  kd.finetune.distill_weight = 0.7;
+  kd.finetune.distill_temperature = 2.0;
+  const PruneResult distilled = run_prune(kd, runtime());
+  const auto opts = read_json_file(kd.out_dir + "/finetune/last/trainer_state.json").at("options");
+  EXPECT_EQ(opts.at("distill_weight"), 0.7);
+  EXPECT_EQ(opts.at("distill_temperature"), 2.0);
+  EXPECT_EQ(distilled.plan.heads, res.plan.heads);
+  EXPECT_NE(distilled.stages.rows[3].loss, res.stages.rows[3].loss);
+  kd.out_dir = *dir_ / "prune_kd_mask";
+  kd.mask_only = true;
+  EXPECT_NE(test::error_of([&] { run_prune(kd, runtime()); }).find("--mask-only"), std::string::npos);
   r.out_dir.clear();
   EXPECT_THROW(run_prune(r, runtime()), std::invalid_argument);
 }

@@ -141,6 +141,70 @@ TEST(Trainer, KeepsSnapshotsForImportanceOverTraining) {
   set_log_level(LogLevel::Info);
 }
 
+// Distillation as recovery: the term is zero on a model identical to its teacher (with weight 1 and
+// temperature 1 the first step's objective is 0 up to rounding), and with
+// weight 1 a student trained on a teacher's outputs comes closer to them on held-out data.
+TEST(Trainer, DistillationFromATeacher) {
+  set_log_level(LogLevel::Warn);
+  for (Arch arch : {Arch::DecoderLM, Arch::EncoderClassifier, Arch::EncoderDecoder}) {
+    SCOPED_TRACE(to_string(arch));
+    ModelConfig cfg = tiny_config(arch);
+    cfg.dropout = cfg.attention_dropout = 0.0;
+    if (arch == Arch::EncoderClassifier) cfg.n_classes = 2;
+    auto teacher = test::make_model(cfg, 4);
+    auto same = test::make_model(cfg, 4);
+    teacher->eval();
+    const auto data = small_data(cfg, 64);
+    const Batch b = collate(data.valid, cfg.arch, cfg.pad_id);
+    torch::NoGradGuard no_grad;
+    const auto t_out = teacher->forward(b);
+    EXPECT_EQ(distillation_kl(*teacher, same->forward(b), t_out, b, 1.0).item<double>(), 0.0);
+    EXPECT_EQ(distillation_kl(*teacher, same->forward(b), t_out, b, 3.0).item<double>(), 0.0);
+    {
+      torch::GradMode::set_enabled(true);
+      test::TempDir dir;
+      TrainOptions o = small_opts();
+      o.max_steps = 1;  // the first step's loss, before any update (Adam would scale rounding noise up)
+      o.eval_every = o.save_every = 1;
+      o.distill_weight = 1.0;
+      o.teacher = teacher.ptr();
+      // Training runs the student without the inference path's fused products: equal up to rounding.
+      EXPECT_NEAR(train_model(same, data, o, dir.path).last_loss, 0.0, 1e-6);  // measured <= 1.4e-8
+      torch::GradMode::set_enabled(false);
+    }
+    auto student = test::make_model(cfg, 9);
+    const auto kl = [&] { return distillation_kl(*teacher, student->forward(b), t_out, b, 1.0).item<double>(); };
+    const double before = kl();
+    EXPECT_GT(before, 0.0);
+    torch::GradMode::set_enabled(true);
+    test::TempDir dir;
+    TrainOptions o = small_opts();
+    o.max_steps = 40;
+    o.eval_every = o.save_every = 40;
+    o.distill_weight = 1.0;
+    o.distill_temperature = 2.0;
+    o.teacher = teacher.ptr();
+    train_model(student, data, o, dir.path);
+    torch::GradMode::set_enabled(false);
+    student->eval();
+    EXPECT_LT(kl(), 0.5 * before);
+    // The options travel in the run's JSON, the teacher does not; without one the run is refused.
+    const auto j = o.to_json();
+    EXPECT_EQ(j.at("distill_weight"), 1.0);
+    EXPECT_EQ(TrainOptions::from_json(j).to_json(), j);
+    torch::GradMode::set_enabled(true);
+    TrainOptions alone = TrainOptions::from_json(j);
+    test::TempDir other;
+    EXPECT_NE(test::error_of([&] { train_model(student, data, alone, other.path); }).find("needs a teacher"),
+              std::string::npos);
+    alone.teacher = teacher.ptr();
+    alone.distill_weight = 1.5;
+    EXPECT_NE(test::error_of([&] { train_model(student, data, alone, other.path); }).find("distill_weight must be in [0, 1]"),
+              std::string::npos);
+  }
+  set_log_level(LogLevel::Info);
+}
+
 TEST(Trainer, BadOptionsAreClearErrors) {
   ModelConfig cfg = tiny_config(Arch::DecoderLM);
   Transformer model(cfg);

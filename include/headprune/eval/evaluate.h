@@ -45,6 +45,13 @@ void forward_batches(TransformerImpl& model, const std::vector<Example>& example
 std::pair<torch::Tensor, torch::Tensor> per_example_nll(const TransformerImpl& model, const ModelOutput& out,
                                                         const Batch& batch);
 
+// Knowledge distillation's term (Hinton et al. 2015): T^2 * KL(p_teacher || p_student) with both
+// distributions at temperature T, mean over the positions the task loss counts (the targets of a
+// language model or translation, every example of a classifier); in fp32 (double stays double).
+// Zero when the two logits are equal.
+torch::Tensor distillation_kl(const TransformerImpl& model, const ModelOutput& student, const ModelOutput& teacher,
+                              const Batch& batch, double temperature);
+
 // Runs the model in eval mode without gradients; restores its train/eval mode afterwards. In a run
 // of several processes each evaluates its share of the batches and the sums are combined, so every
 // rank returns the whole set's result.

@@ -48,6 +48,10 @@ struct FinetuneOptions {
   int64_t steps = 0;         // 0 = none
   double lr = 0;             // 0 = the run config's
   int64_t batch_tokens = 0;  // 0 = the run config's
+  // Distillation from the unpruned model (TrainOptions::distill_weight, distill_temperature): the
+  // job that fine-tunes sets the teacher.
+  double distill_weight = 0;
+  double distill_temperature = 1;
 };
 
 // How a running job reports. Both callbacks are optional (unset = silent).

@@ -27,6 +27,10 @@
 //   lrp          Voita et al.: relevance of each head's output to the top-1 logit of every
 //                prediction (alpha-beta LRP, see model/lrp.h), averaged over predictions.
 //   random       seeded uniform scores, the control.
+//   activation   Minitron: per channel of o_proj's input the mean over an example's tokens; the
+//                head's score is the norm of its channels, root-mean-square over examples.
+//   taylor       LLM-Pruner: sum of |w * dL/dw| over the weights removed with the head (or group).
+//   layer_drop   1 - cos(x, x + Attn(x)) of the head's attention layer (whole layers rank together).
 // Scores are keyed by original head id; heads already removed are absent, heads masked in the
 // model keep their mask (they usually score 0). Deterministic for a given seed and thread count.
 //
@@ -34,7 +38,8 @@
 // head and the query heads reading it, keyed by the key/value head's original id. gradient is the
 // group gate's |d L / d xi_g| = |sum over its query heads of d L / d xi_h| (one gate on all of them),
 // ablation masks all its query heads at once; magnitude, output_norm and lrp are summed over the
-// group's query heads, confidence, entropy and random averaged; all_but_one has no group form.
+// group's query heads, confidence, entropy, random and layer_drop averaged; activation and taylor
+// score a group's own channels and weights (see above); all_but_one has no group form.
 #pragma once
 
 #include <cstdint>

@@ -49,6 +49,12 @@ struct TrainOptions {
   int64_t keep_every = 0;        // also keep OUT/step-NNNNNN (model only) every N steps, e.g. for
                                  // importance over training (0 = none)
   std::string best_metric = "auto";  // auto (accuracy for classification, else loss) | loss | accuracy
+  // Distillation as recovery: with distill_weight w > 0 the objective is (1 - w) * task loss +
+  // w * distillation_kl (eval/evaluate.h) at distill_temperature from `teacher`'s logits on the same
+  // batch, computed on the fly in eval mode without gradients (nothing of the teacher is trained).
+  double distill_weight = 0.0;
+  double distill_temperature = 1.0;
+  std::shared_ptr<TransformerImpl> teacher;  // required when distill_weight > 0; not part of to_json()
   bool bf16 = false;  // bf16 autocast for forward/backward matmuls (fp32 master weights); ~4x faster GEMMs on CPUs with bf16 support
   uint64_t seed = 1;
   // The run directory: a new run needs it missing or empty; resume continues out_dir/last (and says
