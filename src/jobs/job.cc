@@ -103,6 +103,7 @@ void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bo
     const bool heavy = whole.weights > (1ull << 30) && whole.activations > 0.2 * whole.weights;
     if (tight || heavy) {
       so.layerwise = true;
+      if (device.is_cpu()) allocator_for_tight_memory();
       events.say("importance", "the whole graph needs about " + format_gib(whole.total()) + " (" + format_gib(avail) +
                                    " available): gradients layer by layer instead, about " + format_gib(layerwise.total()));
     }

@@ -162,6 +162,15 @@ std::string tune_allocator() {
   return note;
 }
 
+void allocator_for_tight_memory() {
+  std::string& note = allocator_note();
+  if (note.find("headprune's default") == std::string::npos) return;
+  if (::mallopt(M_MMAP_MAX, 65536) == 1 && ::mallopt(M_MMAP_THRESHOLD, 1 << 20) == 1 &&
+      ::mallopt(M_TRIM_THRESHOLD, 1 << 20) == 1)
+    note = "glibc malloc: blocks over 1 MiB mapped and given back when freed (weights that fill memory)";
+  ::malloc_trim(0);
+}
+
 std::string allocator_info() { return allocator_note(); }
 
 void trim_heap() { ::malloc_trim(0); }
