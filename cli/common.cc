@@ -131,6 +131,11 @@ void add_finetune_options(CLI::App* sub, FinetuneOptions& f, DataSource& d) {
   sub->add_option("--distill-temperature", f.distill_temperature, "distillation temperature T")
       ->check(positive_real())
       ->capture_default_str();
+  sub->add_option("--distill-hidden", f.distill_hidden_weight,
+                  "add this weight times the MSE of the hidden states entering every attention layer, student vs "
+                  "unpruned model (CoFi's layer-wise distillation; 0 = none)")
+      ->check(real_range(0, std::numeric_limits<double>::infinity()))
+      ->capture_default_str();
   sub->add_option("--synthetic-train", d.synthetic_train, "training examples of the synthetic task for fine-tuning")
       ->check(at_least(1))
       ->capture_default_str();

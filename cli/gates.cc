@@ -14,9 +14,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void add_gate_options(CLI::App* sub, GatesRequest& r) {
   GateOptions& g = r.gate;
-  add_parsed(sub, "--method", g.method, parse_gate_method, "hard_concrete, pass or passconc", "passconc");
+  add_parsed(sub, "--method", g.method, parse_gate_method, "hard_concrete, pass, passconc, dsp or cofi", "passconc");
   add_parsed(sub, "--target", r.prune, parse_target,
-             "heads to prune: a fraction (0.5 or 50%) or a count; required by pass and passconc");
+             "heads to prune: a fraction (0.5 or 50%) or a count; required by pass, passconc, dsp and cofi");
   sub->add_option("--coef,--lambda", g.coef, "L0 weight (hard_concrete) or PASS's starting coefficient")
       ->check(real_range(0, kInf))
       ->capture_default_str();
@@ -58,6 +58,28 @@ void add_gate_options(CLI::App* sub, GatesRequest& r) {
   sub->add_option("--init-log-alpha", g.init_log_alpha, "starting log alpha of every gate")
       ->check(finite_real())
       ->capture_default_str();
+  sub->add_option("--dsp-tau-start", g.dsp_tau_start, "dsp: Gumbel soft top-K temperature at the first step")
+      ->check(positive_real())
+      ->capture_default_str();
+  sub->add_option("--dsp-tau-end", g.dsp_tau_end, "dsp: temperature at the last step (annealed geometrically)")
+      ->check(positive_real())
+      ->capture_default_str();
+  sub->add_flag("--straight-through", g.dsp_straight_through, "dsp: hard top-K forward, relaxed gradient backward");
+  sub->add_option("--lagrangian-lr", g.lagrangian_lr, "cofi: Adam rate of the Lagrange multipliers (gradient ascent)")
+      ->check(positive_real())
+      ->capture_default_str();
+  sub->add_option("--cofi-warmup", g.cofi_warmup, "cofi: fraction of --steps over which the target rises linearly")
+      ->check(real_range(0, 1))
+      ->capture_default_str();
+  sub->add_option("--gate-distill-weight", g.distill_weight,
+                  "distil the model before the gates into the gated one while they train: (1 - w) * task + w * KL")
+      ->check(real_range(0, 1))
+      ->capture_default_str();
+  sub->add_option("--gate-distill-hidden", g.distill_hidden_weight,
+                  "while the gates train, add this weight times the hidden-state MSE against the model before the "
+                  "gates (CoFi's layer-wise distillation)")
+      ->check(real_range(0, kInf))
+      ->capture_default_str();
   sub->add_option("--extra-steps", g.max_extra_steps,
                   "train up to this many more steps, a period at a time, until the head count is exact")
       ->check(at_least(0))
@@ -68,7 +90,7 @@ void add_gate_options(CLI::App* sub, GatesRequest& r) {
 
 void register_gates(CLI::App& app, Context& ctx) {
   auto r = std::make_shared<GatesRequest>();
-  auto* sub = app.add_subcommand("gates", "Learn which heads to keep with Hard Concrete, PASS or PASSCONC gates");
+  auto* sub = app.add_subcommand("gates", "Learn which heads to keep with Hard Concrete, PASS, PASSCONC, DSP or CoFi gates");
   sub->add_option("checkpoint", r->checkpoint, "checkpoint directory")->required();
   sub->add_option("--steps", r->steps, "training steps with gates")->check(at_least(1))->capture_default_str();
   sub->add_option("--lr", r->lr, "model learning rate (default: the run config's)")->check(positive_real());

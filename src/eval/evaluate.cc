@@ -80,6 +80,36 @@ torch::Tensor distillation_kl(const TransformerImpl& model, const ModelOutput& s
   return kl * (temperature * temperature);
 }
 
+torch::Tensor hidden_state_mse(const std::vector<torch::Tensor>& student, const std::vector<torch::Tensor>& teacher) {
+  if (student.size() != teacher.size() || student.empty())
+    throw std::invalid_argument("distillation: the student passed " + std::to_string(student.size()) +
+                                " attention layers and the teacher " + std::to_string(teacher.size()) +
+                                " (hidden-state distillation needs the same layers, at least one)");
+  torch::Tensor sum;
+  for (size_t i = 0; i < student.size(); ++i) {
+    if (student[i].sizes() != teacher[i].sizes())
+      throw std::invalid_argument("distillation: hidden states of layer " + std::to_string(i) + " differ in shape");
+    const auto as = [](const torch::Tensor& t) { return t.scalar_type() == torch::kDouble ? t : t.to(torch::kFloat); };
+    auto term = (as(student[i]) - as(teacher[i]).detach()).pow(2).mean();
+    sum = sum.defined() ? sum + term : term;
+  }
+  return sum / static_cast<double>(student.size());
+}
+
+HiddenStates::HiddenStates(TransformerImpl& model, bool on) {
+  if (!on) return;
+  for (const auto& g : model.head_masks()) {
+    auto* m = &model.attention(g.type, g.layer);
+    if (m->on_output) throw std::logic_error("hidden-state capture: an attention layer already has an output hook");
+    m->on_output = [this](const torch::Tensor& residual, const torch::Tensor&) { states.push_back(residual); };
+    modules_.push_back(m);
+  }
+}
+
+HiddenStates::~HiddenStates() {
+  for (auto* m : modules_) m->on_output = nullptr;
+}
+
 EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples, const EvalOptions& opts) {
   if (examples.empty()) throw std::invalid_argument("evaluate: no examples");
   const auto& cfg = model.config();

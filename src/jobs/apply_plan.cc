@@ -52,10 +52,10 @@ PlanChecks apply_plan(JobInputs& in, const PruningPlan& plan, const std::string&
   PlanChecks checks;
   auto& model = *in.model();
   model.eval();
-  const bool distill = how.finetune.steps > 0 && how.finetune.distill_weight > 0;
+  const bool distill = how.finetune.distills();
   if (distill && how.mask_only)
     throw std::invalid_argument("distillation needs the unpruned model beside the pruned one: remove the heads "
-                                "(without --mask-only) to fine-tune with --distill-weight");
+                                "(without --mask-only) to fine-tune with --distill-weight or --distill-hidden");
   std::vector<torch::Tensor> masks_before;  // the teacher's masks: the model as loaded
   if (distill)
     for (auto& g : model.head_masks()) masks_before.push_back(g.mask.detach().clone());

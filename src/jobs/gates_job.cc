@@ -45,8 +45,9 @@ std::string period_line(const GatePeriod& p, const GateOptions& o) {
   std::ostringstream line;
   line << "step " << p.step << " | expected open " << fmt(p.expected_open, 1) << "/" << p.n_heads() << " | closed "
        << p.closed << (o.target_kept ? " (target " + std::to_string(p.n_heads() - *o.target_kept) + ")" : std::string())
-       << " | coef " << p.coef;
+       << (o.method == GateMethod::Dsp ? " | tau " : o.method == GateMethod::Cofi ? " | lambda1 " : " | coef ") << p.coef;
   if (o.method == GateMethod::PassConc) line << " | concentrator " << p.conc_coef;
+  if (o.method == GateMethod::Cofi) line << " | lambda2 " << p.conc_coef;
   return line.str();
 }
 
@@ -98,6 +99,7 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
   res.n_heads = static_cast<int64_t>(kept_heads(cfg).size());
   res.options = req.gate;
   if (req.prune) res.options.target_kept = res.n_heads - req.prune->resolve(res.n_heads, "--target");
+  res.options.distill_temperature = req.finetune.distill_temperature;  // one temperature for both distillations
   res.options.validate(res.n_heads);
   const GateOptions& opts = res.options;
   res.stages.metric = metric_or_default(req.metric, cfg);
@@ -112,7 +114,9 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
   gate_training.steps = req.steps;
   gate_training.lr = req.lr;
   TrainOptions to = in.finetune_options(gate_training);
-  to.distill_weight = 0;  // distillation is for the recovery fine-tuning after the gates (apply_plan)
+  // The recovery fine-tuning's distillation is apply_plan's; the gate training's own is GateOptions::distill_*.
+  to.distill_weight = 0;
+  to.distill_hidden_weight = 0;
   to.eval_every = req.steps + opts.max_extra_steps;
   if (req.from_scratch) {
     // Voita's second setting: the same architecture, trained with gates from a fresh init, with the

@@ -169,6 +169,7 @@ TrainOptions JobInputs::finetune_options(const FinetuneOptions& f) const {
   to.save_every = f.steps;
   to.distill_weight = f.distill_weight;
   to.distill_temperature = f.distill_temperature;
+  to.distill_hidden_weight = f.distill_hidden_weight;
   return to;
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "headprune/model/remove_heads.h"
 #include "headprune/score/importance.h"
 #include "headprune/util/log.h"
 #include "headprune/util/torch_compat.h"
@@ -46,6 +47,40 @@ torch::Tensor HardConcrete::p_zero(const torch::Tensor& log_alpha) const {
 
 torch::Tensor HardConcrete::p_one(const torch::Tensor& log_alpha) const {
   return torch::sigmoid(log_alpha - beta * std::log((1.0 - l) / (r - 1.0)));
+}
+
+torch::Tensor soft_top_k(const torch::Tensor& keys, int64_t k, double tau) {
+  if (keys.dim() != 1 || k < 1 || k > keys.numel())
+    throw std::invalid_argument("soft top-k: need 1 <= k <= the number of keys, got k = " + std::to_string(k) + " of " +
+                                std::to_string(keys.numel()));
+  if (!(tau > 0)) throw std::invalid_argument("soft top-k: the temperature must be > 0");
+  auto r = keys;
+  torch::Tensor mask = torch::zeros_like(keys);
+  for (int64_t j = 0; j < k; ++j) {
+    const auto p = torch::softmax(r / tau, 0);
+    mask = mask + p;
+    if (j + 1 < k) r = r + torch::log1p(-p.clamp_max(1.0 - 1e-6));
+  }
+  return mask;
+}
+
+torch::Tensor hard_top_k(const torch::Tensor& scores, int64_t k) {
+  if (scores.dim() != 1 || k < 0 || k > scores.numel())
+    throw std::invalid_argument("top-k: k = " + std::to_string(k) + " of " + std::to_string(scores.numel()) + " scores");
+  torch::NoGradGuard no_grad;
+  // A stable sort by descending score: ties go to the lower index.
+  const auto order = std::get<1>(scores.detach().to(torch::kCPU, torch::kDouble).sort(true, 0, true));
+  auto mask = torch::zeros({scores.numel()}, scores.options().requires_grad(false));
+  if (k > 0) mask.index_fill_(0, order.slice(0, 0, k).to(scores.device()), 1.0);
+  return mask;
+}
+
+torch::Tensor gumbel_soft_top_k(const torch::Tensor& logits, int64_t k, double tau, bool straight_through) {
+  constexpr double eps = 1e-6;
+  const auto u = torch::rand(logits.sizes(), logits.options().requires_grad(false)).clamp(eps, 1.0 - eps);
+  const auto soft = soft_top_k(logits - torch::log(-torch::log(u)), k, tau);
+  if (!straight_through) return soft;
+  return hard_top_k(soft, k) - soft.detach() + soft;
 }
 
 torch::Tensor pass_penalty(const torch::Tensor& p0, const torch::Tensor& p1, double target_closed) {
@@ -131,9 +166,12 @@ const NameTable<GateMethod>& gate_method_names() {
   static const NameTable<GateMethod> t{"gate method",
                                        {{GateMethod::HardConcrete, {"hard_concrete", "l0"}},
                                         {GateMethod::Pass, {"pass"}},
-                                        {GateMethod::PassConc, {"passconc"}}}};
+                                        {GateMethod::PassConc, {"passconc"}},
+                                       {GateMethod::Dsp, {"dsp"}},
+                                       {GateMethod::Cofi, {"cofi"}}}};
   return t;
 }
+bool keeps_by_rank(GateMethod m) { return m == GateMethod::Dsp || m == GateMethod::Cofi; }
 std::string to_string(GateMethod m) { return gate_method_names().name(m); }
 GateMethod parse_gate_method(const std::string& s) { return gate_method_names().parse(s); }
 
@@ -163,6 +201,12 @@ void GateOptions::validate(int64_t n_heads) const {
   if (!(reopen_decay > 0 && reopen_decay <= 1)) bad("reopen decay must be in (0, 1]");
   if (!(gate_lr > 0)) bad("gate learning rate must be > 0");
   if (max_extra_steps < 0) bad("max extra steps must be >= 0");
+  if (!(dsp_tau_start > 0 && dsp_tau_end > 0)) bad("the dsp temperatures must be > 0");
+  if (!(lagrangian_lr > 0)) bad("the Lagrangian learning rate must be > 0");
+  if (!(cofi_warmup >= 0 && cofi_warmup <= 1)) bad("the cofi warm-up must be a fraction in [0, 1]");
+  if (!(distill_weight >= 0 && distill_weight <= 1)) bad("the gate training's distillation weight must be in [0, 1]");
+  if (!(distill_hidden_weight >= 0)) bad("the gate training's hidden-state distillation weight must be >= 0");
+  if (!(distill_temperature > 0)) bad("the gate training's distillation temperature must be > 0");
 }
 
 nlohmann::json GateOptions::to_json() const {
@@ -184,10 +228,18 @@ nlohmann::json GateOptions::to_json() const {
           {"reopen_until", reopen_until},
           {"gate_lr", gate_lr},
           {"init_log_alpha", init_log_alpha},
-          {"max_extra_steps", max_extra_steps}};
+          {"max_extra_steps", max_extra_steps},
+          {"dsp_tau", {dsp_tau_start, dsp_tau_end}},
+          {"dsp_straight_through", dsp_straight_through},
+          {"lagrangian_lr", lagrangian_lr},
+          {"cofi_warmup", cofi_warmup},
+          {"distill_weight", distill_weight},
+          {"distill_hidden_weight", distill_hidden_weight},
+          {"distill_temperature", distill_temperature}};
 }
 
-HeadGateSet::HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha) : dist_(dist) {
+HeadGateSet::HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha, bool layer_gates)
+    : dist_(dist) {
   for (const auto& g : model.head_masks()) {
     if (g.heads.empty()) continue;
     modules_.push_back(&model.attention(g.type, g.layer));
@@ -199,6 +251,18 @@ HeadGateSet::HeadGateSet(TransformerImpl& model, const HardConcrete& dist, doubl
   log_alpha_ = torch::full({static_cast<int64_t>(heads_.size())}, init_log_alpha,
                            torch::TensorOptions().dtype(torch::kFloat).device(device))
                    .requires_grad_(true);
+  if (layer_gates)
+    layer_log_alpha_ = torch::full({static_cast<int64_t>(layer_sizes_.size())}, init_log_alpha, log_alpha_.options())
+                           .requires_grad_(true);
+}
+
+std::vector<torch::Tensor> HeadGateSet::parameters() const {
+  if (!has_layer_gates()) return {log_alpha_};
+  return {log_alpha_, layer_log_alpha_};
+}
+
+torch::Tensor HeadGateSet::per_head(const torch::Tensor& per_layer) const {
+  return per_layer.repeat_interleave(torch::tensor(layer_sizes_, torch::kLong).to(per_layer.device()));
 }
 
 void HeadGateSet::attach(const torch::Tensor& g) {
@@ -210,11 +274,20 @@ void HeadGateSet::attach(const torch::Tensor& g) {
   }
 }
 
-void HeadGateSet::attach_sample() { attach(dist_.sample(log_alpha_)); }
+void HeadGateSet::attach_sample() {
+  auto g = dist_.sample(log_alpha_);
+  attach(has_layer_gates() ? g * per_head(dist_.sample(layer_log_alpha_)) : g);
+}
 
 void HeadGateSet::attach_deterministic() {
   torch::NoGradGuard no_grad;
-  attach(dist_.deterministic(log_alpha_).detach());
+  auto g = dist_.deterministic(log_alpha_);
+  attach(has_layer_gates() ? g * per_head(dist_.deterministic(layer_log_alpha_)) : g);
+}
+
+torch::Tensor HeadGateSet::p_open() const {
+  auto p = dist_.p_open(log_alpha_);
+  return has_layer_gates() ? p * per_head(dist_.p_open(layer_log_alpha_)) : p;
 }
 
 void HeadGateSet::detach() {
@@ -223,7 +296,9 @@ void HeadGateSet::detach() {
 
 std::vector<bool> HeadGateSet::closed() const {
   torch::NoGradGuard no_grad;
-  auto c = (dist_.p_zero(log_alpha_) > dist_.p_one(log_alpha_)).to(torch::kCPU).contiguous();
+  auto c = dist_.p_zero(log_alpha_) > dist_.p_one(log_alpha_);
+  if (has_layer_gates()) c = c | per_head(dist_.p_zero(layer_log_alpha_) > dist_.p_one(layer_log_alpha_));
+  c = c.to(torch::kCPU).contiguous();
   std::vector<bool> out(heads_.size());
   auto a = c.accessor<bool, 1>();
   for (size_t i = 0; i < out.size(); ++i) out[i] = a[static_cast<int64_t>(i)];
@@ -248,7 +323,8 @@ nlohmann::json GateTrainResult::to_json() const {
           {"steps", steps},
           {"final_coef", final_coef},
           {"rollbacks", rollbacks},
-          {"empty_layers", emptied.size()}};
+          {"empty_layers", emptied.size()},
+          {"closed_by_gates", closed_by_gates < 0 ? nlohmann::json(nullptr) : nlohmann::json(closed_by_gates)}};
 }
 
 nlohmann::json GateTrainResult::log_json() const {
@@ -298,7 +374,11 @@ class GateController {
   GateTrainResult finish(int64_t steps);  // the closed and kept heads once training has ended
 
  private:
-  torch::Tensor penalty();
+  torch::Tensor penalty(int64_t step);
+  void attach_train(int64_t step);
+  void attach_eval();
+  double dsp_tau(int64_t step) const;
+  void ascend_lagrangian();
   int64_t record(int64_t step);
   void reopen(int64_t step);
   void adapt_concentrator(int64_t step);
@@ -312,10 +392,15 @@ class GateController {
   const std::function<void(const GatePeriod&)>& on_period_;
   const int64_t n_;
   const bool pass_;
+  const bool dsp_, cofi_;
+  const int64_t k_;  // the target kept count (dsp, cofi), else 0
   const bool hc_controller_;  // hard_concrete steered to a target by its λ (Voita's penalty kept as it is)
   const double target_closed_;
   const double n_layers_;
   torch::optim::Adam gate_opt_;
+  // cofi: the Lagrange multipliers λ1, λ2 (leaves) and their optimizer, which ascends.
+  torch::Tensor lambdas_;
+  std::unique_ptr<torch::optim::Adam> lagrange_opt_;
   double coef_;
   LambdaSearch search_;
   // hard_concrete controller: the gates and their Adam state at the last period that did not
@@ -338,11 +423,13 @@ class GateController {
 GateController::GateController(Transformer& model, HeadGateSet& gates, const TrainData& data, const TrainOptions& train,
                                const GateOptions& opts, const std::function<void(const GatePeriod&)>& on_period)
     : model_(model), gates_(gates), train_(train), opts_(opts), on_period_(on_period), n_(gates.size()),
-      pass_(opts.method != GateMethod::HardConcrete),
-      hc_controller_(!pass_ && opts.target_kept && opts.hc_target == HcTarget::Controller),
+      pass_(opts.method == GateMethod::Pass || opts.method == GateMethod::PassConc),
+      dsp_(opts.method == GateMethod::Dsp), cofi_(opts.method == GateMethod::Cofi),
+      k_(opts.target_kept ? *opts.target_kept : 0),
+      hc_controller_(opts.method == GateMethod::HardConcrete && opts.target_kept && opts.hc_target == HcTarget::Controller),
       target_closed_(opts.target_kept ? static_cast<double>(n_ - *opts.target_kept) : 0.0),
       n_layers_(static_cast<double>(gates.layer_sizes().size())),
-      gate_opt_(std::vector<torch::Tensor>{gates.log_alpha()}, torch::optim::AdamOptions(opts.gate_lr)),
+      gate_opt_(gates.parameters(), torch::optim::AdamOptions(opts.gate_lr)),
       coef_(opts.coef), search_{opts.coef, opts.coef_growth}, snapshot_(gates.log_alpha().detach().clone()),
       conc_(opts.method == GateMethod::PassConc),
       conc_coef_(conc_ && !opts.concentrator_adaptive ? opts.concentrator_weight : 0.0),
@@ -351,9 +438,47 @@ GateController::GateController(Transformer& model, HeadGateSet& gates, const Tra
     conf_set_.examples.push_back(data.valid[i]);
   res_.heads = gates.heads();
   res_.target_kept = opts.target_kept ? *opts.target_kept : -1;
+  if (cofi_) {
+    lambdas_ = torch::zeros({2}, gates.log_alpha().options()).requires_grad_(true);
+    lagrange_opt_ = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{lambdas_},
+                                                         torch::optim::AdamOptions(opts.lagrangian_lr));
+  }
 }
 
-torch::Tensor GateController::penalty() {
+double GateController::dsp_tau(int64_t step) const {
+  const double f = std::min(1.0, static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, train_.max_steps)));
+  return opts_.dsp_tau_start * std::pow(opts_.dsp_tau_end / opts_.dsp_tau_start, f);
+}
+
+void GateController::attach_train(int64_t step) {
+  if (dsp_) return gates_.attach(gumbel_soft_top_k(gates_.log_alpha(), k_, dsp_tau(step), opts_.dsp_straight_through));
+  gates_.attach_sample();
+}
+
+void GateController::attach_eval() {
+  if (dsp_) return gates_.attach(hard_top_k(gates_.log_alpha(), k_));
+  gates_.attach_deterministic();
+}
+
+// cofi: the multipliers take a step up their gradient (the gates took theirs down).
+void GateController::ascend_lagrangian() {
+  if (!lambdas_.grad().defined()) return;
+  lambdas_.mutable_grad().neg_();
+  lagrange_opt_->step();
+  lagrange_opt_->zero_grad();
+  coef_ = lambdas_[0].item<double>();
+  conc_coef_ = lambdas_[1].item<double>();
+}
+
+torch::Tensor GateController::penalty(int64_t step) {
+  if (dsp_) return {};  // K is built into the relaxation
+  if (cofi_) {
+    const double warm = opts_.cofi_warmup * static_cast<double>(train_.max_steps);
+    const double ramp = warm > 0 ? std::min(1.0, static_cast<double>(step) / warm) : 1.0;
+    const double target_sparsity = target_closed_ / static_cast<double>(n_) * ramp;
+    const auto gap = (1.0 - gates_.p_open().sum() / static_cast<double>(n_)) - target_sparsity;
+    return lambdas_[0] * gap + lambdas_[1] * gap * gap;
+  }
   auto la = gates_.log_alpha();
   if (!pass_) {
     const auto open = gates_.dist().p_open(la).sum();
@@ -372,13 +497,13 @@ torch::Tensor GateController::penalty() {
 int64_t GateController::record(int64_t step) {
   torch::NoGradGuard no_grad;
   auto la = gates_.log_alpha().detach();
-  auto po = gates_.dist().p_open(la);
+  auto po = dsp_ ? soft_top_k(la, k_, dsp_tau(step)) : gates_.p_open();
   GatePeriod r;
   r.step = step;
-  r.coef = coef_;
+  r.coef = dsp_ ? dsp_tau(step) : coef_;
   r.conc_coef = conc_coef_;
   r.expected_open = po.sum().item<double>();
-  r.closed = gates_.n_closed();
+  r.closed = dsp_ ? n_ - k_ : gates_.n_closed();
   const auto host = torch::stack({po, la}).to(torch::kCPU).contiguous();  // one read per period
   const float* h = host.data_ptr<float>();
   r.p_open.assign(h, h + n_);
@@ -431,6 +556,7 @@ void GateController::adapt_concentrator(int64_t step) {
 // The coefficient for the next period: hard_concrete's λ search (rolling the gates back when it
 // overshot), or growth while a target is missed. Returns the closed gates the next period starts from.
 int64_t GateController::steer(int64_t step, int64_t closed) {
+  if (keeps_by_rank(opts_.method)) return closed;  // dsp: no coefficient; cofi: the multipliers ascend every step
   if (!hc_controller_) {
     if (opts_.target_kept && closed != static_cast<int64_t>(target_closed_))
       coef_ = std::min(opts_.coef_max, coef_ * opts_.coef_growth);
@@ -472,16 +598,22 @@ int64_t GateController::periodic(int64_t step) {
 TrainHooks GateController::hooks() {
   TrainHooks hooks;
   hooks.save_checkpoints = false;
-  hooks.before_forward = [this](int64_t) { gates_.attach_sample(); };
-  hooks.extra_loss = [this](int64_t) { return penalty(); };
+  hooks.before_forward = [this](int64_t step) { attach_train(step); };
+  hooks.extra_loss = [this](int64_t step) { return penalty(step); };
   hooks.after_backward = [this](int64_t step) {
     gate_opt_.step();
     gate_opt_.zero_grad();
+    if (cofi_) ascend_lagrangian();
     if (step % opts_.period == 0) last_closed_ = periodic(step);
   };
-  hooks.before_eval = [this] { gates_.attach_deterministic(); };
-  hooks.extra_parameters = [this] { return std::vector<torch::Tensor>{gates_.log_alpha()}; };
+  hooks.before_eval = [this] { attach_eval(); };
+  hooks.extra_parameters = [this] {
+    auto p = gates_.parameters();
+    if (cofi_) p.push_back(lambdas_);
+    return p;
+  };
   hooks.stop = [this](int64_t step) {
+    if (keeps_by_rank(opts_.method)) return step >= train_.max_steps;
     if (step < train_.max_steps || step % opts_.period != 0) return false;
     return !opts_.target_kept || last_closed_ == static_cast<int64_t>(target_closed_);
   };
@@ -491,7 +623,14 @@ TrainHooks GateController::hooks() {
 GateTrainResult GateController::finish(int64_t steps) {
   res_.steps = steps;
   res_.final_coef = coef_;
-  const auto closed = gates_.closed();
+  std::vector<bool> closed = gates_.closed();
+  if (keeps_by_rank(opts_.method)) {
+    // Exactly the target: the K largest logits (dsp) or P_h(open)·P_L(open) (cofi).
+    torch::NoGradGuard no_grad;
+    const auto keep = hard_top_k(dsp_ ? gates_.log_alpha().detach() : gates_.p_open(), k_).to(torch::kCPU);
+    if (cofi_) res_.closed_by_gates = gates_.n_closed();
+    for (int64_t i = 0; i < n_; ++i) closed[static_cast<size_t>(i)] = keep[i].item<double>() == 0.0;
+  }
   for (int64_t i = 0; i < n_; ++i) (closed[i] ? res_.closed : res_.kept).push_back(gates_.heads()[i]);
   if (res_.log.empty() || res_.log.back().step != steps) record(steps);
   res_.reached_target = !opts_.target_kept || static_cast<int64_t>(res_.kept.size()) == *opts_.target_kept;
@@ -511,11 +650,18 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
   if (!model->masked_heads().empty())
     throw std::invalid_argument("gates: the model has " + std::to_string(model->masked_heads().size()) +
                                 " masked heads; remove them first (apply_plan_remove) so every gate is a live head");
-  HeadGateSet gates(*model, opts.dist, opts.init_log_alpha);
+  HeadGateSet gates(*model, opts.dist, opts.init_log_alpha, opts.method == GateMethod::Cofi);
   opts.validate(gates.size());
-  GateController controller(model, gates, data, train, opts, on_period);
+  TrainOptions with_teacher = train;
+  if (opts.distill_weight > 0 || opts.distill_hidden_weight > 0) {
+    with_teacher.distill_weight = opts.distill_weight;
+    with_teacher.distill_hidden_weight = opts.distill_hidden_weight;
+    with_teacher.distill_temperature = opts.distill_temperature;
+    if (!with_teacher.teacher) with_teacher.teacher = remove_heads(*model, {}).ptr();  // a copy: the model before the gates
+  }
+  GateController controller(model, gates, data, with_teacher, opts, on_period);
   const TrainHooks hooks = controller.hooks();
-  TrainOptions topts = train;
+  TrainOptions topts = with_teacher;
   topts.max_steps = train.max_steps + opts.max_extra_steps;
   topts.resume = false;
   // The model's lr schedule spans max_steps + max_extra_steps (only the linear decay depends on it).

@@ -351,7 +351,7 @@ void CurveBuilder::finetune(PrunePoint& p) {
   Transformer small = apply_plan_remove(model_, plan);
   TrainOptions to = opts_.finetune;
   // Distillation: the model before the curve (its earlier masks, nothing of the plan) teaches.
-  if (to.distill_weight > 0) to.teacher = std::dynamic_pointer_cast<TransformerImpl>(model_.shared_from_this());
+  if (to.distills()) to.teacher = std::dynamic_pointer_cast<TransformerImpl>(model_.shared_from_this());
   to.max_steps = opts_.finetune_steps;
   to.eval_every = opts_.finetune_steps;
   to.save_every = opts_.finetune_steps;

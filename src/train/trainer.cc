@@ -31,7 +31,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"weight_decay", adam.weight_decay}, {"clip_norm", clip_norm}, {"label_smoothing", label_smoothing},
           {"eval_every", eval_every},     {"log_every", log_every},       {"save_every", save_every},
           {"keep_every", keep_every},     {"distill_weight", distill_weight}, {"distill_temperature", distill_temperature},
-          {"best_metric", best_metric},   {"bf16", bf16},                 {"seed", seed}};
+          {"distill_hidden_weight", distill_hidden_weight}, {"best_metric", best_metric},   {"bf16", bf16},                 {"seed", seed}};
 }
 
 TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
@@ -39,7 +39,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
                      JsonStyle{"field", "is missing", JsonStyle::Nulls::Invalid, JsonStyle::Error::InvalidArgument});
   f.only({"max_steps", "batch_tokens", "max_batch", "lr", "warmup_steps", "schedule", "beta1", "beta2", "adam_eps",
           "weight_decay", "clip_norm", "label_smoothing", "eval_every", "log_every", "save_every", "keep_every",
-          "distill_weight", "distill_temperature", "best_metric", "bf16", "seed"});
+          "distill_weight", "distill_temperature", "distill_hidden_weight", "best_metric", "bf16", "seed"});
   TrainOptions o;
   o.max_steps = f.opt_int("max_steps", o.max_steps);
   o.batch_tokens = f.opt_int("batch_tokens", o.batch_tokens);
@@ -59,6 +59,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   o.keep_every = f.opt_int("keep_every", o.keep_every);
   o.distill_weight = f.opt_num("distill_weight", o.distill_weight);
   o.distill_temperature = f.opt_num("distill_temperature", o.distill_temperature);
+  o.distill_hidden_weight = f.opt_num("distill_hidden_weight", o.distill_hidden_weight);
   o.best_metric = f.opt_str("best_metric", o.best_metric);
   o.bf16 = f.opt_bool("bf16", o.bf16);
   const int64_t seed = f.opt_int("seed", static_cast<int64_t>(o.seed));
@@ -89,7 +90,8 @@ void validate(const TrainOptions& o, const TrainData& d) {
   if (o.keep_every < 0) bad("keep_every must be >= 0");
   if (!(o.distill_weight >= 0 && o.distill_weight <= 1)) bad("distill_weight must be in [0, 1]");
   if (!(o.distill_temperature > 0)) bad("distill_temperature must be > 0");
-  if (o.distill_weight > 0 && !o.teacher) bad("distill_weight > 0 needs a teacher model");
+  if (!(o.distill_hidden_weight >= 0)) bad("distill_hidden_weight must be >= 0");
+  if (o.distills() && !o.teacher) bad("distill_weight or distill_hidden_weight > 0 needs a teacher model");
   if (o.best_metric != "auto" && o.best_metric != "loss" && o.best_metric != "accuracy")
     bad("best_metric must be auto, loss or accuracy");
   if (d.train.empty()) bad("no training examples");
@@ -334,18 +336,27 @@ torch::Tensor TrainLoop::forward(const std::vector<const Example*>& ex, int64_t&
              (b.decoder_attention_mask.defined() ? b.decoder_attention_mask.sum().item<int64_t>() : 0);
   b = b.to(device_);
   Autocast autocast(device_, opts_.bf16);
+  if (!opts_.distills()) {
+    auto out = model_->forward(b);
+    return model_->loss(out, b, cls_ ? 0.0 : opts_.label_smoothing);
+  }
+  const double w = opts_.distill_weight, h = opts_.distill_hidden_weight;
+  HiddenStates student_states(*model_, h > 0), teacher_states(*opts_.teacher, h > 0);
   auto out = model_->forward(b);
   auto loss = model_->loss(out, b, cls_ ? 0.0 : opts_.label_smoothing);
-  const double w = opts_.distill_weight;
-  if (w <= 0) return loss;
   ModelOutput taught;
   {
     torch::NoGradGuard no_grad;
     opts_.teacher->eval();
     taught = opts_.teacher->forward(b);
   }
-  const auto kd = distillation_kl(*model_, out, taught, b, opts_.distill_temperature);
-  return w >= 1 ? kd : loss * (1.0 - w) + kd * w;
+  torch::Tensor objective = loss;
+  if (w > 0) {
+    const auto kd = distillation_kl(*model_, out, taught, b, opts_.distill_temperature);
+    objective = w >= 1 ? kd : loss * (1.0 - w) + kd * w;
+  }
+  if (h > 0) objective = objective + hidden_state_mse(student_states.states, teacher_states.states) * h;
+  return objective;
 }
 
 // One read from the device per step: the task loss (logged) and the extra loss.

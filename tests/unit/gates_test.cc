@@ -1,5 +1,6 @@
 // Learned gates: the Hard Concrete distribution against Monte-Carlo estimates, the PASS and
 // concentrator terms against hand-computed values, and joint training to an exact head count.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -183,7 +184,7 @@ struct GateRun {
 // fixed_concentrator: a fixed concentrator weight instead of the adaptive default.
 GateRun train_tiny(GateMethod method, int64_t target_kept, int64_t layers = 2,
                    std::optional<double> fixed_concentrator = std::nullopt,
-                   HcTarget hc_target = HcTarget::Controller) {
+                   HcTarget hc_target = HcTarget::Controller, bool straight_through = false) {
   ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
   cfg.n_encoder_layers = layers;
   cfg.encoder_self_heads.clear();
@@ -206,6 +207,7 @@ GateRun train_tiny(GateMethod method, int64_t target_kept, int64_t layers = 2,
   g.period = 20;
   g.gate_lr = 0.1;
   g.hc_target = hc_target;
+  g.dsp_straight_through = straight_through;
   if (fixed_concentrator) {
     g.concentrator_adaptive = false;
     g.concentrator_weight = *fixed_concentrator;
@@ -259,6 +261,129 @@ TEST(GateTraining, ConcentratorEmptiesWholeLayers) {
   set_log_level(LogLevel::Info);
 }
 
+TEST(SoftTopK, RelaxedMasksSumToKAndApproachTheHardTopK) {
+  torch::manual_seed(3);
+  const auto logits = torch::tensor({2.0, -1.0, 0.5, 1.5, -0.3, 0.0}, torch::kDouble);
+  for (int64_t k : {1, 2, 4, 6}) {
+    SCOPED_TRACE(k);
+    for (double tau : {5.0, 1.0, 0.1}) {
+      const auto m = soft_top_k(logits, k, tau);
+      EXPECT_NEAR(m.sum().item<double>(), static_cast<double>(k), 1e-9);
+      EXPECT_GE(m.min().item<double>(), 0.0);  // (an entry may pass 1 when warm: a relaxation, not a probability)
+    }
+    // Cold: the relaxation is the hard top-K (here {0, 3, 2, 5} in that order).
+    EXPECT_LT((soft_top_k(logits, k, 0.01) - hard_top_k(logits, k)).abs().max().item<double>(), 1e-3);
+  }
+  EXPECT_TRUE(torch::equal(hard_top_k(logits, 2), torch::tensor({1.0, 0.0, 0.0, 1.0, 0.0, 0.0}, torch::kDouble)));
+  EXPECT_TRUE(torch::equal(hard_top_k(torch::zeros({3}), 1), torch::tensor({1.0f, 0.0f, 0.0f})));  // ties: lower index
+  EXPECT_THROW(soft_top_k(logits, 0, 1.0), std::invalid_argument);
+  EXPECT_THROW(soft_top_k(logits, 7, 1.0), std::invalid_argument);
+  EXPECT_THROW(soft_top_k(logits, 2, 0.0), std::invalid_argument);
+}
+
+TEST(SoftTopK, GumbelExpectedMaskSumsToKAndFollowsTheLogits) {
+  torch::manual_seed(4);
+  const auto logits = torch::tensor({2.0, -1.0, 0.5, 1.5, -0.3, 0.0}, torch::kDouble);
+  const int64_t k = 3, n = 4000;
+  auto mean = torch::zeros_like(logits), hard_mean = torch::zeros_like(logits);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto m = gumbel_soft_top_k(logits, k, 0.5, false);
+    ASSERT_NEAR(m.sum().item<double>(), 3.0, 1e-9);
+    mean += m;
+    const auto h = gumbel_soft_top_k(logits, k, 0.5, true);
+    ASSERT_EQ(h.sum().item<double>(), 3.0);  // exactly K ones
+    ASSERT_TRUE(torch::equal(h, h.round()));
+    hard_mean += h;
+  }
+  mean /= static_cast<double>(n);
+  hard_mean /= static_cast<double>(n);
+  EXPECT_NEAR(mean.sum().item<double>(), 3.0, 1e-9);
+  // Inclusion probabilities follow the logits: 2.0 > 1.5 > 0.5 > 0.0 > -0.3 > -1.0.
+  for (const auto& m : {mean, hard_mean}) {
+    auto a = m.accessor<double, 1>();
+    EXPECT_GT(a[0], a[3]);
+    EXPECT_GT(a[3], a[2]);
+    EXPECT_GT(a[2], a[5]);
+    EXPECT_GT(a[5], a[1]);
+  }
+  // Straight-through: the gradient is that of the relaxation.
+  auto l = logits.clone().requires_grad_(true);
+  torch::manual_seed(9);
+  auto soft = gumbel_soft_top_k(l, k, 0.5, false);
+  (soft * torch::arange(6, torch::kDouble)).sum().backward();
+  const auto g_soft = l.grad().clone();
+  l.mutable_grad().zero_();
+  torch::manual_seed(9);
+  (gumbel_soft_top_k(l, k, 0.5, true) * torch::arange(6, torch::kDouble)).sum().backward();
+  EXPECT_TRUE(torch::allclose(l.grad(), g_soft));
+  EXPECT_GT(g_soft.abs().sum().item<double>(), 0.0);
+}
+
+TEST(CofiGates, AClosedLayerGateEmptiesTheLayer) {
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  cfg.n_encoder_layers = 2;
+  cfg.encoder_self_heads.clear();
+  cfg.n_classes = 2;
+  cfg.dropout = cfg.attention_dropout = 0.0;
+  cfg.finalize();
+  auto model = test::make_model(cfg, 2);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  TrainData data{synthetic_examples(cfg, 8, 3, 10, 1), {}};
+  const Batch b = collate(data.train, cfg.arch, cfg.pad_id);
+  HeadGateSet gates(*model, HardConcrete{}, 3.0, true);
+  ASSERT_TRUE(gates.has_layer_gates());
+  ASSERT_EQ(gates.layer_log_alpha().numel(), 2);
+  EXPECT_EQ(gates.n_closed(), 0);
+  const auto open = model->forward(b).logits;
+  gates.attach_deterministic();  // every gate at 1
+  EXPECT_LT((model->forward(b).logits - open).abs().max().item<double>(), 1e-6);
+  gates.layer_log_alpha()[1] = -10.0;  // layer 1's gate closes
+  gates.attach_deterministic();
+  const auto gated = model->forward(b).logits;
+  gates.detach();
+  for (int64_t h = 0; h < cfg.n_heads; ++h) model->set_head_mask({AttnType::EncoderSelf, 1, h}, 0.0);
+  EXPECT_LT((model->forward(b).logits - gated).abs().max().item<double>(), 1e-6);  // = every head of layer 1 masked
+  EXPECT_GT((gated - open).abs().max().item<double>(), 1e-4);
+  const auto closed = gates.closed();
+  for (int64_t i = 0; i < gates.size(); ++i) EXPECT_EQ(closed[i], gates.heads()[i].layer == 1) << i;
+  EXPECT_LT(gates.p_open().slice(0, cfg.n_heads).max().item<double>(), 1e-3);
+}
+
+TEST(GateTraining, DspAndCofiKeepExactlyK) {
+  set_log_level(LogLevel::Error);
+  for (auto m : {GateMethod::Dsp, GateMethod::Cofi}) {
+    for (bool st : {false, true}) {
+      if (m == GateMethod::Cofi && st) continue;
+      SCOPED_TRACE(to_string(m) + (st ? " straight-through" : ""));
+      auto r = train_tiny(m, 3, 2, std::nullopt, HcTarget::Controller, st);
+      EXPECT_TRUE(r.res.reached_target);
+      EXPECT_EQ(r.res.kept.size(), 3u);
+      EXPECT_EQ(r.res.closed.size(), 5u);
+      EXPECT_EQ(r.res.steps, 200);
+      const auto& last = r.res.log.back();
+      // The kept heads are the 3 largest logits (dsp) or P(open) (cofi) of the trained gates.
+      std::vector<double> score = m == GateMethod::Dsp ? last.log_alpha : last.p_open;
+      std::vector<double> sorted = score;
+      std::sort(sorted.rbegin(), sorted.rend());
+      for (size_t i = 0; i < r.res.heads.size(); ++i) {
+        const bool kept = std::find(r.res.kept.begin(), r.res.kept.end(), r.res.heads[i]) != r.res.kept.end();
+        EXPECT_EQ(kept, score[i] >= sorted[2]) << i;
+      }
+      EXPECT_GT(sorted.front() - sorted.back(), 1e-3);  // the gates trained apart
+      if (m == GateMethod::Dsp) {
+        EXPECT_NEAR(last.expected_open, 3.0, 1e-4);
+        EXPECT_NEAR(last.coef, 0.05, 1e-9);  // the temperature, annealed to its end
+      } else {
+        EXPECT_NEAR(last.expected_open, 3.0, 1.5);  // the Lagrangian held the expected count near the target
+        EXPECT_GT(last.conc_coef, 0.0);             // λ2 rose
+        EXPECT_GE(r.res.closed_by_gates, 0);
+      }
+    }
+  }
+  set_log_level(LogLevel::Info);
+}
+
 TEST(GateTraining, BadOptionsAreClearErrors) {
   ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
   cfg.n_classes = 2;
@@ -285,6 +410,17 @@ TEST(GateTraining, BadOptionsAreClearErrors) {
   EXPECT_THROW(parse_hc_target("linear"), std::invalid_argument);
   EXPECT_EQ(parse_hc_target("quadratic"), HcTarget::Quadratic);
   EXPECT_EQ(parse_gate_method("l0"), GateMethod::HardConcrete);
+  EXPECT_EQ(parse_gate_method("dsp"), GateMethod::Dsp);
+  EXPECT_EQ(parse_gate_method("cofi"), GateMethod::Cofi);
+  g.target_kept.reset();
+  model->unmask_all();
+  for (auto m : {GateMethod::Dsp, GateMethod::Cofi}) {
+    g.method = m;
+    EXPECT_NE(test::error_of([&] { train_gates(model, data, {}, g, dir.path); }).find("needs a target"), std::string::npos);
+  }
+  g.target_kept = 4;
+  g.cofi_warmup = 1.5;
+  EXPECT_NE(test::error_of([&] { train_gates(model, data, {}, g, dir.path); }).find("warm-up"), std::string::npos);
 }
 
 }  // namespace

@@ -205,6 +205,66 @@ TEST(Trainer, DistillationFromATeacher) {
   set_log_level(LogLevel::Info);
 }
 
+TEST(Trainer, HiddenStateDistillation) {
+  set_log_level(LogLevel::Warn);
+  for (Arch arch : {Arch::DecoderLM, Arch::EncoderClassifier, Arch::EncoderDecoder}) {
+    SCOPED_TRACE(to_string(arch));
+    ModelConfig cfg = tiny_config(arch);
+    cfg.dropout = cfg.attention_dropout = 0.0;
+    if (arch == Arch::EncoderClassifier) cfg.n_classes = 2;
+    auto teacher = test::make_model(cfg, 4);
+    teacher->eval();
+    const auto data = small_data(cfg, 64);
+    const Batch b = collate(data.valid, cfg.arch, cfg.pad_id);
+    torch::NoGradGuard no_grad;
+    const auto states_of = [&](Transformer& m) {
+      HiddenStates h(*m, true);
+      m->forward(b);
+      return h.states;
+    };
+    const auto t_states = states_of(teacher);
+    // One state per attention sub-layer (self and cross), the hooks gone afterwards.
+    EXPECT_EQ(t_states.size(), teacher->head_masks().size());
+    for (auto& g : teacher->head_masks()) EXPECT_FALSE(teacher->attention(g.type, g.layer).on_output);
+    auto same = test::make_model(cfg, 4);
+    same->eval();
+    EXPECT_EQ(hidden_state_mse(states_of(same), t_states).item<double>(), 0.0);
+    // By hand: the mean over layers of each layer's mean squared difference.
+    auto student = test::make_model(cfg, 9);
+    student->eval();
+    const auto s_states = states_of(student);
+    double by_hand = 0;
+    for (size_t i = 0; i < s_states.size(); ++i) by_hand += (s_states[i] - t_states[i]).pow(2).mean().item<double>();
+    by_hand /= static_cast<double>(s_states.size());
+    const double before = hidden_state_mse(s_states, t_states).item<double>();
+    EXPECT_NEAR(before, by_hand, 1e-6 * by_hand);
+    EXPECT_GT(before, 0.0);
+    EXPECT_NE(test::error_of([&] { hidden_state_mse({s_states[0]}, t_states); }).find("same layers"), std::string::npos);
+    // Training on the hidden-state term alone brings the student's states towards the teacher's.
+    torch::GradMode::set_enabled(true);
+    test::TempDir dir;
+    TrainOptions o = small_opts();
+    o.max_steps = 40;
+    o.eval_every = o.save_every = 40;
+    o.distill_hidden_weight = 1.0;
+    o.distill_weight = 1.0;
+    o.teacher = teacher.ptr();
+    train_model(student, data, o, dir.path);
+    torch::GradMode::set_enabled(false);
+    student->eval();
+    EXPECT_LT(hidden_state_mse(states_of(student), t_states).item<double>(), 0.7 * before);
+    EXPECT_EQ(TrainOptions::from_json(o.to_json()).distill_hidden_weight, 1.0);
+    o.teacher.reset();
+    o.distill_weight = 0;
+    torch::GradMode::set_enabled(true);
+    test::TempDir other;
+    EXPECT_NE(test::error_of([&] { train_model(student, data, o, other.path); }).find("needs a teacher"),
+              std::string::npos);
+    torch::GradMode::set_enabled(false);
+  }
+  set_log_level(LogLevel::Info);
+}
+
 TEST(Trainer, BadOptionsAreClearErrors) {
   ModelConfig cfg = tiny_config(Arch::DecoderLM);
   Transformer model(cfg);

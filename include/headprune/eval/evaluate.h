@@ -52,6 +52,26 @@ std::pair<torch::Tensor, torch::Tensor> per_example_nll(const TransformerImpl& m
 torch::Tensor distillation_kl(const TransformerImpl& model, const ModelOutput& student, const ModelOutput& teacher,
                               const Batch& batch, double temperature);
 
+// CoFi's layer-wise term: the mean over layers of the mean squared difference between the
+// student's and the teacher's hidden states (teacher detached); equal lists of equal shapes.
+torch::Tensor hidden_state_mse(const std::vector<torch::Tensor>& student, const std::vector<torch::Tensor>& teacher);
+
+// While alive, collects the hidden state [B, T, C] entering every attention sub-layer of the
+// model's forward passes (through MultiHeadAttention::on_output), in call order, and removes its
+// hooks when it goes (a layer that has a hook already is a std::logic_error). `on` false: collects
+// nothing and installs nothing.
+class HiddenStates {
+ public:
+  HiddenStates(TransformerImpl& model, bool on);
+  ~HiddenStates();
+  HiddenStates(const HiddenStates&) = delete;
+  HiddenStates& operator=(const HiddenStates&) = delete;
+  std::vector<torch::Tensor> states;
+
+ private:
+  std::vector<MultiHeadAttentionImpl*> modules_;
+};
+
 // Runs the model in eval mode without gradients; restores its train/eval mode afterwards. In a run
 // of several processes each evaluates its share of the batches and the sums are combined, so every
 // rank returns the whole set's result.

@@ -48,10 +48,12 @@ struct FinetuneOptions {
   int64_t steps = 0;         // 0 = none
   double lr = 0;             // 0 = the run config's
   int64_t batch_tokens = 0;  // 0 = the run config's
-  // Distillation from the unpruned model (TrainOptions::distill_weight, distill_temperature): the
-  // job that fine-tunes sets the teacher.
+  // Distillation from the unpruned model (TrainOptions::distill_weight, distill_temperature,
+  // distill_hidden_weight): the job that fine-tunes sets the teacher.
   double distill_weight = 0;
   double distill_temperature = 1;
+  double distill_hidden_weight = 0;
+  bool distills() const { return steps > 0 && (distill_weight > 0 || distill_hidden_weight > 0); }
 };
 
 // How a running job reports. Both callbacks are optional (unset = silent).

@@ -25,6 +25,23 @@
 //                  open head, the concentrator's pull to close outweighs the P(g = 1) term's pull to
 //                  stay open by `margin` (see concentrator_coefficient), capped at `max`; it is on
 //                  from the first period until `until` of the steps, then 0 so PASS settles the count.
+//   dsp            Differentiable Subset Pruning (Li, Cotterell, Sachan 2021): a logit per head and a
+//                  Gumbel soft top-K (Xie & Ermon 2019): K rounds of a softmax at temperature τ over
+//                  the noisy logits, each round's probabilities taken off the next round's keys by
+//                  log(1 − p); the relaxed mask is their sum and adds up to exactly K. τ is annealed
+//                  geometrically from dsp_tau_start to dsp_tau_end over max_steps. With
+//                  dsp_straight_through the forward pass uses the hard top-K of that mask and the
+//                  backward pass its relaxation. No penalty: K is built in; evaluation and the
+//                  result keep the K largest logits, so exactly K heads are kept.
+//   cofi           CoFi (Xia et al. 2022) restricted to attention: a Hard Concrete gate per head and
+//                  one per attention layer (its heads' outputs are multiplied by both, so a closed layer
+//                  gate empties the layer); the expected kept fraction Σ_L P_L(open)·Σ_{h in L}
+//                  P_h(open) / N is held to the target by the Lagrangian λ1·(s − t) + λ2·(s − t)²
+//                  on the sparsity s = 1 − that fraction, λ1 and λ2 trained by gradient ascent (Adam,
+//                  lagrangian_lr) while the gates descend; t warms up linearly to the target over
+//                  cofi_warmup of max_steps. The result keeps exactly K heads: the K largest
+//                  P_h(open)·P_L(open). Its layer-wise distillation is TrainOptions::distill_hidden_weight
+//                  (the gates job's --gate-distill-hidden; see GateOptions::distill_*).
 // Training samples g = min(1, max(0, σ((log u − log(1−u) + log α)/β)·(r − l) + l)), u ~ U(0, 1);
 // evaluation uses the deterministic gate min(1, max(0, σ(log α)·(r − l) + l)). The gates multiply
 // each head's output through MultiHeadAttention::head_probe; the model's own head_mask buffers
@@ -62,6 +79,16 @@ struct HardConcrete {
   void validate() const;  // beta > 0, l < 0, r > 1
 };
 
+// Xie & Ermon's relaxed top-K of `keys` [N] at temperature tau: K softmax rounds, each taken off the
+// next round's keys by log(1 − p); the result is >= 0 and sums to k (warm, an entry may pass 1);
+// as tau -> 0 it tends to the hard top-K. 1 <= k <= N.
+torch::Tensor soft_top_k(const torch::Tensor& keys, int64_t k, double tau);
+// 1 for the k largest entries of `scores` [N], 0 elsewhere (ties: the lower index).
+torch::Tensor hard_top_k(const torch::Tensor& scores, int64_t k);
+// DSP's training mask: soft_top_k of logits plus Gumbel(0, 1) noise; straight_through: the hard
+// top-K of it forward, its gradient backward.
+torch::Tensor gumbel_soft_top_k(const torch::Tensor& logits, int64_t k, double tau, bool straight_through);
+
 // The penalties, on flat per-head probability vectors.
 torch::Tensor pass_penalty(const torch::Tensor& p0, const torch::Tensor& p1, double target_closed);
 // Σ over layers of 1 − Π P(g = 0); layer_sizes partitions p0 in order.
@@ -73,12 +100,14 @@ torch::Tensor concentrator_penalty(const torch::Tensor& p0, const std::vector<in
 double concentrator_coefficient(const torch::Tensor& p0, const torch::Tensor& p1, const std::vector<bool>& open,
                                 const std::vector<int64_t>& layer_sizes, double margin, double max_coef);
 
-enum class GateMethod { HardConcrete, Pass, PassConc };
+enum class GateMethod { HardConcrete, Pass, PassConc, Dsp, Cofi };
 enum class HcTarget { Controller, Quadratic };  // how hard_concrete reaches a target (see above)
 std::string to_string(HcTarget t);
 HcTarget parse_hc_target(const std::string& s);  // controller | quadratic
 std::string to_string(GateMethod m);
-GateMethod parse_gate_method(const std::string& s);  // hard_concrete (or l0) | pass | passconc
+GateMethod parse_gate_method(const std::string& s);  // hard_concrete (or l0) | pass | passconc | dsp | cofi
+// dsp and cofi keep exactly the target by ranking at the end; the others decide by P(g = 0) > P(g = 1).
+bool keeps_by_rank(GateMethod m);
 const NameTable<GateMethod>& gate_method_names();
 const NameTable<HcTarget>& hc_target_names();
 
@@ -121,6 +150,16 @@ struct GateOptions {
   double gate_lr = 0.05;      // Adam learning rate of log α
   double init_log_alpha = 3.0;  // all gates start open (deterministic gate 1)
   int64_t max_extra_steps = 0;  // train past max_steps, a period at a time, until the count is exact
+  // dsp: the Gumbel soft top-K's temperature, annealed geometrically from start to end over max_steps.
+  double dsp_tau_start = 1.0, dsp_tau_end = 0.05;
+  bool dsp_straight_through = false;
+  // cofi: Adam rate of the Lagrange multipliers (ascent) and the target's linear warm-up (fraction of
+  // max_steps); the layer gates start at init_log_alpha too.
+  double lagrangian_lr = 0.05;
+  double cofi_warmup = 0.5;
+  // Distillation while the gates train (CoFi's recipe; any method): the model as it was before the
+  // gates teaches; the weights and temperature as in TrainOptions (0 = none).
+  double distill_weight = 0, distill_hidden_weight = 0, distill_temperature = 1;
 
   void validate(int64_t n_heads) const;  // throws std::invalid_argument naming the option
   nlohmann::json to_json() const;
@@ -129,24 +168,31 @@ struct GateOptions {
 // One gate per head of every attention layer that keeps heads, in model order.
 class HeadGateSet {
  public:
-  HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha);
+  // layer_gates: also one gate per attention layer (cofi), multiplied into each of its heads' gates.
+  HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha, bool layer_gates = false);
 
   int64_t size() const { return log_alpha_.numel(); }
   const std::vector<HeadId>& heads() const { return heads_; }
   const std::vector<int64_t>& layer_sizes() const { return layer_sizes_; }
   torch::Tensor& log_alpha() { return log_alpha_; }  // [N] leaf with requires_grad
+  bool has_layer_gates() const { return layer_log_alpha_.defined(); }
+  torch::Tensor& layer_log_alpha() { return layer_log_alpha_; }  // [layers] leaf (layer gates only)
+  std::vector<torch::Tensor> parameters() const;  // log α, and the layers' log α with layer gates
   const HardConcrete& dist() const { return dist_; }
+  torch::Tensor per_head(const torch::Tensor& per_layer) const;  // [layers] -> [N], repeated per head
 
-  void attach_sample();         // a fresh training sample on every gated attention
+  void attach(const torch::Tensor& g);  // g [N]: multiplies each head's output (through head_probe)
+  void attach_sample();         // a fresh training sample on every gated attention (and layer)
   void attach_deterministic();  // evaluation gates
   void detach();                // no gates (the model's masks only)
-  std::vector<bool> closed() const;  // P(g = 0) > P(g = 1)
+  torch::Tensor p_open() const;  // P(head open), times P(layer open) with layer gates
+  // P(g = 0) > P(g = 1) of the head's gate, or of its layer's with layer gates.
+  std::vector<bool> closed() const;
   int64_t n_closed() const;
 
  private:
-  void attach(const torch::Tensor& g);
   HardConcrete dist_;
-  torch::Tensor log_alpha_;
+  torch::Tensor log_alpha_, layer_log_alpha_;
   std::vector<HeadId> heads_;
   std::vector<MultiHeadAttentionImpl*> modules_;
   std::vector<int64_t> layer_sizes_;
@@ -154,6 +200,7 @@ class HeadGateSet {
 
 // The gates at the end of a period: the coefficient, the concentrator weight (passconc), the expected
 // number of open heads Σ P(g ≠ 0), the closed count, and P(g ≠ 0) and log α of every head.
+// cofi: coef is λ1, conc_coef λ2; dsp: coef is the temperature τ, p_open the noise-free soft top-K.
 struct GatePeriod {
   int64_t step = 0;
   double coef = 0, conc_coef = 0, expected_open = 0;
@@ -172,6 +219,7 @@ struct GateTrainResult {
   double final_coef = 0;
   int64_t rollbacks = 0;  // hard_concrete controller: periods undone because the count overshot
   std::vector<std::pair<AttnType, int64_t>> emptied;  // attention layers whose every gate is closed
+  int64_t closed_by_gates = -1;  // dsp, cofi: heads whose gates were closed before the ranking (dsp: -1)
   std::vector<GatePeriod> log;  // one record per period (two for a rolled-back period: before, after)
   nlohmann::json to_json() const;  // the summary (without the log)
   nlohmann::json log_json() const;  // [{step, coef, conc_coef, expected_open, closed, p_open, log_alpha}]

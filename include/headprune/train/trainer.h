@@ -52,9 +52,14 @@ struct TrainOptions {
   // Distillation as recovery: with distill_weight w > 0 the objective is (1 - w) * task loss +
   // w * distillation_kl (eval/evaluate.h) at distill_temperature from `teacher`'s logits on the same
   // batch, computed on the fly in eval mode without gradients (nothing of the teacher is trained).
+  // distill_hidden_weight h > 0 adds h * hidden_state_mse: the mean squared difference between the
+  // student's and the teacher's hidden states entering every attention sub-layer (CoFi's layer-wise
+  // distillation; depth and width are the same, since heads are removed, not layers).
   double distill_weight = 0.0;
   double distill_temperature = 1.0;
-  std::shared_ptr<TransformerImpl> teacher;  // required when distill_weight > 0; not part of to_json()
+  double distill_hidden_weight = 0.0;
+  std::shared_ptr<TransformerImpl> teacher;  // required when a distillation weight is > 0; not part of to_json()
+  bool distills() const { return distill_weight > 0 || distill_hidden_weight > 0; }
   bool bf16 = false;  // bf16 autocast for forward/backward matmuls (fp32 master weights); ~4x faster GEMMs on CPUs with bf16 support
   uint64_t seed = 1;
   // The run directory: a new run needs it missing or empty; resume continues out_dir/last (and says
