@@ -19,7 +19,7 @@ void register_prune(CLI::App& app, Context& ctx) {
         if (st == PlanStrategy::Given) throw std::invalid_argument("--strategy given is for library callers; use --strategy plan --plan FILE");
         return st;
       },
-      "score, iterative, random, layers, manual or plan", "score");
+      "score, iterative, random, layers, manual, plan or budget", "score");
   add_parsed(sub, "--method", r->plan.method, parse_score_method, "scoring method for score and iterative", "gradient");
   add_parsed(sub, "--target", r->plan.target, parse_target, "how many heads: a fraction (0.3 or 30%) or a count (12)");
   sub->add_flag("--per-layer", r->plan.per_layer, "score: the target fraction of every layer instead of globally");
@@ -44,6 +44,21 @@ void register_prune(CLI::App& app, Context& ctx) {
   sub->add_option("--scores", r->plan.scores_file,
                   "score: take the --method map from this importance.json (headprune importance --out) instead of "
                   "scoring again");
+  sub->add_option("--budget", r->plan.budget,
+                  "budget: latency=0.7x or =12ms (measured here), memory=2GiB or =0.8x (weights and key/value cache), "
+                  "kv-cache=..., params=0.75x or =80M; the plan keeps the most --method importance within it (implies --strategy budget)");
+  sub->add_option("--budget-batch", r->plan.budget_shape.batch, "budget: batch of the latency table and the key/value cache")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("--budget-len", r->plan.budget_shape.seq_len, "budget: sequence length the latency is measured at")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("--budget-context", r->plan.budget_shape.context, "budget: positions the key/value cache holds")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("--budget-reps", r->plan.budget_shape.reps, "budget: timed repetitions per model in the latency table")
+      ->check(at_least(1))
+      ->capture_default_str();
   sub->add_flag("--mask-only", r->mask_only, "save the model with the heads masked instead of removing them");
   add_parsed(sub, "--metric", r->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
   sub->add_option("--beam", r->beam, "beam size for BLEU")->check(at_least(1))->capture_default_str();
@@ -53,6 +68,7 @@ void register_prune(CLI::App& app, Context& ctx) {
   add_finetune_options(sub, r->finetune, r->data);
   sub->callback([&ctx, r, strategy] {
     if (!r->plan.plan_file.empty() && strategy->count() == 0) r->plan.strategy = PlanStrategy::File;
+    if (!r->plan.budget.empty() && strategy->count() == 0) r->plan.strategy = PlanStrategy::Budget;
     run_prune(*r, start(ctx), stderr_events(ctx)).print(ctx.out);
   });
 

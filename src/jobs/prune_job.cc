@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "headprune/data/dataset.h"
+#include "headprune/data/model_dir.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/formats.h"
@@ -40,6 +41,7 @@ nlohmann::json PruneResult::to_json() const {
   stamp_format(j, ResultKind::Summary);
   if (!checks.compensation.is_null()) j["compensation"] = checks.compensation;
   j["checks"] = checks.to_json();
+  if (!budget.is_null()) j["budget"] = budget;
   return j;
 }
 
@@ -56,6 +58,14 @@ void PruneResult::print(std::ostream& out) const {
         << fmt(compensation["spearman"].get<double>(), 3) << "\n";
   }
   checks.print(out);
+  if (!budget.is_null())
+    out << "budget " << budget["kind"].get<std::string>() << ": limit " << fmt(budget["limit"].get<double>(), 4) << " "
+        << budget["unit"].get<std::string>() << ", predicted " << fmt(budget["predicted"].get<double>(), 4) << ", measured "
+        << fmt(budget["measured"].get<double>(), 4) << " (error " << fmt(100 * budget["error"].get<double>(), 1) << " %)"
+        << (budget.contains("measured_unpruned")
+                ? ", unpruned " + fmt(budget["measured_unpruned"].get<double>(), 4) + " beside it"
+                : std::string())
+        << (budget["met"].get<bool>() ? "; met" : "; NOT met") << "\n";
   out << "checkpoint " << bytes_before << " -> " << bytes_after << " bytes; saved " << out_dir << "/model and "
       << out_dir << "/plan.json\n";
 }
@@ -103,6 +113,14 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
   res.checks = apply_plan(in, res.plan, dir, set, how, res.stages);
   res.bytes_before = dir_bytes(req.checkpoint);
   res.bytes_after = dir_bytes(join_path(dir, "model"));
+  if (spec.strategy == PlanStrategy::Budget && !req.mask_only) {
+    // The chosen model (as saved) beside the model it came from.
+    events.say("prune", "checking the budget on the saved model");
+    LoadOptions lo;
+    lo.dtype = rt.dtype;
+    LoadedModel unpruned = open_model(req.checkpoint, rt.device, lo), pruned = open_model(join_path(dir, "model"), rt.device, lo);
+    res.budget = check_budget(*unpruned.model, *pruned.model, res.plan, spec.budget_shape);
+  }
   write_json_file(join_path(dir, "summary.json"), res.to_json());
   out.commit();
   events.say("prune", res.plan.strategy + ": " + std::to_string(res.plan.heads.size()) + " heads");

@@ -1,6 +1,8 @@
 // Plans from a strategy request (see header).
 #include "headprune/prune/strategy.h"
 
+#include "headprune/prune/budget.h"
+
 #include <sstream>
 #include <stdexcept>
 
@@ -14,7 +16,8 @@ const NameTable<PlanStrategy>& plan_strategy_names() {
                                           {PlanStrategy::Layers, {"layers"}},
                                           {PlanStrategy::Manual, {"manual"}},
                                           {PlanStrategy::File, {"plan"}},
-                                          {PlanStrategy::Given, {"given"}}}};
+                                          {PlanStrategy::Given, {"given"}},
+                                          {PlanStrategy::Budget, {"budget"}}}};
   return t;
 }
 
@@ -44,6 +47,39 @@ std::vector<std::pair<AttnType, int64_t>> parse_layer_list(const std::string& s)
 
 namespace {
 
+// The importance map a score-based plan ranks by: scored now on `data`, or read from spec.scores_file.
+HeadScores plan_scores(const PlanSpec& spec, TransformerImpl& model, const EvalSet& data, const ScoreOptions& score,
+                       ScoreUnit unit) {
+  if (spec.scores_file.empty()) {
+    ScoreOptions so = score;
+    so.unit = unit;
+    return score_heads(model, data, spec.method, so);
+  }
+  std::string have;
+  for (auto& m : read_maps(spec.scores_file)) {
+    if (m.method == to_string(spec.method) && m.unit == unit) return m;
+    have += (have.empty() ? "" : ", ") + m.method + (m.unit == ScoreUnit::KvGroup ? " (kv_group)" : "");
+  }
+  throw std::invalid_argument(spec.scores_file + ": no " + to_string(spec.method) + " map of " +
+                              (unit == ScoreUnit::KvGroup ? "key/value groups" : "query heads") + " (it has " +
+                              (have.empty() ? "none" : have) + ")");
+}
+
+// Strategy budget: the group map, the cost table (measured or counted), the knapsack.
+PruningPlan budget_plan(const PlanSpec& spec, TransformerImpl& model, const EvalSet& data, const ScoreOptions& score) {
+  if (spec.budget.empty())
+    throw std::invalid_argument("strategy budget needs a budget (--budget latency=0.7x, memory=2GiB, kv-cache=0.5x or params=0.8x)");
+  const Budget b = parse_budget(spec.budget);
+  const HeadScores groups = plan_scores(spec, model, data, score, ScoreUnit::KvGroup);
+  std::function<void(int64_t, int64_t)> progress;
+  if (score.progress) progress = [&](int64_t done, int64_t total) { score.progress("latency table", done, total); };
+  const CostTable table = b.kind == BudgetKind::Latency ? latency_costs(model, spec.budget_shape, progress)
+                                                        : counted_costs(model, b.kind, spec.budget_shape);
+  BudgetPlan bp = plan_to_budget(table, groups, model.config(), b.relative ? b.value * table.full : b.value);
+  bp.plan.info["budget"] = b.to_json();
+  return bp.plan;
+}
+
 PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const EvalSet& data, const ScoreOptions& score,
                            const MetricOptions& measure, Metric metric,
                            const std::function<void(const PrunePoint&)>& on_step) {
@@ -63,6 +99,7 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
     case PlanStrategy::Layers:
       if (spec.layers.empty()) throw std::invalid_argument("strategy layers needs layers (--layers TYPE:LAYER[,...])");
       return plan_layers(cfg, spec.layers);
+    case PlanStrategy::Budget: return budget_plan(spec, model, data, score);
     default: break;
   }
   if (!spec.target) throw std::invalid_argument("strategy " + name + " needs a target (--target 0.3, 30% or a count)");
@@ -97,21 +134,7 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
   po.min_per_layer = spec.min_per_layer;
   po.exclude = masked;
   const ScoreUnit unit = spec.unit == PlanUnit::KvGroup ? ScoreUnit::KvGroup : ScoreUnit::Head;
-  auto scores = [&]() -> HeadScores {
-    if (spec.scores_file.empty()) {
-      ScoreOptions so = score;
-      so.unit = unit;
-      return score_heads(model, data, spec.method, so);
-    }
-    std::string have;
-    for (auto& m : read_maps(spec.scores_file)) {
-      if (m.method == to_string(spec.method) && m.unit == unit) return m;
-      have += (have.empty() ? "" : ", ") + m.method + (m.unit == ScoreUnit::KvGroup ? " (kv_group)" : "");
-    }
-    throw std::invalid_argument(spec.scores_file + ": no " + to_string(spec.method) + " map of " +
-                                (unit == ScoreUnit::KvGroup ? "key/value groups" : "query heads") + " (it has " +
-                                (have.empty() ? "none" : have) + ")");
-  };
+  auto scores = [&] { return plan_scores(spec, model, data, score, unit); };
   switch (spec.unit) {
     case PlanUnit::Head: return plan_by_score(scores(), cfg, po);
     case PlanUnit::Balanced: return plan_balanced_by_score(scores(), cfg, po);

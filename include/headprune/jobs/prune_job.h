@@ -44,6 +44,8 @@ struct PruneResult {
   // apply_plan's output checks (masked vs removed, reloaded) and Budhraja's compensation table (null
   // without fine-tuning).
   PlanChecks checks;
+  // Strategy budget: the chosen model's cost, predicted and then measured (check_budget); else null.
+  nlohmann::json budget;
   nlohmann::json to_json() const;      // summary.json
   void print(std::ostream& out) const;  // the stage table, compensation and sizes
 };

@@ -6,7 +6,9 @@
 //   layers     whole attention layers;
 //   manual     a list of heads ("TYPE:LAYER:HEAD,..." or HF's {"layer": [heads]});
 //   plan       a plan file written earlier (plan.json);
-//   given      the plan in PlanSpec::given (for library callers).
+//   given      the plan in PlanSpec::given (for library callers);
+//   budget     the plan that keeps the most importance (a key/value group map of `method`) within a
+//              latency, memory, key/value cache or parameter budget (budget.h).
 // Heads the model has masked are never chosen again.
 #pragma once
 
@@ -17,14 +19,16 @@
 #include <utility>
 #include <vector>
 
+#include "headprune/prune/budget.h"
 #include "headprune/prune/plan.h"
 #include "headprune/prune/pruning.h"
 #include "headprune/util/names.h"
 
 namespace hp {
 
-enum class PlanStrategy { Score, Iterative, Random, Layers, Manual, File, Given };
-const NameTable<PlanStrategy>& plan_strategy_names();  // score, iterative, random, layers, manual, plan, given
+enum class PlanStrategy { Score, Iterative, Random, Layers, Manual, File, Given, Budget };
+// score, iterative, random, layers, manual, plan, given, budget
+const NameTable<PlanStrategy>& plan_strategy_names();
 PlanStrategy parse_plan_strategy(const std::string& s);
 
 struct PlanSpec {
@@ -46,6 +50,8 @@ struct PlanSpec {
   // read from an importance file (`headprune importance --out`) instead of scoring again.
   std::string scores_file;
   PruningPlan given;                           // given
+  std::string budget;                          // budget: KIND=VALUE (parse_budget)
+  BudgetShape budget_shape;                    // budget: where latency and the key/value cache are measured
 };
 
 // "cross:1,decoder_self:0" -> {(cross, 1), (decoder_self, 0)}; errors name the item.

@@ -1,0 +1,367 @@
+// Pruning to a budget (see header).
+#include "headprune/prune/budget.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+#include "headprune/eval/benchmark.h"
+#include "headprune/model/geometry.h"
+#include "headprune/model/remove_heads.h"
+#include "headprune/util/log.h"
+
+namespace hp {
+
+const NameTable<BudgetKind>& budget_kind_names() {
+  static const NameTable<BudgetKind> t{"budget",
+                                       {{BudgetKind::Latency, {"latency"}},
+                                        {BudgetKind::Memory, {"memory"}},
+                                        {BudgetKind::KvCache, {"kv-cache", "kv_cache"}},
+                                        {BudgetKind::Params, {"params"}}}};
+  return t;
+}
+std::string to_string(BudgetKind k) { return budget_kind_names().name(k); }
+
+nlohmann::json Budget::to_json() const {
+  return {{"kind", to_string(kind)}, {"value", value}, {"relative", relative}, {"text", text}};
+}
+
+nlohmann::json BudgetShape::to_json() const {
+  return {{"batch", batch}, {"seq_len", seq_len}, {"context", context}, {"warmup", warmup}, {"reps", reps}};
+}
+
+namespace {
+
+// The number in front of a suffix; the whole text must be used.
+double number_of(const std::string& num, const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(num, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != num.size() || !std::isfinite(v) || !(v > 0))
+    throw std::invalid_argument("--budget '" + text + "': '" + num + "' is not a positive number");
+  return v;
+}
+
+}  // namespace
+
+Budget parse_budget(const std::string& text) {
+  Budget b;
+  b.text = text;
+  const auto eq = text.find('=');
+  if (eq == std::string::npos)
+    throw std::invalid_argument("--budget '" + text + "': expected KIND=VALUE, KIND one of latency, memory, kv-cache, params");
+  b.kind = budget_kind_names().parse(text.substr(0, eq));
+  std::string v = text.substr(eq + 1);
+  std::string lower = v;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto ends = [&](const std::string& s) { return lower.size() > s.size() && lower.compare(lower.size() - s.size(), s.size(), s) == 0; };
+  auto head = [&](size_t n) { return v.substr(0, v.size() - n); };
+  if (ends("x")) {
+    b.value = number_of(head(1), text);
+  } else if (ends("%")) {
+    b.value = number_of(head(1), text) / 100.0;
+  } else {
+    b.relative = false;
+    static const std::vector<std::pair<std::string, double>> bytes = {
+        {"gib", 1024.0 * 1024 * 1024}, {"mib", 1024.0 * 1024}, {"kib", 1024.0}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}};
+    static const std::vector<std::pair<std::string, double>> counts = {{"b", 1e9}, {"m", 1e6}, {"k", 1e3}};
+    bool done = false;
+    if (b.kind == BudgetKind::Latency) {
+      if (!ends("ms")) throw std::invalid_argument("--budget '" + text + "': a latency is a share (0.7x, 70%) or milliseconds (12ms)");
+      b.value = number_of(head(2), text);
+      done = true;
+    } else if (b.kind == BudgetKind::Params) {
+      for (const auto& [s, f] : counts)
+        if (!done && ends(s)) b.value = number_of(head(s.size()), text) * f, done = true;
+    } else {
+      for (const auto& [s, f] : bytes)
+        if (!done && ends(s)) b.value = number_of(head(s.size()), text) * f, done = true;
+    }
+    if (!done) b.value = number_of(v, text);  // a plain count of parameters or bytes
+  }
+  if (b.relative && b.value > 1)
+    throw std::invalid_argument("--budget '" + text + "': a share of the model must be at most 1x (100%)");
+  return b;
+}
+
+double CostTable::emptied() const {
+  std::vector<int64_t> none(layers.size(), 0);
+  return predict(none);
+}
+
+double CostTable::predict(const std::vector<int64_t>& kept) const {
+  if (kept.size() != layers.size()) throw std::invalid_argument("cost table: one kept count per layer is needed");
+  double total = full;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto& c = layers[i].cost;
+    if (kept[i] < 0 || kept[i] >= static_cast<int64_t>(c.size()))
+      throw std::invalid_argument("cost table: layer " + std::to_string(layers[i].layer) + " cannot keep " +
+                                  std::to_string(kept[i]) + " groups");
+    total += c[static_cast<size_t>(kept[i])] - c.back();
+  }
+  return total;
+}
+
+nlohmann::json CostTable::to_json() const {
+  nlohmann::json ls = nlohmann::json::array();
+  for (const auto& l : layers)
+    ls.push_back({{"type", to_string(l.type)}, {"layer", l.layer}, {"groups", l.groups.size()}, {"cost", l.cost}});
+  return {{"kind", to_string(kind)}, {"unit", unit}, {"full", full}, {"emptied", emptied()}, {"layers", ls},
+          {"measured", measured}};
+}
+
+namespace {
+
+// The groups each attention layer keeps now, in model order: (type, layer) -> group ids.
+std::vector<LayerCost> layer_groups(TransformerImpl& model) {
+  const auto& cfg = model.config();
+  std::vector<LayerCost> out;
+  for (const auto& g : model.head_masks()) {
+    LayerCost l;
+    l.type = g.type;
+    l.layer = g.layer;
+    for (auto kv : head_geometry(cfg, g.type, g.layer).kv_heads()) l.groups.push_back({g.type, g.layer, kv});
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+bool caches(const ModelConfig& cfg, AttnType t) {
+  return t == AttnType::Cross || (t == AttnType::DecoderSelf && cfg.arch != Arch::EncoderClassifier);
+}
+
+}  // namespace
+
+CostTable counted_costs(TransformerImpl& model, BudgetKind kind, const BudgetShape& shape) {
+  if (kind == BudgetKind::Latency) throw std::invalid_argument("counted_costs: latency is measured (latency_costs)");
+  if (!model.masked_heads().empty())
+    throw std::invalid_argument("budget: the model has masked heads; remove them first (prune without --mask-only)");
+  const auto& cfg = model.config();
+  CostTable t;
+  t.kind = kind;
+  t.unit = kind == BudgetKind::Params ? "parameters" : "bytes";
+  t.layers = layer_groups(model);
+  const auto elem = static_cast<double>(model.parameters().front().element_size());
+  bool any_cache = false;
+  double fixed = kind == BudgetKind::Params   ? static_cast<double>(model.n_parameters())
+                 : kind == BudgetKind::Memory ? static_cast<double>(model.n_parameters()) * elem
+                                              : 0.0;
+  for (auto& l : t.layers) {
+    const auto geo = head_geometry(cfg, l.type, l.layer);
+    const double C = static_cast<double>(geo.d_model), D = static_cast<double>(geo.head_dim);
+    const double R = static_cast<double>(geo.group_size);
+    // A group: R query heads' q rows and o columns, one key/value head's k and v rows, their biases.
+    const double params = R * (2 * C * D + (geo.qkv_bias ? D : 0)) + 2 * (C * D + (geo.qkv_bias ? D : 0));
+    const bool cached = caches(cfg, l.type);
+    any_cache = any_cache || cached;
+    const double cache = cached ? 2.0 * static_cast<double>(shape.batch * shape.context) * D * elem : 0.0;
+    const double per_group = kind == BudgetKind::Params ? params
+                             : kind == BudgetKind::KvCache ? cache
+                                                           : params * elem + cache;
+    const double n = static_cast<double>(l.groups.size());
+    if (kind == BudgetKind::Params || kind == BudgetKind::Memory) fixed -= (kind == BudgetKind::Params ? params : params * elem) * n;
+    for (size_t c = 0; c <= l.groups.size(); ++c) l.cost.push_back(per_group * static_cast<double>(c));
+  }
+  if (kind == BudgetKind::KvCache && !any_cache)
+    throw std::invalid_argument("budget: a " + to_string(cfg.arch) + " model keeps no key/value cache (kv-cache budgets are for decoders)");
+  double all = fixed;
+  for (const auto& l : t.layers) all += l.cost.back();
+  t.full = all;
+  t.measured = {{"shape", shape.to_json()}, {"element_bytes", elem}};
+  return t;
+}
+
+CostTable latency_costs(TransformerImpl& model, const BudgetShape& shape,
+                        const std::function<void(int64_t, int64_t)>& progress) {
+  if (!model.masked_heads().empty())
+    throw std::invalid_argument("budget: the model has masked heads; remove them first (prune without --mask-only)");
+  const auto& cfg = model.config();
+  CostTable t;
+  t.kind = BudgetKind::Latency;
+  t.unit = "ms";
+  t.layers = layer_groups(model);
+  // Per attention type: its layers (indices into t.layers) and the one group count they share.
+  std::map<AttnType, std::vector<size_t>> of_type;
+  for (size_t i = 0; i < t.layers.size(); ++i) of_type[t.layers[i].type].push_back(i);
+  std::vector<BenchModel> variants;
+  variants.emplace_back("full", Transformer(std::dynamic_pointer_cast<TransformerImpl>(model.shared_from_this())));
+  std::vector<std::pair<AttnType, int64_t>> what{{AttnType::EncoderSelf, -1}};  // (type, kept) of each variant
+  for (const auto& [type, idx] : of_type) {
+    const size_t G = t.layers[idx.front()].groups.size();
+    for (auto i : idx)
+      if (t.layers[i].groups.size() != G)
+        throw std::invalid_argument("budget: the " + to_string(type) + " layers keep different numbers of key/value "
+                                    "groups; a latency budget is planned from a model whose layers are alike");
+    for (size_t c = 0; c < G; ++c) {  // every layer of the type keeps its first c groups
+      std::vector<HeadId> drop;
+      for (auto i : idx)
+        for (size_t g = c; g < G; ++g)
+          for (auto h : head_geometry(cfg, type, t.layers[i].layer).heads)
+            if (h / head_geometry(cfg, type, t.layers[i].layer).group_size == t.layers[i].groups[g].head)
+              drop.push_back({type, t.layers[i].layer, h});
+      variants.emplace_back(to_string(type) + " keeps " + std::to_string(c), remove_heads(model, drop, true));
+      what.emplace_back(type, static_cast<int64_t>(c));
+    }
+  }
+  BenchOptions bo;
+  bo.batch_sizes = {shape.batch};
+  bo.seq_lens = {shape.seq_len};
+  bo.warmup = shape.warmup;
+  bo.reps = shape.reps;
+  bo.gemm_probe = false;
+  if (progress) progress(0, 1);
+  const auto recs = bench_models(variants, bo);
+  if (progress) progress(1, 1);
+  t.full = recs.front().median_ms;
+  nlohmann::json per_type = nlohmann::json::object();
+  for (const auto& [type, idx] : of_type) {
+    const size_t G = t.layers[idx.front()].groups.size();
+    std::vector<double> T(G + 1, t.full);
+    for (size_t v = 1; v < variants.size(); ++v)
+      if (what[v].first == type) T[static_cast<size_t>(what[v].second)] = recs[v].median_ms;
+    const double L = static_cast<double>(idx.size());
+    for (auto i : idx)
+      for (size_t c = 0; c <= G; ++c) t.layers[i].cost.push_back((T[c] - T[0]) / L);
+    per_type[to_string(type)] = T;
+  }
+  t.measured = {{"model_ms", per_type}, {"shape", shape.to_json()}, {"environment", bench_environment()}};
+  return t;
+}
+
+nlohmann::json BudgetPlan::to_json(const CostTable& table) const {
+  nlohmann::json kept_layers = nlohmann::json::object();
+  for (size_t i = 0; i < table.layers.size(); ++i)
+    kept_layers[to_string(table.layers[i].type) + ":" + std::to_string(table.layers[i].layer)] = kept[i];
+  return {{"kind", to_string(table.kind)}, {"unit", table.unit},        {"limit", limit},
+          {"predicted", predicted},        {"full", table.full},        {"emptied", table.emptied()},
+          {"importance_kept", importance_kept}, {"importance_total", importance_total},
+          {"kept_groups", kept_layers},    {"table", table.to_json()}};
+}
+
+BudgetPlan plan_to_budget(const CostTable& table, const HeadScores& groups, const ModelConfig& cfg, double limit) {
+  if (groups.unit != ScoreUnit::KvGroup) throw std::invalid_argument("budget: needs a key/value group importance map");
+  const double floor = table.emptied();
+  if (limit < floor)
+    throw std::invalid_argument("budget: " + std::to_string(limit) + " " + table.unit + " is below the least this model "
+                                "can cost with every attention layer emptied (" + std::to_string(floor) + " " + table.unit + ")");
+  const size_t L = table.layers.size();
+  // Each layer's groups, most important first, and the importance kept by its first c.
+  std::vector<std::vector<HeadId>> order(L);
+  std::vector<std::vector<double>> value(L);
+  BudgetPlan out;
+  for (size_t i = 0; i < L; ++i) {
+    order[i] = table.layers[i].groups;
+    auto score = [&](const HeadId& g) { return groups.higher_is_important ? groups.at(g) : -groups.at(g); };
+    std::stable_sort(order[i].begin(), order[i].end(), [&](const HeadId& a, const HeadId& b) { return score(a) > score(b); });
+    value[i].push_back(0.0);
+    for (const auto& g : order[i]) value[i].push_back(value[i].back() + score(g));
+    out.importance_total += value[i].back();
+  }
+  // Costs above each layer's emptied cost, in bins of the room above the emptied model (rounded up).
+  constexpr int64_t kBins = 4000;
+  const double room = limit - floor;
+  const double bin = room > 0 ? room / static_cast<double>(kBins) : 1.0;
+  auto weight = [&](size_t i, size_t c) -> int64_t {
+    const double extra = table.layers[i].cost[c] - table.layers[i].cost[0];
+    if (extra <= 0) return 0;
+    if (room <= 0) return kBins + 1;
+    return static_cast<int64_t>(std::ceil(extra / bin - 1e-9));
+  };
+  const double none = -std::numeric_limits<double>::infinity();
+  std::vector<double> best(kBins + 1, none), next;
+  best[0] = 0.0;
+  std::vector<std::vector<int16_t>> choice(L, std::vector<int16_t>(kBins + 1, -1));
+  for (size_t i = 0; i < L; ++i) {
+    next.assign(kBins + 1, none);
+    for (int64_t w = 0; w <= kBins; ++w) {
+      if (best[w] == none) continue;
+      for (size_t c = 0; c < value[i].size(); ++c) {
+        const int64_t nw = w + weight(i, c);
+        if (nw > kBins) continue;
+        const double v = best[w] + value[i][c];
+        if (v > next[nw]) {
+          next[nw] = v;
+          choice[i][nw] = static_cast<int16_t>(c);
+        }
+      }
+    }
+    best.swap(next);  // choice[i][w]: the count that reached w; its predecessor is w - weight(i, c)
+  }
+  int64_t at = 0;
+  for (int64_t w = 0; w <= kBins; ++w)
+    if (best[w] > best[at]) at = w;
+  out.kept.assign(L, 0);
+  for (size_t i = L; i-- > 0;) {
+    const int64_t c = choice[i][at];
+    out.kept[i] = c;
+    at -= weight(i, static_cast<size_t>(c));
+  }
+  out.limit = limit;
+  out.predicted = table.predict(out.kept);
+  std::set<HeadId> going;
+  for (size_t i = 0; i < L; ++i) {
+    out.importance_kept += value[i][static_cast<size_t>(out.kept[i])];
+    for (size_t g = static_cast<size_t>(out.kept[i]); g < order[i].size(); ++g) going.insert(order[i][g]);
+  }
+  for (const auto& h : kept_heads(cfg)) {
+    const auto geo = head_geometry(cfg, h.type, h.layer);
+    if (going.count({h.type, h.layer, h.head / geo.group_size})) out.plan.heads.push_back(h);
+  }
+  std::sort(out.plan.heads.begin(), out.plan.heads.end());
+  out.plan.strategy = "budget:" + to_string(table.kind) + ":" + groups.method;
+  out.plan.info = out.to_json(table);
+  return out;
+}
+
+std::pair<double, double> measure_latency_pair(TransformerImpl& a, TransformerImpl& b, const BudgetShape& shape) {
+  std::vector<BenchModel> models;
+  models.emplace_back("unpruned", Transformer(std::dynamic_pointer_cast<TransformerImpl>(a.shared_from_this())));
+  models.emplace_back("pruned", Transformer(std::dynamic_pointer_cast<TransformerImpl>(b.shared_from_this())));
+  BenchOptions bo;
+  bo.batch_sizes = {shape.batch};
+  bo.seq_lens = {shape.seq_len};
+  bo.warmup = shape.warmup;
+  bo.reps = shape.reps;
+  bo.gemm_probe = false;
+  const auto recs = bench_models(models, bo);
+  return {recs[0].median_ms, recs[1].median_ms};
+}
+
+nlohmann::json check_budget(TransformerImpl& unpruned, TransformerImpl& pruned, const PruningPlan& plan,
+                            const BudgetShape& shape) {
+  if (!plan.info.contains("budget") || !plan.info.contains("predicted"))
+    throw std::invalid_argument("check_budget: the plan was not made by strategy budget");
+  const Budget b = parse_budget(plan.info.at("budget").at("text").get<std::string>());
+  const double limit = plan.info.at("limit").get<double>(), predicted = plan.info.at("predicted").get<double>();
+  nlohmann::json out = {{"kind", to_string(b.kind)}, {"unit", plan.info.at("unit")}, {"limit", limit}, {"predicted", predicted}};
+  double measured = 0;
+  bool met = false;
+  if (b.kind == BudgetKind::Latency) {
+    const auto [full_ms, pruned_ms] = measure_latency_pair(unpruned, pruned, shape);
+    measured = pruned_ms;
+    out["measured_unpruned"] = full_ms;
+    out["predicted_share"] = predicted / plan.info.at("full").get<double>();
+    out["measured_share"] = pruned_ms / full_ms;
+    // A share of the model is checked as a share of the unpruned model timed beside it (the machine's
+    // speed drifts between the table and this check); milliseconds as milliseconds.
+    met = b.relative ? pruned_ms / full_ms <= b.value : pruned_ms <= b.value;
+    out["shape"] = shape.to_json();
+    out["environment"] = bench_environment();
+  } else {
+    measured = counted_costs(pruned, b.kind, shape).full;
+    met = measured <= limit * (1 + 1e-12);
+  }
+  out["measured"] = measured;
+  out["error"] = predicted / measured - 1.0;
+  out["met"] = met;
+  return out;
+}
+
+}  // namespace hp
