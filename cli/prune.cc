@@ -59,6 +59,10 @@ void register_prune(CLI::App& app, Context& ctx) {
   sub->add_option("--budget-reps", r->plan.budget_shape.reps, "budget: timed repetitions per model in the latency table")
       ->check(at_least(1))
       ->capture_default_str();
+  sub->add_option("--budget-margin", r->plan.budget_shape.margin,
+                  "budget, latency: aim this share below the budget (room for timing noise)")
+      ->check(real_range(0, 0.5))
+      ->capture_default_str();
   sub->add_flag("--mask-only", r->mask_only, "save the model with the heads masked instead of removing them");
   add_parsed(sub, "--metric", r->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
   sub->add_option("--beam", r->beam, "beam size for BLEU")->check(at_least(1))->capture_default_str();

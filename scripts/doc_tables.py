@@ -1286,7 +1286,83 @@ def llm7b_cuda():
     return llm7b_table(LLM7B_CUDA)
 
 
-TABLES = {"gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
+BUDGET = "bench/results/budget.json"
+METHODS = "bench/results/methods.json"
+
+
+def budget_table():
+    """The budget planner's predictions against the chosen models' measured costs (bench/budget.sh)."""
+    t = load(BUDGET)
+    lines = ["| run | budget | heads removed | limit | predicted | measured | error | share predicted / measured | share error | met |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in t["runs"]:
+        unit = {"ms": "ms", "bytes": "MiB", "parameters": "M"}[r["unit"]]
+        scale = {"ms": 1.0, "bytes": 2.0**-20, "parameters": 1e-6}[r["unit"]]
+        v = lambda x: "%.2f %s" % (x * scale, unit)
+        share = ("%.3f / %.3f" % (r["predicted_share"], r["measured_share"]), "%+.1f %%" % (100 * r["share_error"])) \
+            if "measured_share" in r else ("-", "-")
+        lines.append("| %s | `%s` | %d | %s | %s | %s | %+.1f %% | %s | %s | %s |" % (
+            r["run"], r["budget"], r["heads_removed"], v(r["limit"]), v(r["predicted"]), v(r["measured"]),
+            100 * r["error"], share[0], share[1], "yes" if r["met"] else "**no**"))
+    e = t["environment"] or {}
+    lines += ["", "`%s`; %s, %s threads; a latency row's unpruned model was timed beside the chosen one (the "
+              "share columns: median ratio over rounds)." % (t["command"], e.get("cpu", "?"), e.get("threads", "?"))]
+    return lines
+
+
+METHOD_ROWS = [("score_gradient", "gradient importance (Michel)"), ("score_taylor", "Taylor, LLM-Pruner"),
+               ("score_activation", "activation, Minitron"), ("score_magnitude", "weight magnitude"),
+               ("score_layer_drop", "attention-layer drop"), ("gates_passconc", "PASSCONC gates"),
+               ("gates_dsp", "DSP gates"), ("gates_cofi", "CoFi gates"),
+               ("budget", "budget planner at PASSCONC's latency")]
+
+
+def methods_table():
+    """Every method at half the heads, with and without distillation, over seeds (studies/methods.sh)."""
+    t = load(METHODS)
+    lines = []
+    for model in t["models"].split():
+        runs = [t[model][k] for k in sorted(t.get(model, {}), key=int)]
+        if not runs:
+            continue
+        names = [r["bench"]["records"] for r in runs]
+        metric = runs[0]["plain"]["score_gradient"]["metric"] if "metric" in runs[0]["plain"]["score_gradient"] else "metric"
+        lines += ["**%s** (%s; %d seeds; mean ± s.d.)" % (model, metric, len(runs)), "",
+                  "| method | heads kept | layers emptied | after pruning | fine-tuned | fine-tuned with distillation | latency share (batch %d × %d) |"
+                  % tuple(t["bench"]), "|---|---:|---:|---:|---:|---:|---:|"]
+        base = [stage(r["plain"]["score_gradient"], "before")["metric"] for r in runs]
+        lines.append("| unpruned | %d | 0 | %s | | | 1 |" % (stage(runs[0]["plain"]["score_gradient"], "before")["heads"], mean_sd(base)))
+        for key, label in METHOD_ROWS:
+            plain = [r["plain"][key] for r in runs if key in r["plain"]]
+            kd = [r["kd"][key] for r in runs if key in r.get("kd", {})]
+            if not plain:
+                continue
+            removed = [stage(x, "removed")["metric"] for x in plain]
+            ft = [x["stages"][-1]["metric"] for x in plain]
+            ftk = [x["stages"][-1]["metric"] for x in kd]
+            heads = "/".join(str(stage(x, "removed")["heads"]) for x in plain)
+            def n_emptied(x):
+                if "emptied_layers" in x:
+                    return str(len(x["emptied_layers"]))
+                kept = x["plan"]["info"].get("kept_groups")  # the budget planner's groups per layer
+                return str(sum(1 for v in kept.values() if v == 0)) if kept else "-"
+            emptied = "/".join(n_emptied(x) for x in plain)
+            shares = []
+            for r, x in zip(runs, plain):
+                recs = r["bench"]["records"]
+                rec = next((q for q in recs if q["model"] == x.get("model")), None)
+                if rec:
+                    shares.append(1 / rec["paired_speedup"])
+            lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (label, heads, emptied, mean_sd(removed), mean_sd(ft),
+                                                                    mean_sd(ftk) if ftk else "-", mean_sd(shares, 3) if shares else "-"))
+        lines.append("")
+    lines.append("`%s` (training steps: SST-2 %d, LLaMA %d; fine-tuning %d steps; gates %d steps%s)." % (
+        t["command"], t["steps_sst2"], t["steps_llama"], t["finetune_steps"], t["gate_steps"],
+        "; every split cut to its first %s examples" % t["max_examples"] if t.get("max_examples") else ""))
+    return lines
+
+
+TABLES = {"budget": (BUDGET, budget_table), "methods": (METHODS, methods_table), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
           "sst2_training": (SST2, sst2_training), "sst2_importance_top": (SST2, sst2_importance_top),

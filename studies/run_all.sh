@@ -28,6 +28,7 @@ sst2_seeds|90|6|data|sst2_seeds
 llama_gqa|25|5|data|llama_gqa
 multi30k|185|8|data|multi30k
 lm_seeds|395|22|data|lm_seeds_gpt, lm_seeds_llama, lm_seeds_wikitext
+methods|300|15|data|methods, budget
 distributed|5|1|no|distributed"
 
 quick=0 budget=0 list=0
@@ -122,6 +123,12 @@ run_study() {  # NAME: the study's command at full or quick size
       if [ $q = 1 ]; then
         env STEPS=30 SEEDS="1 2" FT_STEPS=5 MAX_EXAMPLES=64 "${toy_gates[@]}" bash studies/lm_seeds.sh "$work/lm_seeds" "$results"
       else bash studies/lm_seeds.sh; fi ;;
+    methods)
+      if [ $q = 1 ]; then
+        env SEEDS="1 2" STEPS_SST2=40 STEPS_LLAMA=40 FT_STEPS=5 GATE_STEPS=40 GATE_PERIOD=10 MAX_EXAMPLES=64 REPS=2 \
+          bash studies/methods.sh "$work/methods" "$results/methods.json"
+        REPS=2 bash bench/budget.sh "$work/budget" "$results/budget.json"
+      else bash studies/methods.sh && bash bench/budget.sh "$work/budget"; fi ;;
     distributed)
       if [ $q = 1 ]; then STEPS=5 bash bench/distributed.sh "$results"
       else bash bench/distributed.sh "$results"; fi ;;

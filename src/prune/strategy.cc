@@ -75,7 +75,12 @@ PruningPlan budget_plan(const PlanSpec& spec, TransformerImpl& model, const Eval
   if (score.progress) progress = [&](int64_t done, int64_t total) { score.progress("latency table", done, total); };
   const CostTable table = b.kind == BudgetKind::Latency ? latency_costs(model, spec.budget_shape, progress)
                                                         : counted_costs(model, b.kind, spec.budget_shape);
-  BudgetPlan bp = plan_to_budget(table, groups, model.config(), b.relative ? b.value * table.full : b.value);
+  const double limit = b.relative ? b.value * table.full : b.value;
+  // A measured budget is aimed a margin below, so that the check's timing noise does not cross it.
+  const double aim = b.kind == BudgetKind::Latency ? limit * (1.0 - spec.budget_shape.margin) : limit;
+  BudgetPlan bp = plan_to_budget(table, groups, model.config(), aim);
+  bp.plan.info["limit"] = limit;
+  bp.plan.info["aimed_at"] = aim;
   bp.plan.info["budget"] = b.to_json();
   return bp.plan;
 }

@@ -5,7 +5,8 @@
 //   latency   measured on this device at the target batch and length, not counted in FLOPs: for
 //             each attention type and each count c the model with every layer of that type keeping c
 //             groups is timed (the rest as it is), all variants interleaved in one benchmark
-//             (eval/benchmark.h). With T(c) those medians, a layer keeping c groups costs
+//             (eval/benchmark.h). With T(c) = the full model's median / the variant's median speed-up
+//             over it in the same round, a layer keeping c groups costs
 //             (T(c) - T(0)) / layers, and a plan is predicted at T(full) + Σ_l (cost(c_l) - cost(full_l)).
 //   params    counted: a group's q/k/v rows and o columns (and biases);
 //   kv-cache  bytes: 2 (keys and values) x batch x context x head_dim x element size per group of a
@@ -54,6 +55,8 @@ struct BudgetShape {
   int64_t batch = 1, seq_len = 128;
   int64_t context = 2048;  // kv-cache and memory: cached positions per sequence
   int64_t warmup = 2, reps = 15;  // latency measurement
+  // latency: the plan aims this share below the budget, room for the timing noise of the check
+  double margin = 0.03;
   nlohmann::json to_json() const;
 };
 
@@ -98,9 +101,12 @@ struct BudgetPlan {
 // reachable cost.
 BudgetPlan plan_to_budget(const CostTable& table, const HeadScores& groups, const ModelConfig& cfg, double limit);
 
-// The measured latency (median ms) of two models side by side, interleaved, at the shape:
-// the check of a latency plan (the unpruned model and the chosen one).
-std::pair<double, double> measure_latency_pair(TransformerImpl& a, TransformerImpl& b, const BudgetShape& shape);
+// Two models timed side by side, interleaved, at the shape (the check of a latency plan: the unpruned
+// model and the chosen one): their medians and b's median time ratio to a in the same round.
+struct LatencyPair {
+  double a_ms = 0, b_ms = 0, share = 1;
+};
+LatencyPair measure_latency_pair(TransformerImpl& a, TransformerImpl& b, const BudgetShape& shape);
 
 // What the model a budget plan (plan.info as plan_to_budget wrote it) chose turned out to cost:
 // latency measured side by side with the unpruned model, the counted kinds counted again on the

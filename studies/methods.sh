@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Every pruning method at one budget, on the SST-2 encoder and the LLaMA-style LM (issue 55;
+# docs/results.md "Methods at one budget"): for each model (MODELS) and seed (SEEDS), trained once,
+# half the heads go by
+#   - one-shot importance (prune --strategy score): gradient, taylor, activation, magnitude;
+#     layer_drop (whole attention layers, least-changing first);
+#   - learned gates trained with the model: passconc, dsp, cofi;
+#   - the budget planner (prune --budget latency=S, gradient importance) at S = the latency share that
+#     PASSCONC's model measured beside the unpruned one in this run (the same measured latency);
+# each followed by FT_STEPS steps of recovery fine-tuning, once on the task loss alone and once with
+# distillation from the unpruned model (--distill-weight 0.5 --distill-temperature 2; gates: the same
+# for their recovery). Then every result model of a seed is timed beside the unpruned one
+# (`headprune bench`, batch BENCH_BATCH x BENCH_SEQ). Each step is skipped when its output exists.
+# Writes OUT.json: per model and seed the runs' summaries (metric before / after fine-tuning, heads
+# kept, emptied layers) and the bench records; scripts/doc_tables.py makes the table and
+# `headprune plot pareto` the figure.
+#
+#   studies/methods.sh [RUN_ROOT] [OUT.json]     defaults: runs/methods  bench/results/methods.json
+# Needs ../shared/data. Environment: MODELS (default "sst2 llama"), SEEDS (default "1 2 3"), STEPS_SST2
+# (default 1200), STEPS_LLAMA (default 600), FT_STEPS (default 100), GATE_STEPS (default 300),
+# GATE_PERIOD (default 50), MAX_EXAMPLES (evaluate and score on the first N examples of each split;
+# default all), BENCH_BATCH (16), BENCH_SEQ (64), HP, THREADS, REPS (bench repetitions, default 10).
+set -euo pipefail
+models=${MODELS:-sst2 llama}
+seeds=${SEEDS:-1 2 3}
+root=${1:-runs/methods}
+out=${2:-bench/results/methods.json}
+ft=${FT_STEPS:-100}
+gate_steps=${GATE_STEPS:-300}
+gate_period=${GATE_PERIOD:-50}
+bench_batch=${BENCH_BATCH:-16}
+bench_seq=${BENCH_SEQ:-64}
+source "$(dirname "$0")/lib.sh"
+scorers="gradient taylor activation magnitude layer_drop"
+gate_methods="passconc dsp cofi"
+kd=(--distill-weight 0.5 --distill-temperature 2)
+limit=()
+[ -n "${MAX_EXAMPLES:-}" ] && limit=(--max-examples "$MAX_EXAMPLES")
+
+config_of() { case $1 in sst2) echo configs/sst2_heldout.json ;; llama) echo configs/shakespeare_llama_heldout.json ;;
+              *) echo "methods.sh: unknown model '$1' (sst2 or llama)" >&2; exit 2 ;; esac; }
+steps_of() { case $1 in sst2) echo "${STEPS_SST2:-1200}" ;; llama) echo "${STEPS_LLAMA:-600}" ;; esac; }
+stage() { echo "== $(date +%H:%M:%S) $MODEL seed $SEED: $1" >&2; }
+
+# The latency share of MODEL_DIR beside BASE at the bench shape (median of paired ratios).
+share_of() {
+  h bench "$1" "$2" --batch "$bench_batch" --seq "$bench_seq" --reps "$reps" --no-gemm-probe --json "$3" > /dev/null
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["records"]; print("%.4f" % (1 / r[1]["paired_speedup"]))' "$3"
+}
+
+for MODEL in $models; do
+  cfg=$(config_of "$MODEL")
+  report=(--config "$cfg" --split test --score-split valid "${limit[@]}")
+  for SEED in $seeds; do
+    export SEED
+    run=$root/$MODEL/seed$SEED
+    stage train
+    train_once "$cfg" "$(steps_of "$MODEL")" "$run"
+    base=$run/train/best
+    mkdir -p "$run/plain" "$run/kd"
+    for variant in plain kd; do
+      opt=(--finetune-steps "$ft")
+      [ $variant = kd ] && opt+=("${kd[@]}")
+      for m in $scorers; do
+        dir=$run/$variant/score_$m
+        [ -f "$dir/summary.json" ] || { stage "$variant $m";
+          h prune "$base" "${report[@]}" --strategy score --method "$m" --target 0.5 "${opt[@]}" --out "$dir" > "$dir.txt"; }
+      done
+      for g in $gate_methods; do
+        gates_to 0.5 "$base" "$g" "$run/$variant/gates_$g" --config "$cfg" --split test "${limit[@]}" "${opt[@]}"
+      done
+      # The budget planner at PASSCONC's measured latency share.
+      dir=$run/$variant/budget
+      if [ ! -f "$dir/summary.json" ]; then
+        stage "$variant budget at passconc's latency"
+        s=$(share_of "$base" "$run/$variant/gates_passconc/model" "$run/$variant/passconc_share.json")
+        h prune "$base" "${report[@]}" --budget "latency=${s}x" --method gradient --budget-batch "$bench_batch" \
+          --budget-len "$bench_seq" "${opt[@]}" --out "$dir" > "$dir.txt"
+      fi
+    done
+    bench_json=$run/bench.json
+    if [ ! -s "$bench_json" ]; then
+      stage "every model timed beside the unpruned one"
+      models_=("$base")
+      for variant in plain kd; do
+        for m in $scorers; do models_+=("$run/$variant/score_$m/model"); done
+        for g in $gate_methods; do models_+=("$run/$variant/gates_$g/model"); done
+        models_+=("$run/$variant/budget/model")
+      done
+      h bench "${models_[@]}" --batch "$bench_batch" --seq "$bench_seq" --reps "$reps" --no-gemm-probe \
+        --json "$bench_json.tmp" > "$run/bench.txt"
+      mv "$bench_json.tmp" "$bench_json"
+    fi
+  done
+done
+
+parts=()
+for MODEL in $models; do
+  for s in $seeds; do
+    p="$MODEL/seed$s"
+    parts+=("$MODEL/$s/train=$p/train.json" "$MODEL/$s/bench=$p/bench.json")
+    for variant in plain kd; do
+      for m in $scorers; do parts+=("$MODEL/$s/$variant/score_$m=$p/$variant/score_$m/summary.json"); done
+      for g in $gate_methods; do parts+=("$MODEL/$s/$variant/gates_$g=$p/$variant/gates_$g/gates.json"); done
+      parts+=("$MODEL/$s/$variant/budget=$p/$variant/budget/summary.json")
+    done
+  done
+done
+DROP="log" collect "$root" "$out" "{\"command\": \"studies/methods.sh $root $out\", \"models\": \"$models\", \"seeds\": \"$seeds\", \"finetune_steps\": $ft, \"gate_steps\": $gate_steps, \"gate_period\": $gate_period, \"steps_sst2\": $(steps_of sst2), \"steps_llama\": $(steps_of llama), \"max_examples\": \"${MAX_EXAMPLES:-}\", \"bench\": [$bench_batch, $bench_seq]}" \
+  "${parts[@]}"
