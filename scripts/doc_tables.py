@@ -1326,8 +1326,8 @@ def methods_table():
         if not runs:
             continue
         names = [r["bench"]["records"] for r in runs]
-        metric = runs[0]["plain"]["score_gradient"]["metric"] if "metric" in runs[0]["plain"]["score_gradient"] else "metric"
-        lines += ["**%s** (%s; %d seeds; mean ± s.d.)" % (model, metric, len(runs)), "",
+        metric = runs[0]["plain"]["score_gradient"].get("metric", "metric")
+        lines += ["**%s** (%s; %d seed%s; mean ± s.d.)" % (model, metric, len(runs), "" if len(runs) == 1 else "s"), "",
                   "| method | heads kept | layers emptied | after pruning | fine-tuned | fine-tuned with distillation | latency share (batch %d × %d) |"
                   % tuple(t["bench"]), "|---|---:|---:|---:|---:|---:|---:|"]
         base = [stage(r["plain"]["score_gradient"], "before")["metric"] for r in runs]

@@ -45,7 +45,7 @@ stage() { echo "== $(date +%H:%M:%S) $MODEL seed $SEED: $1" >&2; }
 # The latency share of MODEL_DIR beside BASE at the bench shape (median of paired ratios).
 share_of() {
   h bench "$1" "$2" --batch "$bench_batch" --seq "$bench_seq" --reps "$reps" --no-gemm-probe --json "$3" > /dev/null
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["records"]; print("%.4f" % (1 / r[1]["paired_speedup"]))' "$3"
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["records"]; print("%.4f" % min(1.0, 1 / r[1]["paired_speedup"]))' "$3"
 }
 
 for MODEL in $models; do

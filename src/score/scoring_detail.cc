@@ -37,6 +37,21 @@ torch::Tensor key_mask(const Batch& b, AttnType t, Arch arch) {
                                                                      : b.attention_mask.ne(0);
 }
 
+void capture_per_layer(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts, const std::string& what,
+                       const std::vector<AttnLayer>& layers, const std::function<void(size_t, torch::Tensor&)>& install,
+                       const std::function<void(size_t, const torch::Tensor&, const Batch&)>& use) {
+  std::vector<torch::Tensor> slots(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) install(i, slots[i]);
+  for_each_batch(model, data, opts, what, [&](const Batch& b) {
+    model.forward(b);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (layers[i].heads.empty() || !slots[i].defined()) continue;
+      use(i, slots[i], b);
+      slots[i] = torch::Tensor();
+    }
+  });
+}
+
 void for_each_batch(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts, const std::string& what,
                     const std::function<void(const Batch&)>& fn, bool every_rank) {
   const auto& cfg = model.config();

@@ -33,6 +33,14 @@ torch::Tensor key_mask(const Batch& b, AttnType t, Arch arch);
 void for_each_batch(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts, const std::string& what,
                     const std::function<void(const Batch&)>& fn, bool every_rank = false);
 
+// The loop of the forward-only scorers that read one tensor per attention layer and batch:
+// install(i, slot) sets layer i's hook, which stores what it sees in slot; after each forward pass
+// use(i, slot, batch) runs for every layer that keeps heads and captured something, and the slot is
+// cleared. (The caller holds a ScoringGuard, which removes the hooks, and a NoGradGuard.)
+void capture_per_layer(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts, const std::string& what,
+                       const std::vector<AttnLayer>& layers, const std::function<void(size_t, torch::Tensor&)>& install,
+                       const std::function<void(size_t, const torch::Tensor&, const Batch&)>& use);
+
 // Puts the model in eval mode for scoring and restores, on destruction, its mode, the
 // parameters' requires_grad and the analysis hooks (head probes, context observers).
 class ScoringGuard {

@@ -140,38 +140,48 @@ Autocast::~Autocast() {
 }
 
 namespace {
-std::string& allocator_note() {
-  static std::string note;
-  return note;
+// What tune_allocator did: `tuned` is true only while headprune's own reuse settings are in force
+// (not when the user configured malloc, nor after allocator_for_tight_memory replaced them).
+struct AllocatorState {
+  std::string note;
+  bool tuned = false;
+};
+AllocatorState& allocator_state() {
+  static AllocatorState state;
+  return state;
 }
 }  // namespace
 
 std::string tune_allocator() {
   auto set = [](const char* v) { return v != nullptr && *v != '\0'; };
-  std::string& note = allocator_note();
+  AllocatorState& a = allocator_state();
+  a.tuned = false;
   if (set(std::getenv("HP_MALLOC_TUNE")) && std::string(std::getenv("HP_MALLOC_TUNE")) == "0") {
-    note = "glibc malloc as configured (HP_MALLOC_TUNE=0)";
+    a.note = "glibc malloc as configured (HP_MALLOC_TUNE=0)";
   } else if (set(std::getenv("MALLOC_MMAP_MAX_")) || set(std::getenv("MALLOC_TRIM_THRESHOLD_")) ||
              set(std::getenv("MALLOC_MMAP_THRESHOLD_")) || set(std::getenv("GLIBC_TUNABLES"))) {
-    note = "glibc malloc as the user tuned it (environment)";
+    a.note = "glibc malloc as the user tuned it (environment)";
   } else if (::mallopt(M_MMAP_MAX, 0) == 1 && ::mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1) {
-    note = "glibc malloc: large blocks from the heap and reused (headprune's default)";
+    a.note = "glibc malloc: large blocks from the heap and reused (headprune's default)";
+    a.tuned = true;
   } else {
-    note = "glibc malloc: tuning refused, defaults kept";
+    a.note = "glibc malloc: tuning refused, defaults kept";
   }
-  return note;
+  return a.note;
 }
 
 void allocator_for_tight_memory() {
-  std::string& note = allocator_note();
-  if (note.find("headprune's default") == std::string::npos) return;
+  AllocatorState& a = allocator_state();
+  if (!a.tuned) return;  // the user's settings, or the defaults, stay
   if (::mallopt(M_MMAP_MAX, 65536) == 1 && ::mallopt(M_MMAP_THRESHOLD, 1 << 20) == 1 &&
-      ::mallopt(M_TRIM_THRESHOLD, 1 << 20) == 1)
-    note = "glibc malloc: blocks over 1 MiB mapped and given back when freed (weights that fill memory)";
+      ::mallopt(M_TRIM_THRESHOLD, 1 << 20) == 1) {
+    a.note = "glibc malloc: blocks over 1 MiB mapped and given back when freed (weights that fill memory)";
+    a.tuned = false;
+  }
   ::malloc_trim(0);
 }
 
-std::string allocator_info() { return allocator_note(); }
+std::string allocator_info() { return allocator_state().note; }
 
 void trim_heap() { ::malloc_trim(0); }
 

@@ -25,24 +25,21 @@ HeadScores activation_scores(TransformerImpl& model, const EvalSet& data, const 
     group_of[i] = torch::tensor(layers[i].module->geometry().kv_positions(), torch::kLong).to(device_of(model));
   }
   Accumulator acc(keys, device_of(model));
-  std::vector<torch::Tensor> ctx(layers.size());
-  for (size_t i = 0; i < layers.size(); ++i)
-    layers[i].module->on_context = [&ctx, i](const torch::Tensor& c) { ctx[i] = c; };
-  for_each_batch(model, data, opts, "activation", [&](const Batch& b) {
-    model.forward(b);
-    for (size_t i = 0; i < layers.size(); ++i) {
-      if (layers[i].heads.empty() || !ctx[i].defined()) continue;
-      const auto q = query_mask(b, layers[i].type, cfg.arch).to(torch::kDouble);  // [B, T]
-      const auto c = ctx[i].to(torch::kDouble);                                     // [B, H, T, D]
-      const auto mean = (c * q.view({q.size(0), 1, q.size(1), 1})).sum(2) /
-                        q.sum(1).clamp_min(1.0).view({q.size(0), 1, 1});  // [B, H, D]
-      auto e = mean.pow(2).sum(-1);                                       // [B, H]
-      if (groups)
-        e = torch::zeros({e.size(0), static_cast<int64_t>(keys[i].heads.size())}, e.options()).index_add_(1, group_of[i], e);
-      acc.add_masked(i, e.unsqueeze(-1), torch::ones({e.size(0), 1}, e.options().dtype(torch::kBool)));
-      ctx[i] = torch::Tensor();
-    }
-  });
+  auto install = [&](size_t i, torch::Tensor& ctx) {
+    layers[i].module->on_context = [&ctx](const torch::Tensor& c) { ctx = c; };
+  };
+  capture_per_layer(model, data, opts, "activation", layers, install,
+                    [&](size_t i, const torch::Tensor& ctx, const Batch& b) {
+                      const auto q = query_mask(b, layers[i].type, cfg.arch).to(torch::kDouble);  // [B, T]
+                      const auto c = ctx.to(torch::kDouble);                                      // [B, H, T, D]
+                      const auto mean = (c * q.view({q.size(0), 1, q.size(1), 1})).sum(2) /
+                                        q.sum(1).clamp_min(1.0).view({q.size(0), 1, 1});  // [B, H, D]
+                      auto e = mean.pow(2).sum(-1);                                       // [B, H]
+                      if (groups)
+                        e = torch::zeros({e.size(0), static_cast<int64_t>(keys[i].heads.size())}, e.options())
+                                .index_add_(1, group_of[i], e);
+                      acc.add_masked(i, e.unsqueeze(-1), torch::ones({e.size(0), 1}, e.options().dtype(torch::kBool)));
+                    });
   HeadScores s = acc.mean(keys);
   for (auto& [id, v] : s.scores) v = std::sqrt(v);
   s.unit = opts.unit;

@@ -13,22 +13,19 @@ HeadScores layer_drop_scores(TransformerImpl& model, const EvalSet& data, const 
   const auto& cfg = model.config();
   auto layers = attention_layers(model);
   Accumulator acc(layers, device_of(model));
-  std::vector<torch::Tensor> turn(layers.size());  // [B, T] 1 - cos of the last batch
-  for (size_t i = 0; i < layers.size(); ++i)
-    layers[i].module->on_output = [&turn, i](const torch::Tensor& x, const torch::Tensor& out) {
+  // The slot holds 1 - cos per token [B, T] of the last batch.
+  auto install = [&](size_t i, torch::Tensor& turn) {
+    layers[i].module->on_output = [&turn](const torch::Tensor& x, const torch::Tensor& out) {
       const auto xd = x.to(torch::kDouble);
-      turn[i] = 1.0 - torch::cosine_similarity(xd, xd + out.to(torch::kDouble), -1);
+      turn = 1.0 - torch::cosine_similarity(xd, xd + out.to(torch::kDouble), -1);
     };
-  for_each_batch(model, data, opts, "layer_drop", [&](const Batch& b) {
-    model.forward(b);
-    for (size_t i = 0; i < layers.size(); ++i) {
-      const int64_t H = static_cast<int64_t>(layers[i].heads.size());
-      if (H == 0 || !turn[i].defined()) continue;
-      const auto& t = turn[i];
-      acc.add_masked(i, t.unsqueeze(1).expand({t.size(0), H, t.size(1)}), query_mask(b, layers[i].type, cfg.arch));
-      turn[i] = torch::Tensor();
-    }
-  });
+  };
+  capture_per_layer(model, data, opts, "layer_drop", layers, install,
+                    [&](size_t i, const torch::Tensor& t, const Batch& b) {
+                      const int64_t H = static_cast<int64_t>(layers[i].heads.size());
+                      acc.add_masked(i, t.unsqueeze(1).expand({t.size(0), H, t.size(1)}),
+                                     query_mask(b, layers[i].type, cfg.arch));
+                    });
   HeadScores s = acc.mean(layers);
   for (const auto& [id, v] : s.scores) s.columns["layer_cosine"][id] = 1.0 - v;
   s.info["forward_passes"] = 1;
