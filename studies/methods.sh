@@ -16,7 +16,8 @@
 # `headprune plot pareto` the figure.
 #
 #   studies/methods.sh [RUN_ROOT] [OUT.json]     defaults: runs/methods  bench/results/methods.json
-# Needs ../shared/data. Environment: MODELS (default "sst2 llama"), SEEDS (default "1 2 3"), STEPS_SST2
+# Needs ../shared/data. Environment: MODELS (default "sst2 llama"), SEEDS (default "1 2 3"; SEEDS_SST2 and
+# SEEDS_LLAMA for one model), STEPS_SST2
 # (default 1200), STEPS_LLAMA (default 600), FT_STEPS (default 100), GATE_STEPS (default 300),
 # GATE_PERIOD (default 50), MAX_EXAMPLES (evaluate and score on the first N examples of each split;
 # default all), BENCH_BATCH (16), BENCH_SEQ (64), HP, THREADS, REPS (bench repetitions, default 10).
@@ -39,6 +40,7 @@ limit=()
 
 config_of() { case $1 in sst2) echo configs/sst2_heldout.json ;; llama) echo configs/shakespeare_llama_heldout.json ;;
               *) echo "methods.sh: unknown model '$1' (sst2 or llama)" >&2; exit 2 ;; esac; }
+seeds_of() { case $1 in sst2) echo "${SEEDS_SST2:-$seeds}" ;; llama) echo "${SEEDS_LLAMA:-$seeds}" ;; esac; }
 steps_of() { case $1 in sst2) echo "${STEPS_SST2:-1200}" ;; llama) echo "${STEPS_LLAMA:-600}" ;; esac; }
 stage() { echo "== $(date +%H:%M:%S) $MODEL seed $SEED: $1" >&2; }
 
@@ -51,7 +53,7 @@ share_of() {
 for MODEL in $models; do
   cfg=$(config_of "$MODEL")
   report=(--config "$cfg" --split test --score-split valid "${limit[@]}")
-  for SEED in $seeds; do
+  for SEED in $(seeds_of "$MODEL"); do
     export SEED
     run=$root/$MODEL/seed$SEED
     stage train
@@ -95,8 +97,10 @@ for MODEL in $models; do
 done
 
 parts=()
+seed_json=""
 for MODEL in $models; do
-  for s in $seeds; do
+  seed_json+="${seed_json:+, }\"$MODEL\": \"$(seeds_of "$MODEL")\""
+  for s in $(seeds_of "$MODEL"); do
     p="$MODEL/seed$s"
     parts+=("$MODEL/$s/train=$p/train.json" "$MODEL/$s/bench=$p/bench.json")
     for variant in plain kd; do
@@ -106,5 +110,5 @@ for MODEL in $models; do
     done
   done
 done
-DROP="log" collect "$root" "$out" "{\"command\": \"studies/methods.sh $root $out\", \"models\": \"$models\", \"seeds\": \"$seeds\", \"finetune_steps\": $ft, \"gate_steps\": $gate_steps, \"gate_period\": $gate_period, \"steps_sst2\": $(steps_of sst2), \"steps_llama\": $(steps_of llama), \"max_examples\": \"${MAX_EXAMPLES:-}\", \"bench\": [$bench_batch, $bench_seq]}" \
+DROP="log" collect "$root" "$out" "{\"command\": \"studies/methods.sh $root $out\", \"models\": \"$models\", \"seeds\": {$seed_json}, \"finetune_steps\": $ft, \"gate_steps\": $gate_steps, \"gate_period\": $gate_period, \"steps_sst2\": $(steps_of sst2), \"steps_llama\": $(steps_of llama), \"max_examples\": \"${MAX_EXAMPLES:-}\", \"bench\": [$bench_batch, $bench_seq]}" \
   "${parts[@]}"
