@@ -133,6 +133,20 @@ std::vector<LayerCost> layer_groups(TransformerImpl& model) {
   return out;
 }
 
+// One shape, the budget's repetitions, no GEMM probe.
+BenchOptions bench_options(const BudgetShape& shape) {
+  BenchOptions bo;
+  bo.batch_sizes = {shape.batch};
+  bo.seq_lens = {shape.seq_len};
+  bo.warmup = shape.warmup;
+  bo.reps = shape.reps;
+  bo.gemm_probe = false;
+  return bo;
+}
+
+// A handle on a model the caller owns (bench_models takes handles).
+Transformer handle(TransformerImpl& m) { return Transformer(std::dynamic_pointer_cast<TransformerImpl>(m.shared_from_this())); }
+
 bool caches(const ModelConfig& cfg, AttnType t) {
   return t == AttnType::Cross || (t == AttnType::DecoderSelf && cfg.arch != Arch::EncoderClassifier);
 }
@@ -191,7 +205,7 @@ CostTable latency_costs(TransformerImpl& model, const BudgetShape& shape,
   std::map<AttnType, std::vector<size_t>> of_type;
   for (size_t i = 0; i < t.layers.size(); ++i) of_type[t.layers[i].type].push_back(i);
   std::vector<BenchModel> variants;
-  variants.emplace_back("full", Transformer(std::dynamic_pointer_cast<TransformerImpl>(model.shared_from_this())));
+  variants.emplace_back("full", handle(model));
   std::vector<std::pair<AttnType, int64_t>> what{{AttnType::EncoderSelf, -1}};  // (type, kept) of each variant
   for (const auto& [type, idx] : of_type) {
     const size_t G = t.layers[idx.front()].groups.size();
@@ -201,21 +215,17 @@ CostTable latency_costs(TransformerImpl& model, const BudgetShape& shape,
                                     "groups; a latency budget is planned from a model whose layers are alike");
     for (size_t c = 0; c < G; ++c) {  // every layer of the type keeps its first c groups
       std::vector<HeadId> drop;
-      for (auto i : idx)
+      for (auto i : idx) {
+        const auto geo = head_geometry(cfg, type, t.layers[i].layer);
         for (size_t g = c; g < G; ++g)
-          for (auto h : head_geometry(cfg, type, t.layers[i].layer).heads)
-            if (h / head_geometry(cfg, type, t.layers[i].layer).group_size == t.layers[i].groups[g].head)
-              drop.push_back({type, t.layers[i].layer, h});
+          for (auto h : geo.heads)
+            if (h / geo.group_size == t.layers[i].groups[g].head) drop.push_back({type, t.layers[i].layer, h});
+      }
       variants.emplace_back(to_string(type) + " keeps " + std::to_string(c), remove_heads(model, drop, true));
       what.emplace_back(type, static_cast<int64_t>(c));
     }
   }
-  BenchOptions bo;
-  bo.batch_sizes = {shape.batch};
-  bo.seq_lens = {shape.seq_len};
-  bo.warmup = shape.warmup;
-  bo.reps = shape.reps;
-  bo.gemm_probe = false;
+  const BenchOptions bo = bench_options(shape);
   if (progress) progress(0, 1);
   const auto recs = bench_models(variants, bo);
   if (progress) progress(1, 1);
@@ -324,14 +334,9 @@ BudgetPlan plan_to_budget(const CostTable& table, const HeadScores& groups, cons
 
 LatencyPair measure_latency_pair(TransformerImpl& a, TransformerImpl& b, const BudgetShape& shape) {
   std::vector<BenchModel> models;
-  models.emplace_back("unpruned", Transformer(std::dynamic_pointer_cast<TransformerImpl>(a.shared_from_this())));
-  models.emplace_back("pruned", Transformer(std::dynamic_pointer_cast<TransformerImpl>(b.shared_from_this())));
-  BenchOptions bo;
-  bo.batch_sizes = {shape.batch};
-  bo.seq_lens = {shape.seq_len};
-  bo.warmup = shape.warmup;
-  bo.reps = shape.reps;
-  bo.gemm_probe = false;
+  models.emplace_back("unpruned", handle(a));
+  models.emplace_back("pruned", handle(b));
+  const BenchOptions bo = bench_options(shape);
   const auto recs = bench_models(models, bo);
   return {recs[0].median_ms, recs[1].median_ms, 1.0 / recs[1].paired_speedup};
 }

@@ -167,8 +167,8 @@ const NameTable<GateMethod>& gate_method_names() {
                                        {{GateMethod::HardConcrete, {"hard_concrete", "l0"}},
                                         {GateMethod::Pass, {"pass"}},
                                         {GateMethod::PassConc, {"passconc"}},
-                                       {GateMethod::Dsp, {"dsp"}},
-                                       {GateMethod::Cofi, {"cofi"}}}};
+                                        {GateMethod::Dsp, {"dsp"}},
+                                        {GateMethod::Cofi, {"cofi"}}}};
   return t;
 }
 bool keeps_by_rank(GateMethod m) { return m == GateMethod::Dsp || m == GateMethod::Cofi; }
