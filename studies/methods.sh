@@ -110,5 +110,5 @@ for MODEL in $models; do
     done
   done
 done
-DROP="log" collect "$root" "$out" "{\"command\": \"studies/methods.sh $root $out\", \"models\": \"$models\", \"seeds\": {$seed_json}, \"finetune_steps\": $ft, \"gate_steps\": $gate_steps, \"gate_period\": $gate_period, \"steps_sst2\": $(steps_of sst2), \"steps_llama\": $(steps_of llama), \"max_examples\": \"${MAX_EXAMPLES:-}\", \"bench\": [$bench_batch, $bench_seq]}" \
+collect "$root" "$out" "{\"command\": \"studies/methods.sh $root $out\", \"models\": \"$models\", \"seeds\": {$seed_json}, \"finetune_steps\": $ft, \"gate_steps\": $gate_steps, \"gate_period\": $gate_period, \"steps_sst2\": $(steps_of sst2), \"steps_llama\": $(steps_of llama), \"max_examples\": \"${MAX_EXAMPLES:-}\", \"bench\": [$bench_batch, $bench_seq]}" \
   "${parts[@]}"
