@@ -8,6 +8,33 @@
 
 namespace hp::cli {
 
+namespace {
+
+// Strategy budget: the budget and where it is measured.
+void add_budget_options(CLI::App* sub, PlanSpec& plan) {
+  sub->add_option("--budget", plan.budget,
+                  "budget: latency=0.7x or =12ms (measured here), memory=2GiB or =0.8x (weights and key/value cache), "
+                  "kv-cache=..., params=0.75x or =80M; the plan keeps the most --method importance within it (implies --strategy budget)");
+  sub->add_option("--budget-batch", plan.budget_shape.batch, "budget: batch of the latency table and the key/value cache")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("--budget-len", plan.budget_shape.seq_len, "budget: sequence length the latency is measured at")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("--budget-context", plan.budget_shape.context, "budget: positions the key/value cache holds")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("--budget-reps", plan.budget_shape.reps, "budget: timed repetitions per model in the latency table")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("--budget-margin", plan.budget_shape.margin,
+                  "budget, latency: aim this share below the budget (room for timing noise)")
+      ->check(real_range(0, 0.5))
+      ->capture_default_str();
+}
+
+}  // namespace
+
 void register_prune(CLI::App& app, Context& ctx) {
   auto r = std::make_shared<PruneRequest>();
   auto* sub = app.add_subcommand("prune", "Prune heads: score, plan, mask or remove, fine-tune, evaluate, save");
@@ -44,25 +71,7 @@ void register_prune(CLI::App& app, Context& ctx) {
   sub->add_option("--scores", r->plan.scores_file,
                   "score: take the --method map from this importance.json (headprune importance --out) instead of "
                   "scoring again");
-  sub->add_option("--budget", r->plan.budget,
-                  "budget: latency=0.7x or =12ms (measured here), memory=2GiB or =0.8x (weights and key/value cache), "
-                  "kv-cache=..., params=0.75x or =80M; the plan keeps the most --method importance within it (implies --strategy budget)");
-  sub->add_option("--budget-batch", r->plan.budget_shape.batch, "budget: batch of the latency table and the key/value cache")
-      ->check(at_least(1))
-      ->capture_default_str();
-  sub->add_option("--budget-len", r->plan.budget_shape.seq_len, "budget: sequence length the latency is measured at")
-      ->check(at_least(1))
-      ->capture_default_str();
-  sub->add_option("--budget-context", r->plan.budget_shape.context, "budget: positions the key/value cache holds")
-      ->check(at_least(1))
-      ->capture_default_str();
-  sub->add_option("--budget-reps", r->plan.budget_shape.reps, "budget: timed repetitions per model in the latency table")
-      ->check(at_least(1))
-      ->capture_default_str();
-  sub->add_option("--budget-margin", r->plan.budget_shape.margin,
-                  "budget, latency: aim this share below the budget (room for timing noise)")
-      ->check(real_range(0, 0.5))
-      ->capture_default_str();
+  add_budget_options(sub, r->plan);
   sub->add_flag("--mask-only", r->mask_only, "save the model with the heads masked instead of removing them");
   add_parsed(sub, "--metric", r->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
   sub->add_option("--beam", r->beam, "beam size for BLEU")->check(at_least(1))->capture_default_str();
