@@ -144,6 +144,28 @@ TEST(Trainer, KeepsSnapshotsForImportanceOverTraining) {
 // Distillation as recovery: the term is zero on a model identical to its teacher (with weight 1 and
 // temperature 1 the first step's objective is 0 up to rounding), and with
 // weight 1 a student trained on a teacher's outputs comes closer to them on held-out data.
+// 40 steps of pure distillation (weight 1) from `teacher` at `temperature`, plus `hidden` times the
+// hidden-state term.
+TrainOptions distill_opts(Transformer& teacher, double temperature, double hidden) {
+  TrainOptions o = small_opts();
+  o.max_steps = 40;
+  o.eval_every = o.save_every = 40;
+  o.distill_weight = 1.0;
+  o.distill_temperature = temperature;
+  o.distill_hidden_weight = hidden;
+  o.teacher = teacher.ptr();
+  return o;
+}
+
+// Trains `student` with `o` (gradients on for the run only) into a scratch directory; leaves it in eval mode.
+void train_distilled(Transformer& student, const TrainData& data, const TrainOptions& o) {
+  torch::GradMode::set_enabled(true);
+  test::TempDir dir;
+  train_model(student, data, o, dir.path);
+  torch::GradMode::set_enabled(false);
+  student->eval();
+}
+
 TEST(Trainer, DistillationFromATeacher) {
   set_log_level(LogLevel::Warn);
   for (Arch arch : {Arch::DecoderLM, Arch::EncoderClassifier, Arch::EncoderDecoder}) {
@@ -176,17 +198,8 @@ TEST(Trainer, DistillationFromATeacher) {
     const auto kl = [&] { return distillation_kl(*teacher, student->forward(b), t_out, b, 1.0).item<double>(); };
     const double before = kl();
     EXPECT_GT(before, 0.0);
-    torch::GradMode::set_enabled(true);
-    test::TempDir dir;
-    TrainOptions o = small_opts();
-    o.max_steps = 40;
-    o.eval_every = o.save_every = 40;
-    o.distill_weight = 1.0;
-    o.distill_temperature = 2.0;
-    o.teacher = teacher.ptr();
-    train_model(student, data, o, dir.path);
-    torch::GradMode::set_enabled(false);
-    student->eval();
+    TrainOptions o = distill_opts(teacher, 2.0, 0.0);
+    train_distilled(student, data, o);
     EXPECT_LT(kl(), 0.5 * before);
     // The options travel in the run's JSON, the teacher does not; without one the run is refused.
     const auto j = o.to_json();
@@ -241,17 +254,8 @@ TEST(Trainer, HiddenStateDistillation) {
     EXPECT_GT(before, 0.0);
     EXPECT_NE(test::error_of([&] { hidden_state_mse({s_states[0]}, t_states); }).find("same layers"), std::string::npos);
     // Training on distillation alone (KL and hidden states, no task loss) brings the states together.
-    torch::GradMode::set_enabled(true);
-    test::TempDir dir;
-    TrainOptions o = small_opts();
-    o.max_steps = 40;
-    o.eval_every = o.save_every = 40;
-    o.distill_hidden_weight = 1.0;
-    o.distill_weight = 1.0;
-    o.teacher = teacher.ptr();
-    train_model(student, data, o, dir.path);
-    torch::GradMode::set_enabled(false);
-    student->eval();
+    TrainOptions o = distill_opts(teacher, 1.0, 1.0);
+    train_distilled(student, data, o);
     EXPECT_LT(hidden_state_mse(states_of(student), t_states).item<double>(), 0.7 * before);
     EXPECT_EQ(TrainOptions::from_json(o.to_json()).distill_hidden_weight, 1.0);
     o.teacher.reset();
