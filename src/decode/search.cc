@@ -167,6 +167,32 @@ std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch&
   return out;
 }
 
+LmSession::LmSession(TransformerImpl& model) : model_(model) {
+  if (model.config().arch != Arch::DecoderLM) throw std::invalid_argument("LmSession: needs a decoder_lm model");
+}
+
+torch::Tensor LmSession::feed(const torch::Tensor& ids) {
+  const auto& cfg = model_.config();
+  const int64_t T = ids.size(1);
+  const auto& w = model_.decoder->embed_tokens->weight;
+  // A single new token sees every cached position: only a sliding window needs a mask then.
+  const auto mask = (T > 1 || cfg.sliding_window > 0)
+                        ? causal_mask(T, w.device(), w.scalar_type(), cfg.sliding_window, position_ + T)
+                        : torch::Tensor();
+  auto h = model_.decoder->forward(ids, {}, mask, {}, {}, nullptr, nullptr, position_, &caches_, nullptr);
+  position_ += T;
+  return model_.output_projection(h.select(1, -1));
+}
+
+int64_t LmSession::kv_cache_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& c : caches_)
+    if (c.k.defined()) bytes += (c.k.numel() + c.v.numel()) * static_cast<int64_t>(c.k.element_size());
+  return bytes;
+}
+
+void LmSession::reorder(const torch::Tensor& idx) { reorder_caches(caches_, idx); }
+
 std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>& prompt, const DecodeOptions& o) {
   const auto& cfg = model.config();
   if (cfg.arch != Arch::DecoderLM) throw std::invalid_argument("generate: needs a decoder_lm model");
@@ -184,19 +210,11 @@ std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>
   const bool was_training = model.is_training();
   model.eval();
   torch::NoGradGuard no_grad;
-  std::vector<KVCache> self_c;
-  const auto dtype = model.decoder->embed_tokens->weight.scalar_type();
-  const auto device = model.parameters().front().device();
-  auto ids = torch::tensor(prompt, torch::kLong).unsqueeze(0).repeat({K, 1}).to(device);
-  auto h = model.decoder->forward(ids, {}, causal_mask(P, ids.device(), dtype, cfg.sliding_window), {}, {}, nullptr, nullptr, 0, &self_c,
-                                  nullptr);
-  auto first = torch::log_softmax(model.output_projection(h.select(1, -1)).to(torch::kFloat), -1);
-  auto step = [&](const torch::Tensor& last, int64_t t) {
-    // One new token over P + t keys: only a sliding window needs a mask.
-    const auto mask = cfg.sliding_window > 0 ? causal_mask(1, device, dtype, cfg.sliding_window, P + t) : torch::Tensor();
-    auto hh = model.decoder->forward(last.to(device), {}, mask, {}, {}, nullptr, nullptr, P + t - 1, &self_c, nullptr);
-    return torch::log_softmax(model.output_projection(hh.select(1, -1)).to(torch::kFloat), -1);
-  };
+  LmSession session(model);
+  const auto device = model.decoder->embed_tokens->weight.device();
+  auto logp_of = [&](const torch::Tensor& ids) { return torch::log_softmax(session.feed(ids.to(device)).to(torch::kFloat), -1); };
+  auto first = logp_of(torch::tensor(prompt, torch::kLong).unsqueeze(0).repeat({K, 1}));
+  auto step = [&](const torch::Tensor& last, int64_t) { return logp_of(last); };
   if (o.sample) {
     if (!(o.temperature > 0) || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1))
       throw std::invalid_argument("generate: temperature must be > 0, top_k >= 0 and top_p in (0, 1]");
@@ -221,7 +239,7 @@ std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>
     model.train(was_training);
     return out;
   }
-  auto out = beam_search(1, o, max_len, first, step, [&](const torch::Tensor& idx) { reorder_caches(self_c, idx); });
+  auto out = beam_search(1, o, max_len, first, step, [&](const torch::Tensor& idx) { session.reorder(idx); });
   model.train(was_training);
   return out[0];
 }

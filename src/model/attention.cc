@@ -100,7 +100,16 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(HeadGeometry geometry, double att
     k_norm = register_module("k_norm", Norm(geometry_.head_dim, geometry_.norm_eps, NormKind::RmsNorm));
   }
   head_mask = register_buffer("head_mask", torch::ones({n_heads_kept()}));
-  if (geometry_.grouped()) kv_index_ = torch::tensor(geometry_.kv_positions(), torch::kLong);
+  if (geometry_.grouped()) {
+    const auto kv = geometry_.kv_positions();
+    kv_index_ = torch::tensor(kv, torch::kLong);
+    // Even groups in order (position p reads key/value head p / r): a decoding step can attend per group.
+    const int64_t H = n_heads_kept(), G = geometry_.n_kv_heads_kept();
+    const int64_t r = G > 0 && H % G == 0 ? H / G : 0;
+    bool even = r > 1;
+    for (int64_t p = 0; even && p < H; ++p) even = kv[p] == p / r;
+    even_group_ = even ? r : 0;
+  }
 }
 
 namespace {
@@ -238,6 +247,35 @@ void MultiHeadAttentionImpl::project(const torch::Tensor& query, const torch::Te
   }
 }
 
+namespace {
+
+// Writes the new positions k, v [B, G, T, D] after the cached ones, moving the cache into larger buffers
+// (the positions needed plus half as many again, at least 64 more) when they lack room or when
+// cache.k is not the start of cache.k_buf.
+void append_to_cache(KVCache& cache, const torch::Tensor& k, const torch::Tensor& v) {
+  const int64_t S = cache.k.defined() ? cache.k.size(2) : 0, T = k.size(2), need = S + T;
+  const bool in_place = cache.k.defined() && cache.k_buf.defined() && cache.k.data_ptr() == cache.k_buf.data_ptr() &&
+                        cache.v.data_ptr() == cache.v_buf.data_ptr() && cache.k_buf.size(2) >= need &&
+                        cache.k_buf.size(0) == k.size(0) && cache.k_buf.size(1) == k.size(1) &&
+                        cache.k_buf.scalar_type() == k.scalar_type();
+  if (!in_place) {
+    const int64_t capacity = need + std::max<int64_t>(64, need / 2);
+    auto grow = [&](const torch::Tensor& old, const torch::Tensor& like) {
+      auto buf = torch::empty({like.size(0), like.size(1), capacity, like.size(3)}, like.options());
+      if (S > 0) buf.narrow(2, 0, S).copy_(old);
+      return buf;
+    };
+    cache.k_buf = grow(cache.k, k);
+    cache.v_buf = grow(cache.v, v);
+  }
+  cache.k_buf.narrow(2, S, T).copy_(k);
+  cache.v_buf.narrow(2, S, T).copy_(v);
+  cache.k = cache.k_buf.narrow(2, 0, need);
+  cache.v = cache.v_buf.narrow(2, 0, need);
+}
+
+}  // namespace
+
 // The keys and values attended to: the cache's (reuse_kv), or the new ones after the cached ones
 // (self-attention), which the cache then holds.
 void MultiHeadAttentionImpl::use_cache(KVCache* cache, bool static_kv, bool reuse_kv, torch::Tensor& k,
@@ -245,13 +283,21 @@ void MultiHeadAttentionImpl::use_cache(KVCache* cache, bool static_kv, bool reus
   if (reuse_kv) {
     k = cache->k;
     v = cache->v;
-  } else if (cache) {
-    if (!static_kv && cache->k.defined()) {
+  } else if (cache && static_kv) {
+    cache->k = k;
+    cache->v = v;
+  } else if (cache && torch::GradMode::is_enabled() && k.requires_grad()) {
+    // Recorded by autograd: new tensors each step (writing into buffers would change saved views).
+    if (cache->k.defined()) {
       k = torch::cat({cache->k, k}, 2);
       v = torch::cat({cache->v, v}, 2);
     }
     cache->k = k;
     cache->v = v;
+  } else if (cache) {
+    append_to_cache(*cache, k, v);
+    k = cache->k;
+    v = cache->v;
   }
 }
 
@@ -295,6 +341,19 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q, const torch
   return ctx;
 }
 
+// A decoding step (one query position, no mask) of grouped-query attention with even groups, at
+// inference: the r query heads of a group attend to its keys as r queries of one head, so the cached
+// keys and values are read in place instead of repeated per query head. Undefined otherwise.
+torch::Tensor MultiHeadAttentionImpl::grouped_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                   const torch::Tensor& mask, torch::Tensor* probs_out) {
+  if (even_group_ == 0 || q.size(2) != 1 || mask.defined() || probs_out || is_training() ||
+      torch::GradMode::is_enabled() || lrp::active() || head_probe.defined())
+    return {};
+  const int64_t B = q.size(0), G = k.size(1), D = q.size(3);
+  auto ctx = attend(q.reshape({B, G, even_group_, D}), k, v, {}, nullptr);  // [B, G, r, D]
+  return ctx.reshape({B, G * even_group_, 1, D});
+}
+
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key_value,
                                               const torch::Tensor& mask, torch::Tensor* probs_out,
                                               KVCache* cache, bool static_kv, const Rope* rope) {
@@ -312,7 +371,8 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const 
     if (!reuse_kv) k = apply_rope(k, *rope);
   }
   use_cache(cache, static_kv, reuse_kv, k, v);
-  torch::Tensor ctx = attend(q, expand_kv(k), expand_kv(v), mask, probs_out);  // [B, H, T, D]
+  torch::Tensor ctx = grouped_step(q, k, v, mask, probs_out);
+  if (!ctx.defined()) ctx = attend(q, expand_kv(k), expand_kv(v), mask, probs_out);  // [B, H, T, D]
   // Multiplying by a mask of ones changes nothing, forward or backward, unless its gradient is wanted
   // (gradient importance): skip it, in training too.
   if (head_mask.requires_grad() || !all_unmasked()) ctx = ctx * head_mask.to(ctx.scalar_type()).view({1, H, 1, 1});

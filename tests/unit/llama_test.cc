@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,7 @@
 #include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
 #include "headprune/jobs/generate_job.h"
+#include "headprune/model/geometry.h"
 #include "headprune/model/remove_heads.h"
 #include "headprune/model/rotary.h"
 #include "test_util.h"
@@ -510,6 +512,46 @@ TEST(Llama, CachedDecodingEqualsRecomputingThePrefix) {
     }
     EXPECT_EQ(cached, by_hand);
   }
+}
+
+// The session's logits (a prompt, then one token per step: the cache grows past its first buffers)
+// equal the full forward pass's at every position: with even groups (grouped decoding steps), with a
+// query head removed (uneven groups: the repeated keys), with a whole group removed, and after the
+// caches were reordered (new buffers).
+TEST(Llama, SessionLogitsEqualTheFullForwardAtEveryPosition) {
+  ModelConfig cfg = tiny_llama_config();  // 4 query heads, 2 key/value heads, 2 layers
+  cfg.max_positions = 128;
+  cfg.finalize();
+  auto full = test::make_model(cfg, 21);
+  full->eval();
+  const std::vector<std::pair<std::string, Transformer>> models = {
+      {"even groups", full},
+      {"a query head removed", remove_heads(*full, {{AttnType::DecoderSelf, 0, 1}})},
+      {"a group removed", remove_heads(*full, {{AttnType::DecoderSelf, 1, 2}, {AttnType::DecoderSelf, 1, 3}})}};
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const auto ids = torch::randint(4, cfg.vocab_size, {1, 100}, gen, torch::kLong);
+  for (auto [name, model] : models) {
+    SCOPED_TRACE(name);
+    torch::NoGradGuard ng;
+    model->eval();
+    Batch b;
+    b.input_ids = ids;
+    const auto want = model->forward(b).logits[0];  // [100, V]
+    LmSession s(*model);
+    double worst = (s.feed(ids.narrow(1, 0, 5))[0] - want[4]).abs().max().item<double>();
+    for (int64_t p = 5; p < 100; ++p) {
+      if (p == 60) s.reorder(torch::tensor({0}, torch::kLong));  // the caches leave their buffers
+      worst = std::max(worst, (s.feed(ids.narrow(1, p, 1))[0] - want[p]).abs().max().item<double>());
+    }
+    EXPECT_LT(worst, 1e-4);
+    EXPECT_EQ(s.position(), 100);
+    // Cached keys and values of 100 positions: 2 x layers x kept groups x head_dim x 4 bytes each.
+    int64_t groups = 0;
+    for (int64_t l = 0; l < 2; ++l) groups += head_geometry(model->config(), AttnType::DecoderSelf, l).n_kv_heads_kept();
+    EXPECT_EQ(s.kv_cache_bytes(), 2 * groups * cfg.head_dim * 100 * 4);
+  }
+  auto classifier = test::make_model(Arch::EncoderClassifier);
+  EXPECT_THROW(LmSession{*classifier}, std::invalid_argument);
 }
 
 // A text prompt starts with the token the model was trained to continue from: headprune's own LM

@@ -32,6 +32,28 @@ struct DecodeOptions {
 // attention_mask of `src`.
 std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch& src, const DecodeOptions& opts);
 
+// A decoder LM's incremental state for rows sequences decoded side by side: the cached keys and values
+// of every layer and the next position. feed() runs new tokens through the model (a prompt into an empty
+// cache, then a token per row at each step) and returns the logits of the last position only, as a
+// serving engine computes them. The caches grow in place (attention.h's KVCache), so a step copies its
+// new keys and values only. generate() and the generation benchmark (eval/benchmark.h) both use it.
+// The caller holds the model in eval mode without gradients.
+class LmSession {
+ public:
+  explicit LmSession(TransformerImpl& model);
+  // ids [N, T] of the next T positions -> logits [N, V] at the last of them (the model's dtype).
+  torch::Tensor feed(const torch::Tensor& ids);
+  int64_t position() const { return position_; }
+  // Bytes of the cached keys and values of the positions fed so far (not the allocated headroom).
+  int64_t kv_cache_bytes() const;
+  void reorder(const torch::Tensor& idx);  // rows of the caches by origin row (beam search)
+
+ private:
+  TransformerImpl& model_;
+  std::vector<KVCache> caches_;
+  int64_t position_ = 0;
+};
+
 // Continuation of `prompt` by a decoder LM (ids without the prompt, without eos): greedy, beam search,
 // or sampling (opts.sample), with the keys and values of earlier positions cached.
 std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>& prompt, const DecodeOptions& opts);

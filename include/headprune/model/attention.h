@@ -22,8 +22,13 @@
 namespace hp {
 
 // Keys/values of earlier decoding steps (self-attention) or of the encoder output (cross).
+// Self-attention's keys and values grow in place: k and v are the first S positions of k_buf and v_buf,
+// which hold room for more (half as many again, at least 64), so a decoding step copies only its new
+// position; a cache whose k is not a view of k_buf (reordered by beam search, or set from outside) moves
+// into new buffers at its next step.
 struct KVCache {
-  torch::Tensor k, v;  // [B, H, S, D]
+  torch::Tensor k, v;  // [B, G, S, D] the cached positions of the G key/value heads
+  torch::Tensor k_buf, v_buf;  // [B, G, capacity, D] (self-attention only)
 };
 
 class MultiHeadAttentionImpl : public torch::nn::Module {
@@ -92,6 +97,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor project_out(const torch::Tensor& ctx);  // o_proj of the context [B, H, T, D]
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& mask,
                        torch::Tensor* probs_out);
+  torch::Tensor grouped_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& mask, torch::Tensor* probs_out);
 
   Fused qkv_, kv_, open_o_;  // open_o_: o_proj's columns of the open heads (bias unused)
   std::pair<const void*, int64_t> mask_stamp_{nullptr, -1};
@@ -99,6 +106,7 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor open_heads_;  // [k] positions whose mask entry is not 0
   HeadGeometry geometry_;
   torch::Tensor kv_index_;  // [H] key/value head position of each query head (grouped layers)
+  int64_t even_group_ = 0;  // r when query head p reads key/value head p / r for every p (r > 1), else 0
   double attention_dropout_;
 };
 TORCH_MODULE(MultiHeadAttention);
