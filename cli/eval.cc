@@ -53,6 +53,16 @@ void register_eval(CLI::App& app, Context& ctx) {
   bs->add_option("--profile", b->bench.profile_path,
                  "record the timed repetitions op by op (LibTorch's profiler) and write a Chrome trace here; "
                  "bench/eager/profile_ops.py sums it per op. Profiled times are slower than unprofiled ones");
+  bs->add_flag("--generate", b->bench.generation,
+               "decoder LMs: time generation instead of forward passes: prompt processing at each --batch x --seq "
+               "(an empty key/value cache filled, the last position's logits) and decoding --new-tokens greedy tokens "
+               "after --decode-after");
+  bs->add_option("--new-tokens", b->bench.new_tokens, "--generate: tokens decoded per sequence")
+      ->check(at_least(1))
+      ->capture_default_str();
+  bs->add_option("--decode-after", b->bench.decode_after, "--generate: prompt length before decoding")
+      ->check(at_least(1))
+      ->capture_default_str();
   bs->add_option("--json", b->json_path, "also write the records and the environment as JSON");
   bs->callback([&ctx, b] { run_bench(*b, start(ctx), stderr_events(ctx)).print(ctx.out); });
 }

@@ -9,11 +9,13 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
+#include "headprune/decode/search.h"
 #include "headprune/io/files.h"
 #include "headprune/io/formats.h"
 #include "headprune/io/safetensors.h"
@@ -86,6 +88,8 @@ nlohmann::json BenchRecord::to_json() const {
           {"mode", mode},
           {"batch", batch},
           {"seq_len", seq_len},
+          {"new_tokens", new_tokens},
+          {"kv_cache_bytes", kv_cache_bytes},
           {"median_ms", median_ms},
           {"p10_ms", p10_ms},
           {"p90_ms", p90_ms},
@@ -151,6 +155,18 @@ double gemm_peak_gflops(const torch::Device& device, int64_t n, int reps) {
 
 namespace {
 
+// Generation rows: decoder LMs at inference, the prompt and its new tokens within max_positions.
+void check_generation(const BenchModel& m, const BenchOptions& opts) {
+  const auto& cfg = m.model->config();
+  if (opts.train || m.run)
+    throw std::invalid_argument("bench: generation times a decoder LM's own inference path (not --train or a baseline): " + m.name);
+  if (cfg.arch != Arch::DecoderLM) throw std::invalid_argument("bench: generation needs decoder_lm models; " + m.name + " is not one");
+  if (opts.new_tokens < 1 || opts.decode_after < 1 || opts.decode_after + opts.new_tokens > cfg.max_positions)
+    throw std::invalid_argument("bench: decoding " + std::to_string(opts.new_tokens) + " tokens after " +
+                                std::to_string(opts.decode_after) + " needs both >= 1 and at most " +
+                                std::to_string(cfg.max_positions) + " positions in all (max_positions of " + m.name + ")");
+}
+
 // Checks the options against every model and puts each in train or eval mode.
 void prepare_models(std::vector<BenchModel>& models, const BenchOptions& opts) {
   if (models.empty()) throw std::invalid_argument("bench: no models");
@@ -164,6 +180,7 @@ void prepare_models(std::vector<BenchModel>& models, const BenchOptions& opts) {
     } else {
       m.model->eval();
     }
+    if (opts.generation) check_generation(m, opts);
     for (auto t : opts.seq_lens)
       if (t < 1 || t > m.model->config().max_positions)
         throw std::invalid_argument("bench: sequence length " + std::to_string(t) + " is outside [1, " +
@@ -191,31 +208,57 @@ void check_bench_memory(std::vector<BenchModel>& models, const BenchOptions& opt
 struct ShapeTimes {
   std::vector<std::vector<double>> ms;
   std::vector<int64_t> device_peak;
+  std::vector<int64_t> kv_bytes;  // generation: the cache at the end of a run
 };
+
+// What a shape times: whole forward passes, or generation's prompt or decoding steps.
+enum class Workload { Forward, Prompt, Decode };
+
+// One run of model m on `in`: its logits (forward) and the milliseconds it took. Decoding fills the
+// cache with the prompt before the clock starts; *kv_bytes receives the cache's size at the end.
+double run_once(BenchModel& m, const Batch& in, Workload w, const BenchOptions& opts, torch::Tensor& logits,
+                int64_t* kv_bytes) {
+  const auto device = in.input_ids.device();
+  std::optional<LmSession> session;
+  torch::Tensor next;
+  if (w != Workload::Forward) session.emplace(*m.model);
+  if (w == Workload::Decode) next = session->feed(in.input_ids).argmax(-1, true);
+  synchronize(device);
+  compat::reset_peak_memory(device);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (w == Workload::Forward) {
+    logits = m.run ? m.run(in) : m.model->forward(in).logits;
+  } else if (w == Workload::Prompt) {
+    logits = session->feed(in.input_ids);
+  } else {
+    for (int64_t i = 0; i < opts.new_tokens; ++i) next = session->feed(next).argmax(-1, true);  // [B, 1]
+  }
+  synchronize(device);  // the clock stops when the device has finished
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (session) *kv_bytes = session->kv_cache_bytes();
+  return ms;
+}
 
 // Runs every model on the same inputs at batch b x length t, round by round; starts the profiler
 // (when asked) at the first timed round, and on the first shape writes the first model's inputs and
 // logits (--save-io).
-ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts, int64_t b, int64_t t,
+ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts, int64_t b, int64_t t, Workload w,
                       bool first_shape, std::optional<torch::autograd::profiler::RecordProfile>& profile,
                       std::ostream& trace) {
   std::vector<Batch> inputs;  // generated on the CPU (same ids on every device), moved to each model's device
   for (auto& m : models)
     inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
-  ShapeTimes times{std::vector<std::vector<double>>(models.size()), std::vector<int64_t>(models.size(), 0)};
+  ShapeTimes times{std::vector<std::vector<double>>(models.size()), std::vector<int64_t>(models.size(), 0),
+                   std::vector<int64_t>(models.size(), 0)};
   for (int64_t r = 0; r < opts.warmup + opts.reps; ++r) {
     if (r == opts.warmup && !opts.profile_path.empty() && !profile) profile.emplace(trace);
     for (size_t i = 0; i < models.size(); ++i) {
+      torch::Tensor logits;
+      const double e = run_once(models[i], inputs[i], w, opts, logits, &times.kv_bytes[i]);
       const auto device = inputs[i].input_ids.device();
-      synchronize(device);
-      compat::reset_peak_memory(device);
-      const auto t0 = std::chrono::steady_clock::now();
-      auto logits = models[i].run ? models[i].run(inputs[i]) : models[i].model->forward(inputs[i]).logits;
-      synchronize(device);  // the clock stops when the device has finished
-      const double e = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (r >= opts.warmup) times.ms[i].push_back(e);
       times.device_peak[i] = std::max(times.device_peak[i], compat::peak_memory_bytes(device));
-      if (r == 0 && i == 0 && first_shape && !opts.io_path.empty() && !opts.train)
+      if (r == 0 && i == 0 && first_shape && !opts.io_path.empty() && !opts.train && w == Workload::Forward)
         write_output_file(bench_io_output(opts.io_path),
                           serialize_safetensors({{"input_ids", inputs[i].input_ids.cpu()},
                                                  {"attention_mask", inputs[i].attention_mask.cpu()},
@@ -227,7 +270,7 @@ ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts,
 }
 
 // One record per model for a shape, appended to `out`; speed-ups are against the shape's first model.
-void add_records(std::vector<BenchModel>& models, const BenchOptions& opts, int64_t b, int64_t t,
+void add_records(std::vector<BenchModel>& models, const BenchOptions& opts, int64_t b, int64_t t, Workload w,
                  const ShapeTimes& times, double peak, std::vector<BenchRecord>& out) {
   const auto& ms = times.ms;
   const size_t first = out.size();
@@ -236,17 +279,23 @@ void add_records(std::vector<BenchModel>& models, const BenchOptions& opts, int6
     const auto& cfg = models[i].model->config();
     rec.model = models[i].name;
     rec.precision = models[i].precision;
-    rec.mode = opts.train ? "train" : "inference";
+    rec.mode = w == Workload::Prompt ? "prompt" : w == Workload::Decode ? "decode" : opts.train ? "train" : "inference";
     rec.batch = b;
     rec.seq_len = t;
+    rec.new_tokens = w == Workload::Decode ? opts.new_tokens : 0;
+    rec.kv_cache_bytes = times.kv_bytes[i];
     rec.median_ms = quantile(ms[i], 0.5);
     rec.p10_ms = quantile(ms[i], 0.1);
     rec.p90_ms = quantile(ms[i], 0.9);
     rec.examples_per_s = 1000.0 * static_cast<double>(b) / rec.median_ms;
-    rec.tokens_per_s = rec.examples_per_s * static_cast<double>(t);
+    rec.tokens_per_s = rec.examples_per_s * static_cast<double>(w == Workload::Decode ? opts.new_tokens : t);
     rec.params = models[i].model->n_parameters();
     rec.heads = models[i].model->n_active_heads();
-    rec.gflops = (opts.train ? 3.0 : 1.0) * forward_flops(cfg, b, t) / 1e9;  // backward ~ 2 x forward
+    if (w == Workload::Forward) {
+      rec.gflops = (opts.train ? 3.0 : 1.0) * forward_flops(cfg, b, t) / 1e9;  // backward ~ 2 x forward
+    } else {
+      rec.gflops = generation_flops(cfg, b, t, rec.new_tokens) / 1e9;
+    }
     rec.gflop_per_s = rec.gflops / (rec.median_ms / 1000.0);
     rec.peak_share = peak > 0 ? rec.gflop_per_s / peak : 0.0;
     rec.ideal_speedup = out.size() > first ? out[first].gflops / rec.gflops : 1.0;
@@ -274,14 +323,17 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
   std::ostringstream trace;
   std::optional<torch::autograd::profiler::RecordProfile> profile;
   std::vector<BenchRecord> out;
-  const int64_t total = static_cast<int64_t>(opts.batch_sizes.size() * opts.seq_lens.size());
+  // Forward or prompt rows at every batch and length; decoding rows at every batch after them.
+  std::vector<std::tuple<int64_t, int64_t, Workload>> shapes;
+  for (auto t : opts.seq_lens)
+    for (auto b : opts.batch_sizes) shapes.emplace_back(b, t, opts.generation ? Workload::Prompt : Workload::Forward);
+  if (opts.generation)
+    for (auto b : opts.batch_sizes) shapes.emplace_back(b, opts.decode_after, Workload::Decode);
   int64_t done = 0;
-  for (auto t : opts.seq_lens) {
-    for (auto b : opts.batch_sizes) {
-      const ShapeTimes times = time_shape(models, opts, b, t, out.empty(), profile, trace);
-      add_records(models, opts, b, t, times, peak, out);
-      if (progress) progress(++done, total);
-    }
+  for (const auto& [b, t, w] : shapes) {
+    const ShapeTimes times = time_shape(models, opts, b, t, w, out.empty(), profile, trace);
+    add_records(models, opts, b, t, w, times, peak, out);
+    if (progress) progress(++done, static_cast<int64_t>(shapes.size()));
   }
   if (profile) {
     profile.reset();  // writes the trace (a JSON array of events) into `trace`

@@ -109,7 +109,13 @@ void BenchReport::print(std::ostream& out) const {
       << "ex/s" << std::setw(11) << "tok/s" << std::setw(9) << "GFLOP" << std::setw(8) << "ideal" << std::setw(10)
       << "measured" << std::setw(8) << "paired" << std::setw(9) << "GFLOP/s" << std::setw(7) << "peak" << "\n";
   for (const auto& r : records) {
-    const std::string name = r.model.size() > 33 ? "..." + r.model.substr(r.model.size() - 30) : r.model;
+    // Generation rows name their part: "prompt", or "decode +N" (N new tokens after seq tokens).
+    const std::string part = r.mode == "prompt"   ? "prompt "
+                             : r.mode == "decode" ? "decode +" + std::to_string(r.new_tokens) + " "
+                                                  : "";
+    const size_t room = 30 - part.size();  // part is at most 16 characters
+    const std::string name =
+        part + (part.size() + r.model.size() > 33 ? "..." + r.model.substr(r.model.size() - std::min(room, r.model.size())) : r.model);
     out << std::left << std::setw(34) << name << std::right << std::setw(6) << r.batch << std::setw(5) << r.seq_len
         << std::setw(7) << r.heads << std::setw(11) << fmt(r.median_ms, 2) << std::setw(19)
         << (fmt(r.p10_ms, 2) + "-" + fmt(r.p90_ms, 2)) << std::setw(10) << fmt(r.examples_per_s, 1) << std::setw(11)
@@ -122,6 +128,10 @@ void BenchReport::print(std::ostream& out) const {
     if (r.device_peak_bytes > 0)
       out << "GPU memory, peak: " << fmt(static_cast<double>(r.device_peak_bytes) / (1024.0 * 1024.0), 1) << " MiB  "
           << r.model << " batch " << r.batch << " seq " << r.seq_len << "\n";
+  for (const auto& r : records)
+    if (r.mode == "decode")
+      out << "key/value cache after decoding: " << fmt(static_cast<double>(r.kv_cache_bytes) / (1024.0 * 1024.0), 1)
+          << " MiB  " << r.model << " batch " << r.batch << ", " << r.seq_len + r.new_tokens << " positions\n";
   out << "peak resident memory " << env["peak_rss_kb"].get<int64_t>() / 1024 << " MiB (whole process)\n";
 }
 

@@ -167,4 +167,21 @@ double forward_flops(const ModelConfig& cfg, int64_t batch, int64_t seq_len) {
   return 0;
 }
 
+double generation_flops(const ModelConfig& cfg, int64_t batch, int64_t prompt, int64_t new_tokens) {
+  const double b = static_cast<double>(batch), c = static_cast<double>(cfg.d_model);
+  const double head = 2 * b * c * static_cast<double>(cfg.vocab_size);  // the output layer, one position
+  if (new_tokens == 0) return stack_flops(cfg, AttnType::DecoderSelf, b, static_cast<double>(prompt), false, 0) + head;
+  double f = 0;
+  for (int64_t i = 0; i < new_tokens; ++i) {
+    for (int64_t l = 0; l < cfg.n_layers(AttnType::DecoderSelf); ++l) {
+      // The new position's projections (its own key and value: one key), then scores and weighted values
+      // over the cached positions too.
+      const auto g = head_geometry(cfg, AttnType::DecoderSelf, l);
+      f += g.flops(b, 1, 1) + 2 * 2 * b * static_cast<double>(g.n_heads_kept() * g.head_dim) * static_cast<double>(prompt + i);
+    }
+    f += cfg.n_layers(AttnType::DecoderSelf) * (cfg.gated_ffn ? 3 : 2) * 2 * b * c * static_cast<double>(cfg.d_ff) + head;
+  }
+  return f;
+}
+
 }  // namespace hp

@@ -73,5 +73,54 @@ TEST(BenchModels, RecordsEveryModelAndShapeWithSpeedupsAgainstTheFirst) {
   EXPECT_THROW(bench_models(models, o), std::invalid_argument);
 }
 
+// Generation rows: prompt processing at each length and decoding after a prompt, their tokens per
+// second, the FLOP counts of generation_flops (checked against a hand count) and the cache's bytes.
+TEST(BenchModels, GenerationRowsTimePromptsAndDecodingSteps) {
+  ModelConfig cfg = tiny_llama_config();  // d_model 32, 2 layers of 4 query heads of 8, 2 key/value heads
+  auto full = test::make_model(cfg, 3);
+  auto pruned = remove_heads(*full, {{AttnType::DecoderSelf, 0, 2}, {AttnType::DecoderSelf, 0, 3}});
+  std::vector<BenchModel> models = {{"full", full}, {"pruned", pruned}};
+  BenchOptions o;
+  o.generation = true;
+  o.batch_sizes = {2};
+  o.seq_lens = {6, 9};
+  o.new_tokens = 5;
+  o.decode_after = 7;
+  o.warmup = 1;
+  o.reps = 2;
+  int64_t calls = 0;
+  const auto recs = bench_models(models, o, [&](int64_t, int64_t total) {
+    ++calls;
+    EXPECT_EQ(total, 3);
+  });
+  ASSERT_EQ(recs.size(), 6u);
+  EXPECT_EQ(calls, 3);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(recs[i].mode, "prompt");
+  EXPECT_EQ(recs[4].mode, "decode");
+  EXPECT_EQ(recs[4].seq_len, 7);
+  EXPECT_EQ(recs[4].new_tokens, 5);
+  EXPECT_NEAR(recs[4].tokens_per_s, 1000.0 * 2 * 5 / recs[4].median_ms, 1e-6);
+  EXPECT_NEAR(recs[2].tokens_per_s, 1000.0 * 2 * 9 / recs[2].median_ms, 1e-6);
+  // The cache after 7 + 5 positions of 2 rows: keys and values of 2 layers x 2 groups of 8 (the pruned
+  // model's first layer keeps one group), 4 bytes each.
+  EXPECT_EQ(recs[4].kv_cache_bytes, 2 * 2 * (2 * 2) * 8 * 12 * 4);
+  EXPECT_EQ(recs[5].kv_cache_bytes, 2 * 2 * (1 + 2) * 8 * 12 * 4);
+  // Hand count, batch 1, a prompt of 3, full model: per layer queries 2*3*32*32, keys and values
+  // 2*2*3*32*16, scores and values 2*2*4*3*3*8, output 2*3*32*32, feed-forward 3*2*3*32*48; the
+  // output layer at one position 2*32*100.
+  const double layer3 = 6144 + 6144 + 1152 + 6144 + 27648;
+  EXPECT_DOUBLE_EQ(generation_flops(cfg, 1, 3, 0), 2 * layer3 + 6400);
+  // Two steps after it: step i has one new position over 3 + i + 1 keys.
+  auto step = [](double keys) { return 2048 + 2048 + 2 * 2 * 4 * keys * 8 + 2048 + 9216; };
+  EXPECT_DOUBLE_EQ(generation_flops(cfg, 1, 3, 2), 2 * step(4) + 6400 + 2 * step(5) + 6400);
+  EXPECT_DOUBLE_EQ(recs[4].gflops, generation_flops(cfg, 2, 7, 5) / 1e9);
+  EXPECT_GT(recs[5].ideal_speedup, 1.0);
+  // Refused: a classifier, and a prompt and its new tokens beyond max_positions.
+  std::vector<BenchModel> cls = {{"cls", test::make_model(Arch::EncoderClassifier)}};
+  EXPECT_THROW(bench_models(cls, o), std::invalid_argument);
+  o.decode_after = cfg.max_positions;
+  EXPECT_THROW(bench_models(models, o), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace hp

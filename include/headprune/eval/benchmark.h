@@ -40,6 +40,13 @@ struct BenchOptions {
   // bench/eager/profile_ops.py sums it per op). Profiling slows the runs down: their times are not
   // comparable with an unprofiled run.
   std::string profile_path;
+  // Generation instead of whole forward passes (decoder LMs; decode/search.h's LmSession, the path of
+  // `generate`): a "prompt" row per batch and length times filling an empty key/value cache with the
+  // prompt (the logits of its last position only, as serving engines compute them), and a "decode" row
+  // per batch times new_tokens greedy steps (arg-max, one token per sequence) after an untimed prompt of
+  // decode_after tokens.
+  bool generation = false;
+  int64_t new_tokens = 128, decode_after = 128;
 };
 
 // The file outputs of a benchmark (io/outputs.h): each replaces only an earlier one of its kind.
@@ -47,13 +54,15 @@ OutputFile bench_io_output(const std::string& path);       // --save-io (safeten
 OutputFile bench_profile_output(const std::string& path);  // --profile (a Chrome trace with kTraceFormat)
 
 struct BenchRecord {
-  std::string model, precision = "fp32", mode = "inference";  // mode: inference | train
-  int64_t batch = 0, seq_len = 0;
+  std::string model, precision = "fp32", mode = "inference";  // mode: inference | train | prompt | decode
+  int64_t batch = 0, seq_len = 0;  // decode: seq_len is the prompt before the new tokens
+  int64_t new_tokens = 0;          // decode: tokens generated per sequence (tokens_per_s counts these)
+  int64_t kv_cache_bytes = 0;      // prompt, decode: cached keys and values at the end (all sequences)
   double median_ms = 0, p10_ms = 0, p90_ms = 0;
   double examples_per_s = 0, tokens_per_s = 0;
   int64_t params = 0;
   int64_t heads = 0;
-  double gflops = 0;        // FLOPs of one forward pass, in billions (forward_flops)
+  double gflops = 0;        // FLOPs of one forward pass (generation_flops when generating), in billions
   double gflop_per_s = 0;   // achieved: gflops / median seconds
   double peak_share = 0;    // gflop_per_s / the run's GEMM probe (0 without a probe)
   double ideal_speedup = 1, measured_speedup = 1;  // against the first model at the same shape

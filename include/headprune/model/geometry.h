@@ -75,6 +75,10 @@ HeadGeometry head_geometry(const ModelConfig& cfg, AttnType type, int64_t layer)
 // layers with no heads count nothing (they are skipped). Encoder-decoder models get seq_len on
 // both sides.
 double forward_flops(const ModelConfig& cfg, int64_t batch, int64_t seq_len);
+// A decoder LM generating with cached keys and values: new_tokens = 0 counts a prompt of `prompt`
+// positions with the output layer at its last position only; otherwise new_tokens steps of one token
+// per sequence after it, step i attending over prompt + i + 1 positions.
+double generation_flops(const ModelConfig& cfg, int64_t batch, int64_t prompt, int64_t new_tokens);
 
 // Bytes of the activations of one forward pass (training: kept for the backward pass, plus the
 // gradient of the logits) at `element_bytes` per value: projections, attention scores, feed-forward
