@@ -1290,6 +1290,48 @@ BUDGET = "bench/results/budget.json"
 METHODS = "bench/results/methods.json"
 
 
+ENGINES = "bench/results/engines.json"
+
+
+def engines_bert():
+    """headprune against ONNX Runtime on BERT-base's shape, and its pruned models against the FLOP-ideal (bench/engines.py)."""
+    e = load(ENGINES)["bert"]
+    lines = ["| batch x length | headprune ms | ONNX Runtime ms | headprune / ORT | 6 of 12 heads removed: speed-up (FLOP-ideal, share) | every second layer emptied: speed-up (FLOP-ideal, share) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in e["rows"]:
+        cell = lambda v: "x%s (x%s, %s)" % (fmt(v["paired_speedup"], 2), fmt(v["flop_ideal"], 2), fmt(v["of_ideal"], 2))
+        lines.append("| %d x %d | %s | %s | **%s** | %s | %s |" % (
+            r["batch"], r["length"], thousands(r["headprune_ms"]), thousands(r["onnxruntime_ms"]), fmt(r["ratio"], 2),
+            cell(r["uniform50"]), cell(r["layers50"])))
+    return lines
+
+
+def engines_llama():
+    """headprune against llama.cpp on a LLaMA-style 127 M model: prompt processing and decoding (bench/engines.py)."""
+    e = load(ENGINES)["llama"]
+    names = {"prompt128": "prompt 128 tokens", "prompt512": "prompt 512 tokens", "decode": "decode 128 after 128"}
+    lines = ["| precision | workload | headprune tokens/s | llama.cpp tokens/s | headprune / llama.cpp |", "|---|---|---:|---:|---:|"]
+    for r in e["rows"]:
+        lines.append("| %s | %s | %s | %s | **%s** |" % (
+            r["precision"], names[r["workload"]], thousands(r["headprune_tokens_per_s"]),
+            thousands(r["llamacpp_tokens_per_s"]), fmt(r["ratio"], 2)))
+    return lines
+
+
+def engines_kv():
+    """Decoding at a 2k context, unpruned and with half the key/value groups removed, in both engines (bench/engines.py)."""
+    e = load(ENGINES)["kv"]
+    lines = ["| precision | model | KV cache MiB (counted) | headprune tokens/s | speed-up (FLOP-ideal) | llama.cpp tokens/s | speed-up |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in e["rows"]:
+        lines.append("| %s | %s | %s (%s) | %s | x%s (x%s) | %s | x%s |" % (
+            r["precision"], r["model"], fmt(r["headprune_kv_cache_bytes"] / 2**20, 1),
+            fmt(r["counted_kv_cache_bytes"] / 2**20, 1), thousands(r["headprune_tokens_per_s"]),
+            fmt(r["headprune_speedup"], 2), fmt(r["flop_ideal"], 2), thousands(r["llamacpp_tokens_per_s"]),
+            fmt(r["llamacpp_speedup"], 2)))
+    return lines
+
+
 def budget_table():
     """The budget planner's predictions against the chosen models' measured costs (bench/budget.sh)."""
     t = load(BUDGET)
@@ -1362,7 +1404,8 @@ def methods_table():
     return lines
 
 
-TABLES = {"budget": (BUDGET, budget_table), "methods": (METHODS, methods_table), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
+TABLES = {"engines_bert": (ENGINES, engines_bert), "engines_llama": (ENGINES, engines_llama),
+          "engines_kv": (ENGINES, engines_kv), "budget": (BUDGET, budget_table), "methods": (METHODS, methods_table), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
           "sst2_training": (SST2, sst2_training), "sst2_importance_top": (SST2, sst2_importance_top),

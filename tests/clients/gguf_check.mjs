@@ -6,12 +6,13 @@
 //     probabilities over the whole vocabulary at every position; prints one JSON line with the largest
 //     |log p_llama.cpp - log_softmax(headprune's logits)| over every position and token whose
 //     probability is above 1e-30 (float32 log-probabilities of smaller ones are not compared), the
-//     positions, and whether the arg-max agrees everywhere.
-//   node gguf_check.mjs speed MODEL.gguf THREADS PROMPT_LENGTHS NEW_TOKENS REPS
+//     positions, the largest |p_llama.cpp - p_headprune| over the same tokens, and whether the arg-max
+//     agrees everywhere.
+//   node gguf_check.mjs speed MODEL.gguf THREADS PROMPT_LENGTHS NEW_TOKENS REPS [DECODE_AFTER [KV_TYPE]]
 //     Prompt processing (tokens/s of one evaluation of a prompt of each length, e.g. "128,512") and
-//     decoding (tokens/s of NEW_TOKENS greedy tokens after a 128-token prompt, one evaluation each), the median of REPS runs
-//     each after one untimed run, on a fresh sequence each time (F32 KV cache, flash attention off).
-//     One JSON line.
+//     decoding (tokens/s of NEW_TOKENS greedy tokens after a DECODE_AFTER-token prompt, 128 by default,
+//     one evaluation each), the median of REPS runs each after one untimed run, on a fresh sequence each
+//     time (KV cache KV_TYPE, F32 by default, e.g. F16; flash attention off). One JSON line.
 //   node gguf_check.mjs tokenize MODEL.gguf TEXTS_FILE [special]
 //     One JSON line per line of TEXTS_FILE: llama.cpp's token ids for it (no special tokens added;
 //     with `special`, special tokens written in the text are read as such, as HF's tokenizers do).
@@ -19,12 +20,12 @@ import fs from "node:fs";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 import {readSafetensors} from "./safetensors.mjs";
 
-async function open(modelPath, contextSize, threads = 2) {
+async function open(modelPath, contextSize, threads = 2, kvType = "F32") {
   const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: threads});
   const model = await llama.loadModel({modelPath, gpuLayers: 0});
   const context = contextSize ? await model.createContext({
     contextSize, threads, batchSize: 512, flashAttention: false,
-    experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
+    experimentalKvCacheKeyType: kvType, experimentalKvCacheValueType: kvType,
   }) : null;
   return {llama, model, context};
 }
@@ -38,7 +39,7 @@ async function logprobs(modelPath, ioPath) {
   const seq = context.getSequence();
   const opts = {probabilities: true, options: {temperature: 1, topK: 0, topP: 1, minP: 0}};
   const res = await seq.controlledEvaluate(ids.map((t) => [t, {generateNext: opts}]));
-  let maxDiff = 0, argmaxAgree = true, compared = 0, worst = null;
+  let maxDiff = 0, maxProbDiff = 0, argmaxAgree = true, compared = 0, worst = null;
   for (let t = 0; t < T; ++t) {
     const probs = res[t]?.next?.probabilities;
     if (!probs) throw new Error(`no probabilities at position ${t}`);
@@ -53,11 +54,13 @@ async function logprobs(modelPath, ioPath) {
     for (const [tok, p] of probs) {
       if (!(p > 1e-30)) continue;
       const d = Math.abs(Math.log(p) - (row[tok] - lse));
+      maxProbDiff = Math.max(maxProbDiff, Math.abs(p - Math.exp(row[tok] - lse)));
       ++compared;
       if (d > maxDiff) maxDiff = d, worst = {position: t, token: tok};
     }
   }
   console.log(JSON.stringify({positions: T, vocabulary: V, compared, max_abs_logprob_diff: maxDiff, worst,
+                              max_abs_prob_diff: maxProbDiff,
                               argmax_agree: argmaxAgree}));
 }
 
@@ -73,13 +76,13 @@ function median(xs) {
   return s[Math.floor(s.length / 2)];
 }
 
-async function speed(modelPath, threadsArg, lengthsArg, newArg, repsArg) {
+async function speed(modelPath, threadsArg, lengthsArg, newArg, repsArg, afterArg = "128", kvType = "F32") {
   const threads = Number(threadsArg), lengths = lengthsArg.split(",").map(Number);
-  const newTokens = Number(newArg), reps = Number(repsArg);
-  const {model, context} = await open(modelPath, Math.max(...lengths, 128 + newTokens) + 8, threads);
+  const newTokens = Number(newArg), reps = Number(repsArg), after = Number(afterArg);
+  const {model, context} = await open(modelPath, Math.max(...lengths, after + newTokens) + 8, threads, kvType);
   const prompt = (n) => Array.from({length: n}, (_, i) => 300 + ((i * 7919) % 1000));  // ordinary ids
   const seq = context.getSequence();
-  const out = {threads, prompt: {}, decode: {}};
+  const out = {threads, kv_type: kvType, prompt: {}, decode: {}};
   for (const n of lengths) {
     const times = [];
     for (let r = 0; r <= reps; ++r) {
@@ -96,7 +99,7 @@ async function speed(modelPath, threadsArg, lengthsArg, newArg, repsArg) {
   const times = [];
   for (let r = 0; r <= reps; ++r) {
     await seq.clearHistory();
-    await seq.controlledEvaluate(prompt(128));
+    await seq.controlledEvaluate(prompt(after));
     const t0 = performance.now();
     let tok = prompt(1)[0];
     for (let k = 0; k < newTokens; ++k) {
@@ -106,7 +109,7 @@ async function speed(modelPath, threadsArg, lengthsArg, newArg, repsArg) {
     const dt = (performance.now() - t0) / 1000;
     if (r > 0) times.push(dt);
   }
-  out.decode = {new_tokens: newTokens, after_prompt: 128, seconds: median(times), tokens_per_s: newTokens / median(times)};
+  out.decode = {new_tokens: newTokens, after_prompt: after, seconds: median(times), tokens_per_s: newTokens / median(times)};
   console.log(JSON.stringify(out));
 }
 
