@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Lists C++ function bodies longer than a limit (default 80 lines) in src/, cli/ and include/.
+"""Lists C++ function bodies longer than a limit (default 80 lines) in src/, cli/, include/ and python/.
 
 A definition is a line at the start of a line or inside an unindented namespace whose text ends with
 '{' after a ')' (or a constructor's initializer list), closed by the first '}' at the same
@@ -62,7 +62,7 @@ def main():
             if key:
                 allow[key] = line.split('#', 1)[1].strip() if '#' in line else ''
     found = []
-    for top in ('src', 'cli', 'include'):
+    for top in ('src', 'cli', 'include', 'python'):
         for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
             for f in sorted(files):
                 if f.endswith(('.cc', '.h')):

@@ -4,9 +4,12 @@
 #   2. examples/consumer, a program outside the tree, is configured with find_package(headprune)
 #      against that prefix, built, and run: it loads a checkpoint, removes two heads and saves;
 #      the installed program confirms the saved model has two heads fewer;
-#   3. cpack builds the .deb; `apt-get install ./headprune_*.deb` installs it, the installed
-#      headprune (on PATH) runs `demo --family encoder_classifier`, and the package is removed.
-# Step 3 needs root or sudo; HP_PACKAGE_DEB=0 skips it.
+#   3. when the Python module was built: its pytest suite (tests/python) against the installed
+#      package directory and the installed program;
+#   4. cpack builds the .deb; `apt-get install ./headprune_*.deb` installs it, the installed
+#      headprune (on PATH) runs `demo --family encoder_classifier`, Debian's python3 imports the
+#      installed module (when built), and the package is removed.
+# Step 4 needs root or sudo; HP_PACKAGE_DEB=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -36,6 +39,13 @@ if "$tmp/consumer/prune_two" "$tmp/ckpt" "$tmp/bad" encoder_self:5:0 2> "$tmp/ba
 fi
 echo "consumer: $(cat "$tmp/bad.txt")"
 
+py_pkg=$(find "$tmp/prefix" -path "*-packages/headprune/__init__.py" -printf "%h\n" | head -n1)
+if [ -d build/python/headprune ]; then
+  [ -n "$py_pkg" ] || { echo "the Python module was built but not installed under $tmp/prefix"; exit 1; }
+  env -u PYTHONPATH PYTHONDONTWRITEBYTECODE=1 HEADPRUNE_PYTHONPATH="$(dirname "$py_pkg")" HEADPRUNE_CLI="$hp" \
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider -p no:hypothesispytest tests/python
+fi
+
 if [ "${HP_PACKAGE_DEB:-1}" != 0 ]; then
   (cd build && cpack -G DEB -B "$tmp/deb" > "$tmp/cpack.log")
   deb=$(ls "$tmp"/deb/headprune_*.deb)
@@ -45,6 +55,9 @@ if [ "${HP_PACKAGE_DEB:-1}" != 0 ]; then
   (cd "$tmp" && command -v headprune && headprune --version &&
     headprune --log-level warn demo --family encoder_classifier --out "$tmp/demo" > "$tmp/demo.txt")
   grep -q "fine-tuned" "$tmp/demo.txt" || { echo "the installed demo did not finish"; cat "$tmp/demo.txt"; exit 1; }
+  if [ -n "$py_pkg" ]; then
+    (cd "$tmp" && env -u PYTHONPATH /usr/bin/python3 -c "import headprune; print('python module', headprune.__version__, headprune.__file__)")
+  fi
   $SUDO apt-get remove -y -qq headprune > /dev/null
   ! command -v headprune > /dev/null || { echo "headprune still installed after removal"; exit 1; }
 fi

@@ -21,6 +21,8 @@ packages=(
   chromium python3-pil    # tests/e2e/report.sh renders the HTML report headless and checks the screenshot
   python3-sentencepiece   # reference client for SentencePiece .model/.spm files in tests (tests/clients/spm_encode.py)
   time                    # GNU time: peak RSS of each step in bench/llm7b.py
+  pybind11-dev python3-dev  # the Python module (python/): headprune's library imported from Debian's python3
+  python3-pytest          # its test suite (tests/python)
 )
 
 missing=()

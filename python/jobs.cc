@@ -1,0 +1,542 @@
+// The job functions of the Python module: keyword arguments (JSON) -> the job's request struct (the
+// fields the CLI fills from its options, read with the library's own parsers) -> one library call
+// (jobs/*.h) -> its result as JSON text (what the CLI writes or prints) and, for importance, tensors.
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bridge.h"
+#include "headprune/jobs/eval_job.h"
+#include "headprune/jobs/export_job.h"
+#include "headprune/jobs/gates_job.h"
+#include "headprune/jobs/importance_job.h"
+#include "headprune/jobs/prune_job.h"
+#include "headprune/jobs/train_job.h"
+#include "headprune/prune/strategy.h"
+#include "headprune/util/names.h"
+
+namespace hp::python {
+
+namespace {
+
+// ---- arguments ----------------------------------------------------------------------------------
+
+std::vector<std::string> strings(const JsonFields& f, const std::string& key) {
+  const nlohmann::json& v = f.at(key);
+  if (!v.is_array()) f.fail(key, "must be a list of strings, got " + v.dump());
+  std::vector<std::string> out;
+  for (const auto& s : v) {
+    if (!s.is_string()) f.fail(key, "must be a list of strings, got " + s.dump() + " in it");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+std::vector<int64_t> ints(const JsonFields& f, const std::string& key, int64_t lo) {
+  const nlohmann::json& v = f.at(key);
+  if (!v.is_array()) f.fail(key, "must be a list of integers, got " + v.dump());
+  std::vector<int64_t> out;
+  for (const auto& x : v) {
+    out.push_back(f.as_int(x, key));
+    if (out.back() < lo) f.fail(key, "must hold integers >= " + std::to_string(lo) + ", not " + x.dump());
+  }
+  return out;
+}
+
+// dst = parse(text) when the argument is there (a string the library parses: an enum name, a target).
+template <typename T, typename Parse>
+void parsed(const JsonFields& f, const std::string& key, T& dst, Parse parse) {
+  if (f.has(key)) dst = parse(f.req_str(key));
+}
+
+double number_in(const JsonFields& f, const std::string& key, double dflt, double lo, double hi) {
+  const double v = f.opt_num(key, dflt);
+  if (!(v >= lo && v <= hi)) f.fail(key, "must be a number in [" + fmt(lo, 3) + ", " + fmt(hi, 3) + "], not " + fmt(v));
+  return v;
+}
+
+// The data section: DataSource's fields by name (jobs/job.h).
+DataSource data_source(const JsonFields& f) {
+  DataSource d;
+  if (!f.has("data")) return d;
+  const JsonFields g = f.object("data");
+  g.only({"config", "data_root", "split", "score_split", "max_examples", "synthetic_examples", "synthetic_train",
+          "calibration", "calibration_length", "calibration_samples"},
+         "data field");
+  d.config = g.opt_str("config", d.config);
+  d.data_root = g.opt_str("data_root", d.data_root);
+  d.split = g.opt_str("split", d.split);
+  d.score_split = g.opt_str("score_split", d.score_split);
+  for (const std::string* s : {&d.split, &d.score_split})
+    if (!s->empty() && *s != "train" && *s != "valid" && *s != "test")
+      g.fail(s == &d.split ? "split" : "score_split", "must be train, valid or test, not '" + *s + "'");
+  d.max_examples = int_at_least(g, "max_examples", d.max_examples, 0);
+  d.synthetic_examples = int_at_least(g, "synthetic_examples", d.synthetic_examples, 1);
+  d.synthetic_train = int_at_least(g, "synthetic_train", d.synthetic_train, 1);
+  d.calibration = g.opt_str("calibration", d.calibration);
+  d.calibration_length = int_at_least(g, "calibration_length", d.calibration_length, 2);
+  d.calibration_samples = int_at_least(g, "calibration_samples", d.calibration_samples, 1);
+  return d;
+}
+
+FinetuneOptions finetune_options(const JsonFields& f) {
+  FinetuneOptions o;
+  if (!f.has("finetune")) return o;
+  const JsonFields g = f.object("finetune");
+  g.only({"steps", "lr", "batch_tokens", "distill_weight", "distill_temperature", "distill_hidden_weight"},
+         "finetune field");
+  o.steps = int_at_least(g, "steps", o.steps, 0);
+  o.lr = g.opt_num("lr", o.lr);
+  o.batch_tokens = int_at_least(g, "batch_tokens", o.batch_tokens, 0);
+  o.distill_weight = number_in(g, "distill_weight", o.distill_weight, 0, 1);
+  o.distill_temperature = g.opt_num("distill_temperature", o.distill_temperature);
+  o.distill_hidden_weight = g.opt_num("distill_hidden_weight", o.distill_hidden_weight);
+  return o;
+}
+
+// ---- importance ---------------------------------------------------------------------------------
+
+ImportanceRequest importance_request(const nlohmann::json& j) {
+  const JsonFields f = arguments(j, "importance");
+  f.only({"checkpoint", "out_dir", "overwrite", "methods", "units", "normalize", "granularity", "metric", "beam",
+          "bootstrap", "alpha", "special_ids", "cost", "layerwise", "pipeline", "data"});
+  ImportanceRequest r;
+  r.checkpoint = f.opt_str("checkpoint", "");
+  r.out_dir = f.opt_str("out_dir", "");
+  r.overwrite = f.opt_bool("overwrite", false);
+  if (f.has("methods")) {
+    r.methods.clear();
+    for (const auto& s : strings(f, "methods"))
+      for (ScoreMethod m : parse_score_methods(s)) r.methods.push_back(m);
+  }
+  if (f.has("units")) {
+    r.units.clear();
+    for (const auto& s : strings(f, "units")) r.units.push_back(parse_score_unit(s));
+  }
+  parsed(f, "normalize", r.normalize,
+         [](const std::string& s) { return s == "auto" ? std::optional<Normalization>() : parse_normalization(s); });
+  parsed(f, "granularity", r.granularity, [](const std::string& s) { return granularity_names().parse(s); });
+  parsed(f, "metric", r.metric, parse_metric);
+  r.beam = int_at_least(f, "beam", r.beam, 1);
+  r.bootstrap = int_at_least(f, "bootstrap", r.bootstrap, 1);
+  r.alpha = f.opt_num("alpha", r.alpha);
+  if (!(r.alpha > 0 && r.alpha < 1)) f.fail("alpha", "must be a number in (0, 1), not " + fmt(r.alpha));
+  if (f.has("special_ids")) r.special_ids = ints(f, "special_ids", 0);
+  r.cost = f.opt_bool("cost", false);
+  r.layerwise = f.opt_bool("layerwise", false);
+  r.pipeline = f.opt_bool("pipeline", false);
+  r.data = data_source(f);
+  return r;
+}
+
+// One map as tensors: {type: [layers, units] float64}, the unit's original ids as columns (query
+// heads, or key/value heads for kv_group maps), NaN where the map has no score (a removed head).
+py::dict map_tensors(const HeadScores& s, const ModelConfig& cfg) {
+  py::dict out;
+  const int64_t width = s.unit == ScoreUnit::KvGroup ? cfg.effective_kv_heads() : cfg.n_heads;
+  for (AttnType t : cfg.attn_types()) {
+    const int64_t layers = cfg.n_layers(t);
+    torch::Tensor x = torch::full({layers, width}, std::numeric_limits<double>::quiet_NaN(), torch::kFloat64);
+    auto a = x.accessor<double, 2>();
+    for (const auto& [h, v] : s.scores)
+      if (h.type == t && h.layer >= 0 && h.layer < layers && h.head >= 0 && h.head < width) a[h.layer][h.head] = v;
+    out[py::str(to_string(t))] = x;
+  }
+  return out;
+}
+
+py::tuple importance_result(const nlohmann::json& json, const std::vector<HeadScores>& maps, const ModelConfig& cfg) {
+  py::list tensors;
+  for (const auto& s : maps) tensors.append(map_tensors(s, cfg));
+  return py::make_tuple(dump_json(json), tensors);
+}
+
+// Token ids given from Python: [{"src": [...], "tgt": [...], "segments": [...], "label": n}, ...] as
+// the library's examples (data/dataset.h), one evaluation set.
+EvalSet examples_set(const std::string& examples_json, const std::optional<Tokenizer>& tokenizer) {
+  const nlohmann::json j = parse_json(examples_json, "examples");
+  if (!j.is_array() || j.empty()) throw std::invalid_argument("headprune.importance: data holds no examples");
+  EvalSet set;
+  set.name = "token ids from Python (" + std::to_string(j.size()) + " examples)";
+  set.tokenizer = tokenizer;
+  for (const auto& e : j) {
+    const JsonFields f = arguments(e, "importance: data example");
+    f.only({"src", "tgt", "segments", "label"}, "example field");
+    Example x;
+    x.src = ints(f, "src", 0);
+    if (f.has("tgt")) x.tgt = ints(f, "tgt", 0);
+    if (f.has("segments")) x.segments = ints(f, "segments", 0);
+    x.label = f.opt_int("label", -1);
+    set.examples.push_back(std::move(x));
+  }
+  return set;
+}
+
+// The scorers (score/importance.h) on the in-memory model and examples, with the options run_importance
+// gives them: what the importance job does once its inputs are open, for data that are no file.
+std::vector<HeadScores> score_in_memory(Model& m, const EvalSet& set, const ImportanceRequest& r, const Runtime& rt,
+                                        const JobEvents& events) {
+  ScoreOptions so;
+  so.normalize = r.normalize;
+  so.granularity = r.granularity;
+  so.metric = r.metric;
+  so.decode.beam_size = r.beam;
+  so.bootstrap_samples = r.bootstrap;
+  so.significance = r.alpha;
+  so.special_ids = r.special_ids;
+  if (so.special_ids.empty()) so.special_ids = {m.loaded.tokenizer ? m.loaded.tokenizer->specials().eos : Tokenizer::kEos};
+  so.seed = rt.seed;
+  so.progress = events.phase_callback();
+  so.layerwise = r.layerwise;
+  std::vector<HeadScores> maps;
+  for (ScoreUnit u : r.units)
+    for (ScoreMethod method : r.methods) {
+      if (u != ScoreUnit::Head && scorer(method).groups == GroupRule::None) continue;
+      so.unit = u;
+      maps.push_back(score_heads(m.impl(), set, method, so));
+      maps.back().info["checkpoint"] = m.loaded.dir;
+    }
+  return maps;
+}
+
+py::tuple importance_job(const std::string& request, const std::string& runtime, py::object progress, py::object note) {
+  const ImportanceRequest r = importance_request(parse_json(request, "request"));
+  if (r.checkpoint.empty()) throw std::invalid_argument("headprune.importance: a model or a checkpoint is required");
+  const Runtime rt = start_runtime(runtime);
+  Events ev(std::move(progress), std::move(note));
+  const ImportanceResult res = ev.run([&](const JobEvents& e) { return run_importance(r, rt, e); });
+  return importance_result(res.json, res.maps, res.config);
+}
+
+py::tuple importance_examples(Model& m, const std::string& examples, const std::string& request,
+                              const std::string& runtime, py::object progress, py::object note) {
+  const ImportanceRequest r = importance_request(parse_json(request, "request"));
+  if (!r.out_dir.empty() || r.cost || r.pipeline)
+    throw std::invalid_argument("headprune.importance: out, cost and pipeline need data from a file (a run config, "
+                                "texts or the synthetic task), not token ids");
+  const Runtime rt = start_runtime(runtime);
+  const EvalSet set = examples_set(examples, m.loaded.tokenizer);
+  Events ev(std::move(progress), std::move(note));
+  const auto maps = ev.run([&](const JobEvents& e) { return score_in_memory(m, set, r, rt, e); });
+  nlohmann::json json = maps_to_json(maps);
+  json["checkpoint"] = m.loaded.dir;
+  json["data"] = set.name;
+  json["config"] = m.config().to_json();
+  return importance_result(json, maps, m.config());
+}
+
+// ---- plans and pruning --------------------------------------------------------------------------
+
+void budget_shape(const JsonFields& g, BudgetShape& b) {
+  g.only({"batch", "seq_len", "context", "warmup", "reps", "margin"}, "budget_shape field");
+  b.batch = int_at_least(g, "batch", b.batch, 1);
+  b.seq_len = int_at_least(g, "seq_len", b.seq_len, 1);
+  b.context = int_at_least(g, "context", b.context, 1);
+  b.warmup = int_at_least(g, "warmup", b.warmup, 0);
+  b.reps = int_at_least(g, "reps", b.reps, 1);
+  b.margin = number_in(g, "margin", b.margin, 0, 0.5);
+}
+
+// PlanSpec (prune/strategy.h) by field name; the strategy, when not named, follows from what is given
+// (a plan file, a budget, a plan given), as `prune --plan` and `prune --budget` imply it.
+PlanSpec plan_spec(const JsonFields& f) {
+  f.only({"strategy", "method", "target", "per_layer", "unit", "min_per_layer", "layer_strategy", "step", "min_ratio",
+          "heads", "hf_type", "layers", "plan_file", "scores_file", "given", "budget", "budget_shape"},
+         "plan field");
+  PlanSpec p;
+  parsed(f, "method", p.method, parse_score_method);
+  parsed(f, "target", p.target, parse_target);
+  p.per_layer = f.opt_bool("per_layer", false);
+  parsed(f, "unit", p.unit, parse_plan_unit);
+  p.min_per_layer = int_at_least(f, "min_per_layer", 0, 0);
+  parsed(f, "layer_strategy", p.layer_strategy, parse_layer_choice);
+  p.step = f.opt_num("step", p.step);
+  if (!(p.step > 0 && p.step <= 1)) f.fail("step", "must be a number in (0, 1], not " + fmt(p.step));
+  if (f.has("min_ratio")) p.min_ratio = f.req_num("min_ratio");
+  p.heads = f.opt_str("heads", "");
+  parsed(f, "hf_type", p.hf_type, parse_attn_type);
+  parsed(f, "layers", p.layers, parse_layer_list);
+  p.plan_file = f.opt_str("plan_file", "");
+  p.scores_file = f.opt_str("scores_file", "");
+  if (f.has("given")) p.given = PruningPlan::from_json(f.at("given"), "headprune: the plan given");
+  p.budget = f.opt_str("budget", "");
+  if (f.has("budget_shape")) budget_shape(f.object("budget_shape"), p.budget_shape);
+  if (f.has("strategy")) p.strategy = parse_plan_strategy(f.req_str("strategy"));
+  else if (!p.plan_file.empty()) p.strategy = PlanStrategy::File;
+  else if (!p.budget.empty()) p.strategy = PlanStrategy::Budget;
+  else if (f.has("given")) p.strategy = PlanStrategy::Given;
+  return p;
+}
+
+// The plan run_prune would apply, without applying it: the checkpoint and data opened as the job
+// opens them (JobInputs), scoring options as run_prune sets them, then make_plan.
+PruningPlan plan_job(const JsonFields& f, const Runtime& rt, const JobEvents& events) {
+  JobInputs in(f.req_str("checkpoint"), data_source(f), rt);
+  PlanSpec spec = plan_spec(f.object("plan"));
+  spec.seed = rt.seed;
+  std::optional<Metric> requested;
+  parsed(f, "metric", requested, parse_metric);
+  const Metric metric = metric_or_default(requested, in.config());
+  const int64_t beam = int_at_least(f, "beam", 1, 1);
+  ScoreOptions so;
+  so.seed = rt.seed;
+  so.metric = metric;
+  so.decode.beam_size = beam;
+  so.progress = events.phase_callback();
+  MetricOptions mo;
+  mo.decode.beam_size = beam;
+  const EvalSet& set = in.score_set();
+  const bool scores_here = (spec.strategy == PlanStrategy::Score && spec.scores_file.empty()) ||
+                           spec.strategy == PlanStrategy::Iterative;
+  plan_scoring_memory(in, set, so, scores_here && spec.method == ScoreMethod::Gradient, events);
+  return make_plan(spec, *in.model(), set, so, mo, metric, [&](const PrunePoint& p) {
+    std::ostringstream line;
+    line << "iterative: " << p.n_pruned << " heads pruned, metric " << p.metric;
+    events.say("plan", line.str());
+  });
+}
+
+PruneRequest prune_request(const nlohmann::json& j) {
+  const JsonFields f = arguments(j, "prune");
+  f.only({"checkpoint", "out_dir", "overwrite", "plan", "mask_only", "metric", "beam", "data", "finetune"});
+  PruneRequest r;
+  r.checkpoint = f.req_str("checkpoint");
+  r.out_dir = f.req_str("out_dir");
+  r.overwrite = f.opt_bool("overwrite", false);
+  if (f.has("plan")) r.plan = plan_spec(f.object("plan"));
+  r.mask_only = f.opt_bool("mask_only", false);
+  parsed(f, "metric", r.metric, parse_metric);
+  r.beam = int_at_least(f, "beam", r.beam, 1);
+  r.data = data_source(f);
+  r.finetune = finetune_options(f);
+  return r;
+}
+
+// ---- gates --------------------------------------------------------------------------------------
+
+void gate_options(const JsonFields& g, GateOptions& o) {
+  g.only({"method", "coef", "hc_target", "coef_growth", "concentrator", "concentrator_margin", "concentrator_max",
+          "concentrator_until", "temperature", "period", "clip", "reopen", "reopen_decay", "gate_lr", "init_log_alpha",
+          "dsp_tau_start", "dsp_tau_end", "straight_through", "lagrangian_lr", "cofi_warmup", "distill_weight",
+          "distill_hidden_weight", "distill_temperature", "extra_steps"},
+         "gate field");
+  parsed(g, "method", o.method, parse_gate_method);
+  o.coef = g.opt_num("coef", o.coef);
+  parsed(g, "hc_target", o.hc_target, parse_hc_target);
+  o.coef_growth = g.opt_num("coef_growth", o.coef_growth);
+  if (g.has("concentrator")) {
+    const nlohmann::json& c = g.at("concentrator");
+    set_concentrator(o, c.is_string() ? c.get<std::string>() : c.dump());
+  }
+  o.concentrator_margin = g.opt_num("concentrator_margin", o.concentrator_margin);
+  o.concentrator_max = g.opt_num("concentrator_max", o.concentrator_max);
+  o.concentrator_until = number_in(g, "concentrator_until", o.concentrator_until, 0, 1);
+  o.dist.beta = g.opt_num("temperature", o.dist.beta);
+  o.period = int_at_least(g, "period", o.period, 1);
+  o.clip = g.opt_num("clip", o.clip);
+  o.reopen = g.opt_bool("reopen", o.reopen);
+  o.reopen_decay = g.opt_num("reopen_decay", o.reopen_decay);
+  o.gate_lr = g.opt_num("gate_lr", o.gate_lr);
+  o.init_log_alpha = g.opt_num("init_log_alpha", o.init_log_alpha);
+  o.dsp_tau_start = g.opt_num("dsp_tau_start", o.dsp_tau_start);
+  o.dsp_tau_end = g.opt_num("dsp_tau_end", o.dsp_tau_end);
+  o.dsp_straight_through = g.opt_bool("straight_through", o.dsp_straight_through);
+  o.lagrangian_lr = g.opt_num("lagrangian_lr", o.lagrangian_lr);
+  o.cofi_warmup = number_in(g, "cofi_warmup", o.cofi_warmup, 0, 1);
+  o.distill_weight = number_in(g, "distill_weight", o.distill_weight, 0, 1);
+  o.distill_hidden_weight = g.opt_num("distill_hidden_weight", o.distill_hidden_weight);
+  o.distill_temperature = g.opt_num("distill_temperature", o.distill_temperature);
+  o.max_extra_steps = int_at_least(g, "extra_steps", o.max_extra_steps, 0);
+}
+
+GatesRequest gates_request(const nlohmann::json& j) {
+  const JsonFields f = arguments(j, "gates");
+  f.only({"checkpoint", "out_dir", "overwrite", "gate", "target", "steps", "lr", "from_scratch", "metric", "beam", "data",
+          "finetune"});
+  GatesRequest r;
+  r.checkpoint = f.req_str("checkpoint");
+  r.out_dir = f.req_str("out_dir");
+  r.overwrite = f.opt_bool("overwrite", false);
+  if (f.has("gate")) gate_options(f.object("gate"), r.gate);
+  parsed(f, "target", r.prune, parse_target);
+  r.steps = int_at_least(f, "steps", r.steps, 1);
+  r.lr = f.opt_num("lr", r.lr);
+  r.from_scratch = f.opt_bool("from_scratch", false);
+  parsed(f, "metric", r.metric, parse_metric);
+  r.beam = int_at_least(f, "beam", r.beam, 1);
+  r.data = data_source(f);
+  r.finetune = finetune_options(f);
+  return r;
+}
+
+// ---- bench, export, init, train -----------------------------------------------------------------
+
+BenchRequest bench_request(const nlohmann::json& j) {
+  const JsonFields f = arguments(j, "bench");
+  f.only({"checkpoints", "precisions", "textbook", "json_path", "batch_sizes", "seq_lens", "warmup", "reps", "train",
+          "gemm_probe", "io_path", "profile_path", "generation", "new_tokens", "decode_after"});
+  BenchRequest r;
+  r.checkpoints = strings(f, "checkpoints");
+  if (r.checkpoints.empty()) f.fail("checkpoints", "must name at least one model");
+  if (f.has("precisions")) {
+    r.precisions.clear();
+    for (const auto& s : strings(f, "precisions")) r.precisions.push_back(parse_precision(s));
+  }
+  r.textbook = f.opt_bool("textbook", false);
+  r.json_path = f.opt_str("json_path", "");
+  BenchOptions& b = r.bench;
+  if (f.has("batch_sizes")) b.batch_sizes = ints(f, "batch_sizes", 1);
+  if (f.has("seq_lens")) b.seq_lens = ints(f, "seq_lens", 1);
+  b.warmup = int_at_least(f, "warmup", b.warmup, 0);
+  b.reps = int_at_least(f, "reps", b.reps, 1);
+  b.train = f.opt_bool("train", b.train);
+  b.gemm_probe = f.opt_bool("gemm_probe", b.gemm_probe);
+  b.io_path = f.opt_str("io_path", "");
+  b.profile_path = f.opt_str("profile_path", "");
+  b.generation = f.opt_bool("generation", b.generation);
+  b.new_tokens = int_at_least(f, "new_tokens", b.new_tokens, 1);
+  b.decode_after = int_at_least(f, "decode_after", b.decode_after, 1);
+  return r;
+}
+
+ExportRequest export_request(const nlohmann::json& j) {
+  const JsonFields f = arguments(j, "export");
+  f.only({"checkpoint", "hf_dir", "native_dir", "overwrite", "hf_layout", "gguf_path", "gguf_dtype", "onnx_path",
+          "onnx_attention"});
+  ExportRequest r;
+  r.checkpoint = f.req_str("checkpoint");
+  r.hf_dir = f.opt_str("hf_dir", "");
+  r.native_dir = f.opt_str("native_dir", "");
+  r.overwrite = f.opt_bool("overwrite", false);
+  parsed(f, "hf_layout", r.hf_layout, parse_hf_layout);
+  r.gguf_path = f.opt_str("gguf_path", "");
+  r.gguf_dtype = f.opt_str("gguf_dtype", r.gguf_dtype);
+  if (r.gguf_dtype != "f32" && r.gguf_dtype != "f16" && r.gguf_dtype != "bf16")
+    f.fail("gguf_dtype", "must be f32, f16 or bf16, not '" + r.gguf_dtype + "'");
+  r.onnx_path = f.opt_str("onnx_path", "");
+  r.onnx_attention = f.opt_str("onnx_attention", r.onnx_attention);
+  if (r.onnx_attention != "auto" && r.onnx_attention != "fused" && r.onnx_attention != "standard")
+    f.fail("onnx_attention", "must be auto, fused or standard, not '" + r.onnx_attention + "'");
+  return r;
+}
+
+TrainRequest train_request(const nlohmann::json& j) {
+  const JsonFields f = arguments(j, "train");
+  f.only({"config", "family", "out_dir", "data_root", "resume", "overwrite", "max_steps", "eval_every", "keep_every"});
+  TrainRequest r;
+  r.config = f.opt_str("config", "");
+  parsed(f, "family", r.family, parse_arch);
+  r.out_dir = f.req_str("out_dir");
+  r.data_root = f.opt_str("data_root", r.data_root);
+  r.resume = f.opt_bool("resume", false);
+  r.overwrite = f.opt_bool("overwrite", false);
+  r.max_steps = int_at_least(f, "max_steps", 0, 0);
+  r.eval_every = int_at_least(f, "eval_every", 0, 0);
+  r.keep_every = int_at_least(f, "keep_every", -1, -1);
+  return r;
+}
+
+InitRequest init_request(const nlohmann::json& j) {
+  const JsonFields f = arguments(j, "init");
+  f.only({"config", "out_dir", "overwrite"});
+  InitRequest r;
+  r.config = f.req_str("config");
+  r.out_dir = f.req_str("out_dir");
+  r.overwrite = f.opt_bool("overwrite", false);
+  return r;
+}
+
+// A job that prints: (its JSON as text, what the CLI prints).
+template <typename Result>
+py::tuple json_and_text(const Result& res) {
+  std::ostringstream text;
+  res.print(text);
+  return py::make_tuple(dump_json(res.to_json()), text.str());
+}
+
+void bind_scoring(py::module_& m) {
+  m.def("run_importance", &importance_job, py::arg("request"), py::arg("runtime"), py::arg("progress"), py::arg("note"));
+  m.def("importance_examples", &importance_examples, py::arg("model"), py::arg("examples"), py::arg("request"),
+        py::arg("runtime"), py::arg("progress"), py::arg("note"));
+  m.def(
+      "make_plan",
+      [](const std::string& request, const std::string& runtime, py::object progress, py::object note) {
+        const nlohmann::json j = parse_json(request, "request");
+        const JsonFields f = arguments(j, "plan");
+        f.only({"checkpoint", "plan", "metric", "beam", "data"});
+        const Runtime rt = start_runtime(runtime);
+        Events ev(std::move(progress), std::move(note));
+        const PruningPlan plan = ev.run([&](const JobEvents& e) { return plan_job(f, rt, e); });
+        return dump_json(plan.to_json());
+      },
+      py::arg("request"), py::arg("runtime"), py::arg("progress"), py::arg("note"));
+}
+
+// A job of the form run_X(request, runtime, events) -> Result with to_json() and print().
+template <typename Request, typename Result>
+void bind_printing(py::module_& m, const char* name, Request (*read)(const nlohmann::json&),
+                   Result (*job)(const Request&, const Runtime&, const JobEvents&)) {
+  m.def(
+      name,
+      [read, job](const std::string& request, const std::string& runtime, py::object progress, py::object note) {
+        const Request r = read(parse_json(request, "request"));
+        const Runtime rt = start_runtime(runtime);
+        Events ev(std::move(progress), std::move(note));
+        const Result res = ev.run([&](const JobEvents& e) { return job(r, rt, e); });
+        return json_and_text(res);
+      },
+      py::arg("request"), py::arg("runtime"), py::arg("progress"), py::arg("note"));
+}
+
+void bind_checkpoints(py::module_& m) {
+  m.def(
+      "run_export",
+      [](const std::string& request) {
+        const ExportRequest r = export_request(parse_json(request, "request"));
+        py::gil_scoped_release release;
+        return run_export(r);
+      },
+      py::arg("request"));
+  m.def(
+      "run_init",
+      [](const std::string& request, const std::string& runtime) {
+        const InitRequest r = init_request(parse_json(request, "request"));
+        const Runtime rt = start_runtime(runtime);
+        py::gil_scoped_release release;
+        return run_init(r, rt);
+      },
+      py::arg("request"), py::arg("runtime"));
+  m.def(
+      "run_train",
+      [](const std::string& request, const std::string& runtime, py::object progress, py::object note) {
+        const TrainRequest r = train_request(parse_json(request, "request"));
+        const Runtime rt = start_runtime(runtime);
+        Events ev(std::move(progress), std::move(note));
+        const TrainReport res = ev.run([&](const JobEvents& e) { return run_train(r, rt, e); });
+        return dump_json(res.to_json());
+      },
+      py::arg("request"), py::arg("runtime"), py::arg("progress"), py::arg("note"));
+  m.def(
+      "info",
+      [](const std::string& path) {
+        py::gil_scoped_release release;
+        return dump_json(info_json(path));
+      },
+      py::arg("path"));
+}
+
+}  // namespace
+
+void register_jobs(py::module_& m) {
+  bind_scoring(m);
+  bind_printing<PruneRequest, PruneResult>(m, "run_prune", &prune_request, &run_prune);
+  bind_printing<GatesRequest, GatesResult>(m, "run_gates", &gates_request, &run_gates);
+  bind_printing<BenchRequest, BenchReport>(m, "run_bench", &bench_request, &run_bench);
+  bind_checkpoints(m);
+}
+
+}  // namespace hp::python

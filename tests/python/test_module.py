@@ -1,0 +1,184 @@
+"""The Python module against the CLI (issue 57's acceptance): it imports from the tree under test;
+importance equals the CLI's JSON for the same seed; prune -> save -> reload gives the C++ path's
+logits; errors carry the library's message; tensors from forward outlive the model; and every
+```python block of docs/python.md (and of README.md's "Python" section) runs, in order."""
+import gc
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import PYTHONPATH, REPO
+
+import headprune  # noqa: E402  (conftest put HEADPRUNE_PYTHONPATH first on sys.path)
+
+
+def batch(n: int = 4, length: int = 12, vocab: int = 50, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (n, length), generator=g)
+    ids[:, 0] = 1  # [CLS]
+    return ids
+
+
+def test_imports_from_the_tree_under_test(cli):
+    assert Path(headprune.__file__).resolve().is_relative_to(PYTHONPATH)
+    assert cli("--version").stdout.split() == ["headprune", headprune.__version__]
+    for name in ("load", "importance", "plan", "prune", "gates", "bench", "export", "Model"):
+        assert hasattr(headprune, name)
+
+
+def test_model_config_heads_and_forward(tiny):
+    m = headprune.load(tiny)
+    assert m.arch == "encoder_classifier" and m.config["n_heads"] == 3
+    assert m.heads() == {("encoder_self", 0): [0, 1, 2], ("encoder_self", 1): [0, 1, 2]}
+    logits = m(batch())
+    assert logits.shape == (4, 2) and logits.dtype == torch.float32
+    ragged = m([[1, 5, 6, 2], [1, 7, 2]])  # lists: padded here, masked by the attention mask
+    assert ragged.shape == (2, 2)
+    m.mask_heads([("encoder_self", 0, 1)])
+    assert m.masked_heads() == [("encoder_self", 0, 1)]
+    masked = m(batch())
+    m.remove_heads()  # the masked ones
+    assert m.heads()[("encoder_self", 0)] == [0, 2]
+    torch.testing.assert_close(m(batch()), masked, rtol=0, atol=1e-6)
+
+
+def test_importance_equals_the_cli(tiny, cli):
+    r = cli("--threads", "1", "--seed", "7", "importance", tiny, "--method", "gradient", "--method", "magnitude",
+            "--synthetic", "32", "--json")
+    want = json.loads(r.stdout)
+    got = headprune.importance(tiny, {"synthetic_examples": 32}, methods=["gradient", "magnitude"], seed=7,
+                               threads=1, progress=False)
+    assert [m["method"] for m in got.json["maps"]] == [m["method"] for m in want["maps"]] == ["gradient", "magnitude"]
+    for a, b in zip(got.json["maps"], want["maps"]):
+        assert a["heads"] == b["heads"]  # every score, exactly
+        assert a["normalization"] == b["normalization"]
+    g = got["gradient"]
+    for row in want["maps"][0]["heads"]:
+        key = (row["attn_type"], row["layer"], row["head"])
+        assert g.scores[key] == row["score"]
+        assert g.tensor("encoder_self")[row["layer"], row["head"]].item() == row["score"]
+    assert g.tensor().shape == (2, 3)
+
+
+def test_importance_of_token_ids(tiny):
+    m = headprune.load(tiny)
+    ids = batch(8)
+    imp = headprune.importance(m, {"input_ids": ids, "labels": torch.arange(8) % 2}, methods=["gradient", "magnitude"],
+                               progress=False)
+    assert set(imp["gradient"].scores) == {("encoder_self", l, h) for l in range(2) for h in range(3)}
+    assert not torch.isnan(imp["magnitude"].tensor()).any()
+
+
+def test_prune_save_reload_gives_the_cli_logits(tiny, cli, tmp_path):
+    cli("--threads", "1", "prune", tiny, "--strategy", "random", "--target", "0.5", "--synthetic", "8",
+        "--out", tmp_path / "cli")
+    cli_plan = json.loads((tmp_path / "cli" / "plan.json").read_text())
+    ref = headprune.load(tmp_path / "cli" / "model")  # what the C++ path saved
+
+    plan = headprune.plan(tiny, {"synthetic_examples": 8}, strategy="random", target=0.5, threads=1, progress=False)
+    assert [f"{t}:{l}:{h}" for t, l, h in plan.heads] == cli_plan["heads"]
+    m = headprune.load(tiny).remove_heads(plan.heads)
+    m.save(tmp_path / "py")
+    reloaded = headprune.load(tmp_path / "py")
+    ids = batch()
+    assert reloaded.heads() == ref.heads()
+    assert torch.equal(reloaded(ids), ref(ids))
+    assert torch.equal(m(ids), ref(ids))
+
+    res = headprune.prune(tiny, {"synthetic_examples": 8}, strategy="random", target=0.5, out=tmp_path / "job",
+                          threads=1, progress=False)
+    assert res.checks["reloaded_max_abs_diff"] == 0
+    assert [f"{t}:{l}:{h}" for t, l, h in res.plan.heads] == cli_plan["heads"]
+    assert torch.equal(res.load()(ids), ref(ids))
+
+
+def error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert lines, stderr
+    return lines[-1][len("error: "):]
+
+
+def test_errors_carry_the_library_message(tmp_path, cli, tiny):
+    missing = tmp_path / "no-such-model"
+    r = cli("importance", missing, "--method", "magnitude", check=False)
+    assert r.returncode == 1
+    message = error_line(r.stderr)
+    assert str(missing) in message  # the library names the path
+    with pytest.raises((ValueError, RuntimeError)) as job:
+        headprune.importance(missing, methods=["magnitude"], progress=False)
+    assert str(job.value) == message
+    with pytest.raises((ValueError, RuntimeError)) as opened:
+        headprune.load(missing)
+    assert str(opened.value) == message
+    with pytest.raises(ValueError, match="nope"):
+        headprune.importance(tiny, methods=["nope"], progress=False)
+    with pytest.raises(ValueError, match="argument 'beam'"):
+        headprune.importance(tiny, methods=["magnitude"], beam=0, progress=False)
+
+
+def storage_range(t: torch.Tensor):
+    s = t.storage()
+    return s.data_ptr(), s.data_ptr() + s.size() * s.element_size()
+
+
+def test_forward_tensors_outlive_the_model(tiny):
+    m = headprune.load(tiny)
+    ids = batch()
+    y = m(ids)
+    want = y.clone()
+    state = m.state_dict()
+    name, weight = next((k, v) for k, v in state.items() if v.dim() == 2)
+    weight_values = weight.clone()
+    lo, hi = storage_range(y)
+    for t in state.values():  # the result shares memory with no parameter or buffer
+        a, b = storage_range(t)
+        assert hi <= a or b <= lo, name
+    assert y.storage_offset() == 0 and y.storage().size() == y.numel()  # no view into a larger buffer
+    y2 = m(ids)  # a second call writes elsewhere
+    del m, state
+    gc.collect()
+    assert torch.equal(y, want) and torch.equal(y2, want)
+    assert torch.equal(weight, weight_values)  # a weight Python kept (mapped from its file) stays valid
+    assert torch.isfinite((y * 2).sum())
+
+
+def test_progress_callback_and_interrupt(tiny):
+    seen = []
+    headprune.importance(tiny, {"synthetic_examples": 16}, methods=["gradient"],
+                         progress=lambda phase, done, total, unit, extra: seen.append((phase, done, total)))
+    assert seen and seen[-1][1] == seen[-1][2]
+
+    def stop(*args):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        headprune.importance(tiny, {"synthetic_examples": 16}, methods=["gradient"], progress=stop)
+
+
+def python_blocks(text: str):
+    return [m.group(1) for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
+
+
+def run_blocks(blocks, where, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "__docs__"}
+    for i, code in enumerate(blocks):
+        exec(compile(code, f"{where}, python block {i + 1}", "exec"), scope)
+
+
+def test_docs_python_md_runs(tmp_path, monkeypatch):
+    blocks = python_blocks((REPO / "docs" / "python.md").read_text(encoding="utf-8"))
+    assert len(blocks) >= 5
+    run_blocks(blocks, "docs/python.md", tmp_path, monkeypatch)
+
+
+def test_readme_python_section_runs(tmp_path, monkeypatch):
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"^## [^\n]*\bPython\b.*?(?=^## |\Z)", readme, re.S | re.M)
+    assert section, "README.md has no Python section (a '## ... Python' heading)"
+    blocks = python_blocks(section.group(0))
+    assert blocks, "README.md's Python section has no python block"
+    run_blocks(blocks, "README.md", tmp_path, monkeypatch)
