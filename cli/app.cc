@@ -81,14 +81,7 @@ std::string error_text(const std::exception& e, const std::string& subcommand) {
   if (dynamic_cast<const std::bad_alloc*>(&e))
     return "out of memory" + during + " (an allocation failed; try smaller inputs: batch, length, examples, beam)";
   const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-  std::string msg = torch_error ? torch_error->what_without_backtrace() : e.what();
-  // LibTorch appends a C++ backtrace, also when its message was wrapped in another error.
-  for (const char* mark : {"Exception raised from", "frame #0"}) {
-    const auto at = msg.find(mark);
-    if (at != std::string::npos) msg.erase(at);
-  }
-  if (torch_error || msg.size() != std::string(e.what()).size()) msg = msg.substr(0, msg.find('\n'));
-  while (!msg.empty() && (msg.back() == ' ' || msg.back() == '\n')) msg.pop_back();
+  const std::string msg = error_message(e);
   const bool oom = msg.find("can't allocate memory") != std::string::npos || msg.find("out of memory") != std::string::npos;
   if (torch_error && oom) {
     const double bytes = tried_to_allocate(msg);

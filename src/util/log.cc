@@ -6,6 +6,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include <c10/util/Exception.h>
+
 #include "headprune/util/names.h"
 
 namespace hp {
@@ -37,6 +39,18 @@ void log(LogLevel level, const std::string& tag, const std::string& msg) {
   std::lock_guard<std::mutex> lock(g_mu);
   std::cerr << "[" << tag << "] " << g_prefix << (level == LogLevel::Warn ? "warning: " : level == LogLevel::Error ? "error: " : "")
             << msg << "\n";
+}
+
+std::string error_message(const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string msg = torch_error ? torch_error->what_without_backtrace() : e.what();
+  for (const char* mark : {"Exception raised from", "frame #0"}) {
+    const auto at = msg.find(mark);
+    if (at != std::string::npos) msg.erase(at);
+  }
+  if (torch_error || msg.size() != std::string(e.what()).size()) msg = msg.substr(0, msg.find('\n'));
+  while (!msg.empty() && (msg.back() == ' ' || msg.back() == '\n')) msg.pop_back();
+  return msg;
 }
 
 }  // namespace hp

@@ -1,6 +1,7 @@
 // Levelled logging to stderr with a [tag] prefix; stdout is reserved for results.
 #pragma once
 
+#include <exception>
 #include <string>
 
 namespace hp {
@@ -16,6 +17,11 @@ template <typename E>
 class NameTable;
 const NameTable<LogLevel>& log_level_names();
 void log(LogLevel level, const std::string& tag, const std::string& msg);
+
+// An exception's message as users read it (the CLI after "error: ", the Python module's exceptions):
+// LibTorch's errors without the C++ backtrace they carry, also when another error wrapped one, and
+// then cut to their first line.
+std::string error_message(const std::exception& e);
 inline void log_info(const std::string& tag, const std::string& msg) { log(LogLevel::Info, tag, msg); }
 inline void log_warn(const std::string& tag, const std::string& msg) { log(LogLevel::Warn, tag, msg); }
 inline void log_debug(const std::string& tag, const std::string& msg) { log(LogLevel::Debug, tag, msg); }
