@@ -34,7 +34,7 @@ build() {  # [ON|OFF]: build the unit tests too (default ON)
   local tests=${1:-ON}
   if [ ! -f "$bdir/CMakeCache.txt" ]; then
     CXX=clang++-14 CC=clang-14 cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DHP_SANITIZE=address,undefined -DHP_FUZZ=ON -DHP_BUILD_TESTS="$tests" -DHP_BUILD_BENCH=OFF
+      -DHP_SANITIZE=address,undefined -DHP_FUZZ=ON -DHP_BUILD_TESTS="$tests" -DHP_BUILD_BENCH=OFF -DHP_PYTHON=OFF
   else
     cmake -S . -B "$bdir" -DHP_BUILD_TESTS="$tests" >/dev/null
   fi
