@@ -29,6 +29,7 @@ llama_gqa|25|5|data|llama_gqa
 multi30k|185|8|data|multi30k
 lm_seeds|395|22|data|lm_seeds_gpt, lm_seeds_llama, lm_seeds_wikitext
 methods|300|15|data|methods, budget
+engines|35|10|data|engines
 distributed|5|1|no|distributed"
 
 quick=0 budget=0 list=0
@@ -129,6 +130,10 @@ run_study() {  # NAME: the study's command at full or quick size
           bash studies/methods.sh "$work/methods" "$results/methods.json"
         REPS=2 bash bench/budget.sh "$work/budget" "$results/budget.json"
       else bash studies/methods.sh && bash bench/budget.sh "$work/budget"; fi ;;
+    engines)  # ONNX Runtime and llama.cpp beside headprune (tests/clients' npm packages; Mistral's tokenizer)
+      if [ $q = 1 ]; then
+        /usr/bin/python3 bench/engines.py --work "$work/engines" --reps 1 --rounds 1 --out "$results/engines.json"
+      else /usr/bin/python3 bench/engines.py; fi ;;
     distributed)
       if [ $q = 1 ]; then STEPS=5 bash bench/distributed.sh "$results"
       else bash bench/distributed.sh "$results"; fi ;;
