@@ -180,18 +180,7 @@ EvalSet examples_set(const std::string& examples_json, const std::optional<Token
 // gives them: what the importance job does once its inputs are open, for data that are no file.
 std::vector<HeadScores> score_in_memory(Model& m, const EvalSet& set, const ImportanceRequest& r, const Runtime& rt,
                                         const JobEvents& events) {
-  ScoreOptions so;
-  so.normalize = r.normalize;
-  so.granularity = r.granularity;
-  so.metric = r.metric;
-  so.decode.beam_size = r.beam;
-  so.bootstrap_samples = r.bootstrap;
-  so.significance = r.alpha;
-  so.special_ids = r.special_ids;
-  if (so.special_ids.empty()) so.special_ids = {m.loaded.tokenizer ? m.loaded.tokenizer->specials().eos : Tokenizer::kEos};
-  so.seed = rt.seed;
-  so.progress = events.phase_callback();
-  so.layerwise = r.layerwise;
+  ScoreOptions so = score_options(r, m.loaded.tokenizer ? &*m.loaded.tokenizer : nullptr, rt, events);
   std::vector<HeadScores> maps;
   for (ScoreUnit u : r.units)
     for (ScoreMethod method : r.methods) {

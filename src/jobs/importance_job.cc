@@ -32,6 +32,23 @@ void ImportanceResult::print(std::ostream& out) const {
 }
 
 
+ScoreOptions score_options(const ImportanceRequest& req, const Tokenizer* tokenizer, const Runtime& rt,
+                           const JobEvents& events) {
+  ScoreOptions so;
+  so.normalize = req.normalize;
+  so.granularity = req.granularity;
+  so.metric = req.metric;
+  so.decode.beam_size = req.beam;
+  so.bootstrap_samples = req.bootstrap;
+  so.significance = req.alpha;
+  so.special_ids = req.special_ids;
+  if (so.special_ids.empty()) so.special_ids = {tokenizer ? tokenizer->specials().eos : Tokenizer::kEos};
+  so.seed = rt.seed;
+  so.progress = events.phase_callback();
+  so.layerwise = req.layerwise;
+  return so;
+}
+
 ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt, const JobEvents& events) {
   std::optional<OutputDir> out;  // refused before any work (io/outputs.h)
   if (!req.out_dir.empty())
@@ -42,18 +59,7 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   const EvalSet empty;
   const EvalSet& set = needs_data ? in.eval() : empty;
 
-  ScoreOptions so;
-  so.normalize = req.normalize;
-  so.granularity = req.granularity;
-  so.metric = req.metric;
-  so.decode.beam_size = req.beam;
-  so.bootstrap_samples = req.bootstrap;
-  so.significance = req.alpha;
-  so.special_ids = req.special_ids;
-  if (so.special_ids.empty()) so.special_ids = {in.loaded.tokenizer ? in.loaded.tokenizer->specials().eos : Tokenizer::kEos};
-  so.seed = rt.seed;
-  so.progress = events.phase_callback();
-  so.layerwise = req.layerwise;
+  ScoreOptions so = score_options(req, in.loaded.tokenizer ? &*in.loaded.tokenizer : nullptr, rt, events);
   so.pipeline = req.pipeline;
   const bool gradient = std::find(req.methods.begin(), req.methods.end(), ScoreMethod::Gradient) != req.methods.end();
   plan_scoring_memory(in, set, so, gradient, events);

@@ -48,6 +48,11 @@ struct ImportanceResult {
 
 ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt, const JobEvents& events = {});
 
+// The scorers' options of a request (run_importance's, and the Python module's for in-memory data):
+// special ids default to the tokenizer's eos (headprune's own eos without one); no pipeline.
+ScoreOptions score_options(const ImportanceRequest& req, const Tokenizer* tokenizer, const Runtime& rt,
+                           const JobEvents& events);
+
 struct AgreementRequest {
   std::string a, b;    // importance JSON files
   std::string method;  // compare this method's maps (default: every method both files have)
