@@ -30,10 +30,10 @@ in CI. Usage:
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
+
+from bench_common import cpu_name, run  # noqa: E402  (bench/, the script's directory)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -46,25 +46,8 @@ PROMPTS = (128, 512)
 NEW_TOKENS, DECODE_AFTER, LONG_CONTEXT = 128, 128, 2048
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-3000:]}")
-    return r.stdout
-
-
 def node(script, *args):
     return json.loads(run(["node", os.path.join(CLIENTS, script), *map(str, args)]).strip().splitlines()[-1])
-
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 class Bench:

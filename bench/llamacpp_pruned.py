@@ -23,10 +23,10 @@ Never in CI. Usage:
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
+
+from bench_common import cpu_name, run  # noqa: E402  (bench/, the script's directory)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -42,13 +42,6 @@ VARIANTS = {
 }
 
 
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-3000:]}")
-    return r.stdout
-
-
 def flops_per_token(removed, context):
     """Multiply-adds x 2 of one token with `context` keys, the model as headprune keeps it."""
     kept = [h for h in range(H) if h not in removed]
@@ -56,16 +49,6 @@ def flops_per_token(removed, context):
     kv = len({h // (H // G) for h in kept}) * D
     layer = 2 * C * q + 2 * 2 * C * kv + 2 * q * C + 2 * 2 * q * context + 2 * 3 * C * F
     return L * layer + 2 * C * V
-
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main():
