@@ -84,6 +84,9 @@ void add_gate_options(CLI::App* sub, GatesRequest& r) {
                   "train up to this many more steps, a period at a time, until the head count is exact")
       ->check(at_least(0))
       ->capture_default_str();
+  sub->add_flag("--complete-by-rank", g.complete_by_rank,
+                "if the gates still miss the target at the end, keep the target's count of heads with the largest "
+                "P(open) (PASS's top-K evaluation); closed_by_gates in gates.json keeps the gates' own count");
 }
 
 }  // namespace

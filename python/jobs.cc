@@ -311,7 +311,7 @@ void gate_options(const JsonFields& g, GateOptions& o) {
   g.only({"method", "coef", "hc_target", "coef_growth", "concentrator", "concentrator_margin", "concentrator_max",
           "concentrator_until", "temperature", "period", "clip", "reopen", "reopen_decay", "gate_lr", "init_log_alpha",
           "dsp_tau_start", "dsp_tau_end", "straight_through", "lagrangian_lr", "cofi_warmup", "distill_weight",
-          "distill_hidden_weight", "distill_temperature", "extra_steps"},
+          "distill_hidden_weight", "distill_temperature", "extra_steps", "complete_by_rank"},
          "gate field");
   parsed(g, "method", o.method, parse_gate_method);
   o.coef = g.opt_num("coef", o.coef);
@@ -340,6 +340,7 @@ void gate_options(const JsonFields& g, GateOptions& o) {
   o.distill_hidden_weight = g.opt_num("distill_hidden_weight", o.distill_hidden_weight);
   o.distill_temperature = g.opt_num("distill_temperature", o.distill_temperature);
   o.max_extra_steps = int_at_least(g, "extra_steps", o.max_extra_steps, 0);
+  o.complete_by_rank = g.opt_bool("complete_by_rank", o.complete_by_rank);
 }
 
 GatesRequest gates_request(const nlohmann::json& j) {

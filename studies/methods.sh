@@ -4,7 +4,8 @@
 # half the heads go by
 #   - one-shot importance (prune --strategy score): gradient, taylor, activation, magnitude;
 #     layer_drop (whole attention layers, least-changing first);
-#   - learned gates trained with the model: passconc, dsp, cofi;
+#   - learned gates trained with the model: passconc, dsp, cofi (--complete-by-rank: a count the gates
+#     miss at the end is completed by P(open), so every method keeps exactly half);
 #   - the budget planner (prune --budget latency=S, gradient importance) at S = the latency share that
 #     PASSCONC's model measured beside the unpruned one in this run (the same measured latency);
 # each followed by FT_STEPS steps of recovery fine-tuning, once on the task loss alone and once with
@@ -69,7 +70,8 @@ for MODEL in $models; do
           h prune "$base" "${report[@]}" --strategy score --method "$m" --target 0.5 "${opt[@]}" --out "$dir" > "$dir.txt"; }
       done
       for g in $gate_methods; do
-        gates_to 0.5 "$base" "$g" "$run/$variant/gates_$g" --config "$cfg" --split test "${limit[@]}" "${opt[@]}"
+        gates_to 0.5 "$base" "$g" "$run/$variant/gates_$g" --config "$cfg" --split test "${limit[@]}" "${opt[@]}" \
+          --complete-by-rank  # equal budgets: a gate count PASS misses by one is completed by P(open)
       done
       # The budget planner at PASSCONC's measured latency share.
       dir=$run/$variant/budget

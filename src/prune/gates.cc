@@ -229,6 +229,7 @@ nlohmann::json GateOptions::to_json() const {
           {"gate_lr", gate_lr},
           {"init_log_alpha", init_log_alpha},
           {"max_extra_steps", max_extra_steps},
+          {"complete_by_rank", complete_by_rank},
           {"dsp_tau", {dsp_tau_start, dsp_tau_end}},
           {"dsp_straight_through", dsp_straight_through},
           {"lagrangian_lr", lagrangian_lr},
@@ -624,11 +625,17 @@ GateTrainResult GateController::finish(int64_t steps) {
   res_.steps = steps;
   res_.final_coef = coef_;
   std::vector<bool> closed = gates_.closed();
-  if (keeps_by_rank(opts_.method)) {
-    // Exactly the target: the K largest logits (dsp) or P_h(open)·P_L(open) (cofi).
+  const int64_t closed_by_gates = dsp_ ? -1 : gates_.n_closed();
+  const bool missed = opts_.target_kept && closed_by_gates != n_ - k_;
+  if (keeps_by_rank(opts_.method) || (missed && opts_.complete_by_rank)) {
+    // Exactly the target: the K largest logits (dsp) or P(open) (P_h(open)·P_L(open) with layer gates).
     torch::NoGradGuard no_grad;
     const auto keep = hard_top_k(dsp_ ? gates_.log_alpha().detach() : gates_.p_open(), k_).to(torch::kCPU);
-    if (cofi_) res_.closed_by_gates = gates_.n_closed();
+    res_.closed_by_gates = closed_by_gates;
+    if (!keeps_by_rank(opts_.method))
+      log_info("gates", "the gates closed " + std::to_string(closed_by_gates) + " heads, the target is " +
+                            std::to_string(n_ - k_) + ": the " + std::to_string(k_) +
+                            " heads with the largest P(open) are kept (--complete-by-rank)");
     for (int64_t i = 0; i < n_; ++i) closed[static_cast<size_t>(i)] = keep[i].item<double>() == 0.0;
   }
   for (int64_t i = 0; i < n_; ++i) (closed[i] ? res_.closed : res_.kept).push_back(gates_.heads()[i]);

@@ -384,6 +384,69 @@ TEST(GateTraining, DspAndCofiKeepExactlyK) {
   set_log_level(LogLevel::Info);
 }
 
+// A target PASS misses (no penalty, 20 steps: the task loss alone moves the gates apart and none closes)
+// is reported as missed, never ranked, unless complete_by_rank asks for the K heads with the largest
+// P(open).
+TEST(GateTraining, AMissedTargetIsCompletedByRankOnlyOnRequest) {
+  set_log_level(LogLevel::Error);
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  cfg.n_classes = 2;
+  cfg.finalize();
+  TrainData data{synthetic_examples(cfg, 128, 3, 10, 1), synthetic_examples(cfg, 16, 3, 10, 2)};
+  TrainOptions t;
+  t.max_steps = 20;
+  t.batch_tokens = 256;
+  t.eval_every = 1000;
+  t.log_every = 1000;
+  t.seed = 5;
+  GateOptions g;
+  g.method = GateMethod::Pass;
+  g.target_kept = 3;
+  g.period = 10;
+  g.coef = 0.0;
+  for (bool complete : {false, true}) {
+    SCOPED_TRACE(complete ? "completed by rank" : "default");
+    g.complete_by_rank = complete;
+    torch::manual_seed(0);
+    Transformer model(cfg);
+    test::TempDir dir;
+    const auto r = train_gates(model, data, t, g, dir.path);
+    const auto& last = r.log.back();
+    ASSERT_LT(last.closed, static_cast<int64_t>(r.heads.size()) - 3) << "the gates reached the target: the test needs a miss";
+    if (!complete) {
+      EXPECT_FALSE(r.reached_target);
+      EXPECT_EQ(static_cast<int64_t>(r.closed.size()), last.closed);
+      EXPECT_EQ(r.closed_by_gates, -1);
+      continue;
+    }
+    EXPECT_TRUE(r.reached_target);
+    ASSERT_EQ(r.kept.size(), 3u);
+    EXPECT_EQ(r.closed_by_gates, last.closed);
+    EXPECT_EQ(r.to_json().at("closed_by_gates"), last.closed);
+    // The top 3 by P(open) (Adam moves the gates in step, so ties are common: they go to the lower index).
+    double kept_min = 2, closed_max = -1;
+    size_t first_closed_tied = r.heads.size();
+    for (size_t i = 0; i < r.heads.size(); ++i) {
+      const bool kept = std::find(r.kept.begin(), r.kept.end(), r.heads[i]) != r.kept.end();
+      if (kept) {
+        kept_min = std::min(kept_min, last.p_open[i]);
+      } else {
+        closed_max = std::max(closed_max, last.p_open[i]);
+      }
+    }
+    EXPECT_GE(kept_min, closed_max);
+    for (size_t i = 0; i < r.heads.size(); ++i)
+      if (last.p_open[i] == kept_min && std::find(r.kept.begin(), r.kept.end(), r.heads[i]) == r.kept.end())
+        first_closed_tied = std::min(first_closed_tied, i);
+    if (first_closed_tied < r.heads.size()) {
+      for (size_t i = 0; i < r.heads.size(); ++i)
+        if (last.p_open[i] == kept_min && std::find(r.kept.begin(), r.kept.end(), r.heads[i]) != r.kept.end())
+          EXPECT_LT(i, first_closed_tied) << "a tie went to a higher index";
+    }
+  }
+  set_log_level(LogLevel::Info);
+}
+
 TEST(GateTraining, BadOptionsAreClearErrors) {
   ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
   cfg.n_classes = 2;

@@ -150,6 +150,10 @@ struct GateOptions {
   double gate_lr = 0.05;      // Adam learning rate of log α
   double init_log_alpha = 3.0;  // all gates start open (deterministic gate 1)
   int64_t max_extra_steps = 0;  // train past max_steps, a period at a time, until the count is exact
+  // A target the gates still miss at the end is completed by rank: the K heads with the largest
+  // P(open) are kept (the released PASS code's top-K evaluation); closed_by_gates keeps the gates' own
+  // count. Off (the default): a missed target is reported (reached_target false), never ranked.
+  bool complete_by_rank = false;
   // dsp: the Gumbel soft top-K's temperature, annealed geometrically from start to end over max_steps.
   double dsp_tau_start = 1.0, dsp_tau_end = 0.05;
   bool dsp_straight_through = false;
@@ -219,7 +223,8 @@ struct GateTrainResult {
   double final_coef = 0;
   int64_t rollbacks = 0;  // hard_concrete controller: periods undone because the count overshot
   std::vector<std::pair<AttnType, int64_t>> emptied;  // attention layers whose every gate is closed
-  int64_t closed_by_gates = -1;  // dsp, cofi: heads whose gates were closed before the ranking (dsp: -1)
+  // cofi, and any method completed by rank: heads whose gates were closed before the ranking (else -1)
+  int64_t closed_by_gates = -1;
   std::vector<GatePeriod> log;  // one record per period (two for a rolled-back period: before, after)
   nlohmann::json to_json() const;  // the summary (without the log)
   nlohmann::json log_json() const;  // [{step, coef, conc_coef, expected_open, closed, p_open, log_alpha}]
