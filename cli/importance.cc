@@ -43,7 +43,7 @@ void register_importance(CLI::App& app, Context& ctx) {
   add_out_option(sub, r->out_dir, r->overwrite, "write importance.json and importance.csv here");
   sub->add_flag("--json", *json, "print the maps as JSON instead of heat maps");
   sub->add_flag("--layerwise", r->layerwise,
-                "gradient: one layer's graph at a time (memory: the weights and one layer; chosen by itself when the "
+                "gradient, taylor: one layer's graph at a time (memory: the weights and one layer; chosen by itself when the "
                 "whole graph would not fit)");
   sub->add_flag("--pipeline", r->pipeline,
                 "gradient, several processes (launch, torchrun): each holds a contiguous slice of the layers and "

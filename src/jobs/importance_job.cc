@@ -62,7 +62,8 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   ScoreOptions so = score_options(req, in.loaded.tokenizer ? &*in.loaded.tokenizer : nullptr, rt, events);
   so.pipeline = req.pipeline;
   const bool gradient = std::find(req.methods.begin(), req.methods.end(), ScoreMethod::Gradient) != req.methods.end();
-  plan_scoring_memory(in, set, so, gradient, events);
+  const bool taylor = std::find(req.methods.begin(), req.methods.end(), ScoreMethod::Taylor) != req.methods.end();
+  plan_scoring_memory(in, set, so, gradient, events, taylor);
 
   std::optional<PassCost> cost;
   if (req.cost && needs_data) cost = measure_pass_cost(*in.model(), set, so);

@@ -77,7 +77,26 @@ std::vector<NamedPath> job_inputs(const std::string& checkpoint, const DataSourc
   return v;
 }
 
-void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bool gradient, const JobEvents& events) {
+namespace {
+
+// Bytes of the attention projections' parameters: what the taylor scorer sums gradients into.
+double attention_projection_bytes(TransformerImpl& model) {
+  double bytes = 0;
+  for (const auto& p : model.named_parameters()) {
+    const std::string& name = p.key();
+    for (const char* proj : {"q_proj.", "k_proj.", "v_proj.", "o_proj."})
+      if (name.find(proj) != std::string::npos) {
+        bytes += static_cast<double>(p.value().numel() * p.value().element_size());
+        break;
+      }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bool gradient, const JobEvents& events,
+                         bool taylor) {
   int64_t T = 1;
   for (const auto& e : set.examples) T = std::max(T, example_length(e));
   const int64_t B = std::max<int64_t>(1, std::min<int64_t>({so.max_batch, so.batch_tokens / T,
@@ -87,13 +106,16 @@ void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bo
   const auto device = in.model()->parameters().front().device();
   const bool single_stack = cfg.arch != Arch::EncoderDecoder;
   const double share = so.pipeline ? 1.0 / std::max(1, dist::world_size()) : 1.0;  // a pipeline rank's layers
+  const double sums = taylor ? attention_projection_bytes(*in.model()) : 0.0;  // taylor's gradient sums
   auto need = [&](MemoryUse use, bool layerwise) {
     MemoryEstimate m = estimate_memory(cfg, dtype, B, T, use, layerwise);
     m.weights *= share;
+    if (use == MemoryUse::GateGradients) m.copies += sums;
     return m;
   };
   const std::string hint = "try --dtype bf16, fewer or shorter calibration samples" +
                            std::string(single_stack ? ", or --pipeline over more processes" : "");
+  gradient = gradient || taylor;  // both take a backward pass (taylor's reaches the attention weights)
   if (gradient && !so.layerwise && !so.pipeline && single_stack) {
     // Layer by layer when the whole graph would not fit, or (a model of more than a GiB) when its
     // activations would add more than a fifth to the weights: memory stays about the weights.

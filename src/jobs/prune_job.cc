@@ -96,7 +96,8 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
   res.score_data = score_set.name;
   const bool scores_here = (spec.strategy == PlanStrategy::Score && spec.scores_file.empty()) ||
                            spec.strategy == PlanStrategy::Iterative;
-  plan_scoring_memory(in, score_set, so, scores_here && spec.method == ScoreMethod::Gradient, events);
+  plan_scoring_memory(in, score_set, so, scores_here && spec.method == ScoreMethod::Gradient, events,
+                      scores_here && spec.method == ScoreMethod::Taylor);
   res.plan = make_plan(spec, *in.model(), score_set, so, mo, res.stages.metric, [&](const PrunePoint& p) {
     std::ostringstream line;
     line << "iterative: " << p.n_pruned << " heads pruned, metric " << p.metric;

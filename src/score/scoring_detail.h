@@ -33,6 +33,17 @@ torch::Tensor key_mask(const Batch& b, AttnType t, Arch arch);
 void for_each_batch(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts, const std::string& what,
                     const std::function<void(const Batch&)>& fn, bool every_rank = false);
 
+// Gradients of the loss (the sum of the batch's per-example losses) of a single-stack model for one
+// batch, one layer's graph at a time (memory: one hidden state per layer and one layer's graph): for
+// each entry i of `layers`, the gradients of wrt_of[i] (a probe, which attach(i, true) installs and
+// attach(i, false) removes, or the layer's own weights, which must require grad); empty where wrt_of[i]
+// is, or (opts.pipeline) where the layer belongs to another rank. Same values as the whole graph's.
+std::vector<std::vector<torch::Tensor>> layerwise_grads(TransformerImpl& model, const Batch& b,
+                                                        const std::vector<AttnLayer>& layers,
+                                                        const std::vector<std::vector<torch::Tensor>>& wrt_of,
+                                                        const std::function<void(size_t, bool)>& attach,
+                                                        const ScoreOptions& opts);
+
 // The loop of the forward-only scorers that read one tensor per attention layer and batch:
 // install(i, slot) sets layer i's hook, which stores what it sees in slot; after each forward pass
 // use(i, slot, batch) runs for every layer that keeps heads and captured something, and the slot is

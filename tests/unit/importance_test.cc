@@ -393,8 +393,9 @@ TEST(Importance, CalibrationScorersEqualHandComputedValues) {
 
 TEST(Importance, LayerwiseGradientsEqualTheWholeGraph) {
   // Recomputing one layer's graph at a time gives the whole graph's gate gradients, per head and per
-  // key/value group, per example and per token, on every single-stack family (with heads removed and a
-  // layer emptied); an encoder-decoder is refused with the reason.
+  // key/value group, per example and per token, and the whole graph's Taylor scores (weight
+  // gradients), on every single-stack family (with heads removed and a layer emptied); an
+  // encoder-decoder is refused with the reason, and taylor's pipeline too.
   for (test::Fam f : {test::Fam::EncoderClassifier, test::Fam::DecoderLM, test::Fam::Llama}) {
     SCOPED_TRACE(test::name_of(f));
     const ModelConfig cfg = test::config_of(f);
@@ -420,7 +421,32 @@ TEST(Importance, LayerwiseGradientsEqualTheWholeGraph) {
         for (const auto& [head, v] : a.scores) EXPECT_NEAR(b.at(head), v, 1e-9 * std::max(1.0, std::abs(v)));
         EXPECT_EQ(b.info.value("layerwise", ""), "one layer's graph at a time");
       }
+      ScoreOptions whole;
+      whole.normalize = Normalization::None;
+      whole.unit = unit;
+      whole.batch_tokens = 40;
+      ScoreOptions layerwise = whole;
+      layerwise.layerwise = true;
+      const auto a = score_heads(*model, set, ScoreMethod::Taylor, whole);
+      const auto b = score_heads(*model, set, ScoreMethod::Taylor, layerwise);
+      ASSERT_EQ(a.scores.size(), b.scores.size());
+      double largest = 0;
+      for (const auto& [head, v] : a.scores) {
+        EXPECT_NEAR(b.at(head), v, 1e-9 * std::max(1.0, std::abs(v))) << "taylor";
+        largest = std::max(largest, std::abs(v));
+      }
+      EXPECT_GT(largest, 1e-6);  // the weights' gradients reached the scores
+      EXPECT_EQ(b.info.value("layerwise", ""), "one layer's graph at a time");
+      EXPECT_EQ(b.info.value("forward_passes", 0), 2);
     }
+  }
+  {
+    auto m = test::make_model(test::config_of(test::Fam::Llama), 7, torch::kDouble);
+    ScoreOptions o;
+    o.pipeline = true;
+    const std::string e = test::error_of(
+        [&] { score_heads(*m, synthetic_set(m->config(), 4, 5), ScoreMethod::Taylor, o); });
+    EXPECT_NE(e.find("--pipeline splits the layers for the gradient scorer only"), std::string::npos) << e;
   }
   auto mt = test::make_model(test::config_of(test::Fam::EncoderDecoder), 7, torch::kDouble);
   ScoreOptions o;

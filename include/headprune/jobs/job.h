@@ -122,10 +122,11 @@ std::vector<NamedPath> job_inputs(const std::string& checkpoint, const DataSourc
                                   const std::vector<NamedPath>& extra = {});
 
 // Before scoring `set`: the memory the scorers need at its largest batch, checked against what the
-// device has (refused with the numbers and a way out); gradient scoring is switched to layer by layer
-// (so.layerwise) when the whole graph would not fit or would add more than a fifth to a large model's
-// weights, and says so.
-void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bool gradient, const JobEvents& events);
+// device has (refused with the numbers and a way out); gradient and taylor scoring are switched to layer
+// by layer (so.layerwise) when the whole graph would not fit or would add more than a fifth to a large
+// model's weights, and says so. taylor: its gradient sums (the attention projections' size) count too.
+void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bool gradient, const JobEvents& events,
+                         bool taylor = false);
 
 // The metric (and loss) of a model at successive stages (before, masked, removed, fine-tuned).
 struct StageTable {

@@ -73,7 +73,7 @@ struct ScoreOptions {
   lrp::Rules lrp;
   uint64_t seed = 1;                               // random scores, bootstrap resamples
   ScoreUnit unit = ScoreUnit::Head;                // query heads, or key/value groups
-  // Gradient: recompute one layer at a time (single-stack models): a hidden state per layer is kept
+  // Gradient and taylor: recompute one layer at a time (single-stack models): a hidden state per layer is kept
   // and each layer's graph is built again on the way back, so memory is the weights, one layer's
   // activations and one hidden state per layer, whatever the depth. The same scores as the whole graph.
   bool layerwise = false;

@@ -7,17 +7,16 @@
 
 namespace hp::detail {
 
-// d loss / d probe of every attention layer of a single-stack model for one batch, one layer's graph at
-// a time: a forward pass without autograd keeps each layer's input, then from the top down each layer
-// is run again with its probe and the gradient of its output, which gives the probe's gradient and the
-// gradient of its input for the layer below. In a pipeline (opts.pipeline, several processes) this
-// rank runs its slice of the layers: the hidden state comes from the rank before and goes to the next,
-// its gradient comes back from the next and goes to the one before; the last rank computes the loss.
-// Returns one tensor per entry of `layers` (undefined where this rank has no gradient).
-namespace {
-
-std::vector<torch::Tensor> layerwise_probe_grads(TransformerImpl& model, const Batch& b, const std::vector<AttnLayer>& layers,
-                                                 const std::vector<torch::Tensor>& probes, const ScoreOptions& opts) {
+// A forward pass without autograd keeps each layer's input, then from the top down each layer is run
+// again (with its probe attached) and the gradient of its output, which gives the gradients asked for
+// and the gradient of its input for the layer below. In a pipeline (opts.pipeline, several processes)
+// this rank runs its slice of the layers: the hidden state comes from the rank before and goes to the
+// next, its gradient comes back from the next and goes to the one before; the last rank computes the loss.
+std::vector<std::vector<torch::Tensor>> layerwise_grads(TransformerImpl& model, const Batch& b,
+                                                        const std::vector<AttnLayer>& layers,
+                                                        const std::vector<std::vector<torch::Tensor>>& wrt_of,
+                                                        const std::function<void(size_t, bool)>& attach,
+                                                        const ScoreOptions& opts) {
   const int64_t L = model.single_stack()->n_layers();
   const auto [first, last] = opts.pipeline ? dist::slice(L) : std::pair<int64_t, int64_t>{0, L};
   const int rank = dist::rank(), world = opts.pipeline ? dist::world_size() : 1;
@@ -56,29 +55,46 @@ std::vector<torch::Tensor> layerwise_probe_grads(TransformerImpl& model, const B
   } else {
     grad = dist::recv_like(xs[static_cast<size_t>(last)], rank + 1);
   }
-  std::vector<torch::Tensor> grads(layers.size());
+  std::vector<std::vector<torch::Tensor>> grads(layers.size());
   for (int64_t l = last - 1; l >= first; --l) {
     const size_t i = index_of[static_cast<size_t>(l)];
-    const bool probed = i < layers.size() && probes[i].defined();
+    const bool asked = i < layers.size() && !wrt_of[i].empty();
     const bool need_x = l > first || !first_rank;  // the layer below (here or on the rank before) needs it
     auto x = xs[static_cast<size_t>(l)].detach().requires_grad_(need_x);
     std::vector<torch::Tensor> wrt;
     if (need_x) wrt.push_back(x);
-    if (probed) {
-      layers[i].module->head_probe = probes[i];
-      wrt.push_back(probes[i]);
+    if (asked) {
+      if (attach) attach(i, true);
+      wrt.insert(wrt.end(), wrt_of[i].begin(), wrt_of[i].end());
     }
     if (wrt.empty()) continue;
     auto y = model.stack_layer(l, x, st);
     auto g = torch::autograd::grad({y}, wrt, {grad}, false, false, true);
-    if (probed) {
-      grads[i] = g.back();
-      layers[i].module->head_probe = torch::Tensor();
+    if (asked) {
+      grads[i].assign(g.begin() + (need_x ? 1 : 0), g.end());
+      if (attach) attach(i, false);
     }
     if (need_x) grad = g.front();
   }
   if (!first_rank) dist::send(grad, rank - 1);
   return grads;
+}
+
+namespace {
+
+// The probes' gradients, one layer's graph at a time (undefined where this rank has none).
+std::vector<torch::Tensor> layerwise_probe_grads(TransformerImpl& model, const Batch& b, const std::vector<AttnLayer>& layers,
+                                                 const std::vector<torch::Tensor>& probes, const ScoreOptions& opts) {
+  std::vector<std::vector<torch::Tensor>> wrt(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (probes[i].defined()) wrt[i] = {probes[i]};
+  const auto g = layerwise_grads(model, b, layers, wrt, [&](size_t i, bool on) {
+    layers[i].module->head_probe = on ? probes[i] : torch::Tensor();
+  }, opts);
+  std::vector<torch::Tensor> out(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (!g[i].empty()) out[i] = g[i].front();
+  return out;
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 // plus its k_proj/v_proj rows where it has a key/value head of its own (not grouped); a key/value group
 // owns the q rows and o columns of its query heads and its k/v rows. o_proj's bias and q/k norms stay
 // with the layer. One backward pass per batch reaching the attention weights only; their gradients
-// (about a fifth of a LLaMA's weights) are summed over the batches and across processes.
+// (about a fifth of a LLaMA's weights) are summed over the batches and across processes. With
+// opts.layerwise the backward pass runs one layer's graph at a time (layerwise_grads), so activation
+// memory is one layer's, as for the gradient scorer; the same sums. (No pipeline: it is the gradient
+// scorer's alone.)
 #include "../scoring_detail.h"
 
 #include "headprune/eval/evaluate.h"
@@ -44,13 +47,33 @@ HeadScores taylor_scores(TransformerImpl& model, const EvalSet& data, const Scor
   for (auto& p : params) p.set_requires_grad(true);
   std::vector<torch::Tensor> sums;
   for (auto& p : params) sums.push_back(torch::zeros_like(p, p.options().requires_grad(false)));
+  if (opts.pipeline)
+    throw std::invalid_argument("taylor: --pipeline splits the layers for the gradient scorer only; use --layerwise "
+                                "(one layer's graph at a time) or several processes splitting the batches");
+  const bool layerwise = opts.layerwise;
+  if (layerwise) model.single_stack();  // refuses an encoder-decoder, naming why
+  std::vector<std::vector<torch::Tensor>> wrt_of(layers.size());  // layerwise: each layer's own params
+  std::vector<std::vector<size_t>> slots_of(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i)
+    for (size_t k : index[i])
+      if (k != SIZE_MAX) {
+        wrt_of[i].push_back(params[k]);
+        slots_of[i].push_back(k);
+      }
   int64_t passes = 0;
   for_each_batch(model, data, opts, "taylor", [&](const Batch& b) {
     if (params.empty()) return;
-    auto loss = per_example_nll(model, model.forward(b), b).first.sum();
-    auto g = torch::autograd::grad({loss}, params, {}, false, false, true);
-    for (size_t k = 0; k < g.size(); ++k)
-      if (g[k].defined()) sums[k].add_(g[k]);
+    if (layerwise) {
+      const auto g = layerwise_grads(model, b, layers, wrt_of, nullptr, opts);
+      for (size_t i = 0; i < layers.size(); ++i)
+        for (size_t j = 0; j < g[i].size(); ++j)
+          if (g[i][j].defined()) sums[slots_of[i][j]].add_(g[i][j]);
+    } else {
+      auto loss = per_example_nll(model, model.forward(b), b).first.sum();
+      auto g = torch::autograd::grad({loss}, params, {}, false, false, true);
+      for (size_t k = 0; k < g.size(); ++k)
+        if (g[k].defined()) sums[k].add_(g[k]);
+    }
     ++passes;
   });
   dist::all_reduce_sum(sums);  // several processes split the batches: the gradient of the whole sum
@@ -96,8 +119,9 @@ HeadScores taylor_scores(TransformerImpl& model, const EvalSet& data, const Scor
       s.columns["o"][id] = at(o, h);
     }
   }
-  s.info["forward_passes"] = 1;
+  s.info["forward_passes"] = layerwise ? 2 : 1;
   s.info["backward_passes"] = 1;
+  if (layerwise) s.info["layerwise"] = "one layer's graph at a time";
   s.info["batches"] = static_cast<int64_t>(dist::all_reduce_sum(static_cast<double>(passes)));
   return s;
 }
