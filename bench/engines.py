@@ -6,8 +6,8 @@
          --onnx` of the same checkpoint: fused Attention) at 1 x 32, 1 x 128 and 16 x 128; headprune's
          pruned models (6 of 12 heads removed in every layer; every second layer emptied) beside the
          unpruned one: paired speed-up against the FLOP-ideal one.
-  llama  A LLaMA-style model of ~127 M parameters (random weights in HF's layout around Mistral's
-         tokenizer: 12 layers, hidden 768, 16 query heads of 48, 8 key/value heads, SwiGLU 2048, vocabulary
+  llama  A LLaMA-style model of ~127 M parameters (random weights in HF's layout, drawn as HF
+         initialises a model, around Mistral's tokenizer: 12 layers, hidden 768, 16 query heads of 48, 8 key/value heads, SwiGLU 2048, vocabulary
          32,000) against llama.cpp (node-llama-cpp 3.21.1's prebuilt CPU build, on `headprune export
          --gguf`) in fp32 and bf16: prompt processing of 128 and 512 tokens (tokens/s) and decoding 128
          greedy tokens after a 128-token prompt (tokens/s). headprune runs `bench --generate` (the
@@ -17,7 +17,8 @@
          engines.
 
 Before any timing the outputs are compared on the same ids: ONNX Runtime's logits with headprune's
-(`bench --save-io`, 1 x 32), llama.cpp's next-token log-probabilities with headprune's (1 x 128, f32).
+(`bench --save-io`, 1 x 32), llama.cpp's next-token log-probabilities with headprune's (1 x 128, f32), and both with a float64
+evaluation of the same weights (how far each float32 engine is from exact).
 
 Engines run one after the other, never at once, each with --threads threads; each round runs every
 engine and shape once (--reps timed repetitions after warm-up, the median), the rounds interleave the
@@ -25,10 +26,12 @@ engines, and the best round's median is kept. The CPU, BLAS kernels and threads 
 in CI. Usage:
   /usr/bin/python3 bench/engines.py [--work DIR] [--hp build/headprune] [--threads 2] [--reps 5]
                                     [--rounds 2] [--parts bert,llama,kv] [--out bench/results/engines.json]
+                                    [--initializer-range 0.02]
 (--parts reruns some parts: the others keep their results in --out, with their own "command".)
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -120,7 +123,10 @@ def bert(b):
 def llama_models(b):
     base = b.w("llama")
     if not os.path.exists(os.path.join(base, "model.safetensors")):
-        run(["/usr/bin/python3", os.path.join(CLIENTS, "make_random_llama.py"), base, b.a.tokenizer, json.dumps(LLAMA)])
+        cfg = dict(LLAMA)
+        if b.a.initializer_range > 0:
+            cfg["initializer_range"] = b.a.initializer_range
+        run(["/usr/bin/python3", os.path.join(CLIENTS, "make_random_llama.py"), base, b.a.tokenizer, json.dumps(cfg)])
     pruned = b.w("groups50")
     if not os.path.exists(os.path.join(pruned, "model", "config.json")):
         heads = ",".join(f"decoder_self:{l}:{h}" for l in range(LLAMA["num_hidden_layers"]) for h in range(8))
@@ -136,14 +142,60 @@ def llama_models(b):
     return base, os.path.join(pruned, "model"), ggufs
 
 
-def llama(b):
-    a = b.a
-    base, _, ggufs = llama_models(b)
+def exact_check(b, model_dir, gguf):
+    """Both engines against a float64 evaluation of the same weights and ids (the fixtures' reference
+    forward pass, tests/fixtures/hf/make_llama_fixtures.py): how far each float32 engine is from exact;
+    the same reference in PyTorch's float32 as a third float32 engine."""
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures", "hf"))
+    from make_hf_fixtures import read_safetensors, write_safetensors
+    from make_llama_fixtures import forward
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    w = {k: v.double() for k, v in read_safetensors(os.path.join(model_dir, "model.safetensors")).items()}
+    io = read_safetensors(b.w("llama_io.safetensors"))
+    head_mask = torch.ones(cfg["num_hidden_layers"], cfg["num_attention_heads"], dtype=torch.float64)
+    with torch.no_grad():
+        exact = forward(cfg, w, io["input_ids"], io["attention_mask"], head_mask)
+        w = {k: v.float() for k, v in w.items()}
+        torch32 = forward(cfg, w, io["input_ids"], io["attention_mask"], head_mask.float()).double()
+    del w
+    le, lh = torch.log_softmax(exact, -1), torch.log_softmax(io["logits"].double(), -1)
+    lt = torch.log_softmax(torch32, -1)
+    seen = le > math.log(1e-30)  # as gguf_check.mjs: log-probabilities of p > 1e-30
+    path = b.w("llama_io_fp64.safetensors")
+    write_safetensors(path, {"input_ids": io["input_ids"], "attention_mask": io["attention_mask"],
+                             "logits": exact.float()})
+    out = {"headprune": {"max_abs_logprob_diff": (le - lh)[seen].abs().max().item(),
+                         "max_abs_prob_diff": (le.exp() - lh.exp())[seen].abs().max().item()},
+           "pytorch_float32": {"max_abs_logprob_diff": (le - lt)[seen].abs().max().item(),
+                               "max_abs_prob_diff": (le.exp() - lt.exp())[seen].abs().max().item(),
+                               "version": torch.__version__},
+           "llama.cpp": node("gguf_check.mjs", "logprobs", gguf, path), "max_abs_logit": exact.abs().max().item()}
+    print(f"llama: against float64, headprune's log-probabilities within "
+          f"{out['headprune']['max_abs_logprob_diff']:.2e}, llama.cpp's within "
+          f"{out['llama.cpp']['max_abs_logprob_diff']:.2e}", file=sys.stderr)
+    return out
+
+
+def llama_check(b, base=None, ggufs=None):
+    """llama.cpp's log-probabilities against headprune's, and both against float64, on the model in --work
+    (the part llama_check runs only this: e.g. on weights drawn at another --initializer-range)."""
+    if base is None:
+        base, _, ggufs = llama_models(b)
     b.hp("bench", base, "--batch", 1, "--seq", 128, "--reps", 1, "--warmup", 0, "--no-gemm-probe",
          "--save-io", b.w("llama_io.safetensors"))
     check = node("gguf_check.mjs", "logprobs", ggufs[("base", "f32")], b.w("llama_io.safetensors"))
     print(f"llama: llama.cpp's log-probabilities within {check['max_abs_logprob_diff']:.2e} of headprune's, "
           f"probabilities within {check['max_abs_prob_diff']:.2e}", file=sys.stderr)
+    check["exact"] = exact_check(b, base, ggufs[("base", "f32")])
+    check["initializer_range"] = json.load(open(os.path.join(base, "config.json"))).get("initializer_range")
+    return {"logprobs_check": check}
+
+
+def llama(b):
+    a = b.a
+    base, _, ggufs = llama_models(b)
+    check = llama_check(b, base, ggufs)["logprobs_check"]
     best = {}
     more = lambda x, y: x > y
     for rnd in range(a.rounds):
@@ -213,11 +265,14 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--parts", default="bert,llama,kv")
+    ap.add_argument("--parts", default="bert,llama,kv", help="any of bert, llama, kv, llama_check")
+    ap.add_argument("--initializer-range", type=float, default=0.02,
+                    help="the LLaMA-style model's weights: N(0, this²) as HF initialises a model; 0: the test "
+                         "fixtures' scale (0.2; embeddings 0.5), which saturates every softmax at this width")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "engines.json"))
     a = ap.parse_args()
     b = Bench(a)
-    parts = {"bert": bert, "llama": llama, "kv": kv}
+    parts = {"bert": bert, "llama": llama, "kv": kv, "llama_check": llama_check}
     out = {"format": "headprune-bench-engines/1", "date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(),
            "threads": a.threads, "reps": a.reps, "rounds": a.rounds,
            "engines": {"onnxruntime": "onnxruntime-node 1.30.0 (CPU execution provider)",

@@ -1318,6 +1318,31 @@ def engines_llama():
     return lines
 
 
+def engines_checks():
+    """The engines' outputs compared before any timing, and against a float64 evaluation (bench/engines.py)."""
+    e = load(ENGINES)
+    sci = lambda v: "%.1e" % v
+    lines = ["| model | weights | compared | what | largest difference |", "|---|---|---|---|---:|",
+             "| BERT-base, 1 x 32 | N(0, 0.02²) | ONNX Runtime and headprune | logits | %s |"
+             % sci(e["bert"]["logits_check"]["max_abs_diff"])]
+    for part in ("llama", "llama_check"):
+        if part not in e:
+            continue
+        l = e[part]["logprobs_check"]
+        x = l["exact"]
+        r = l.get("initializer_range")
+        weights = "N(0, %s²)" % r if r else "N(0, 0.2²), embeddings N(0, 0.5²)"
+        model = "LLaMA-style 127 M, 1 x 128, F32 (largest logit %s)" % fmt(x["max_abs_logit"], 1)
+        pairs = [("llama.cpp and headprune", l), ("headprune and float64", x["headprune"])]
+        if "pytorch_float32" in x:
+            pairs.append(("PyTorch %s float32 and float64" % x["pytorch_float32"]["version"], x["pytorch_float32"]))
+        pairs.append(("llama.cpp and float64", x["llama.cpp"]))
+        for who, d in pairs:
+            lines.append("| %s | %s | %s | log-probabilities (probabilities) | %s (%s) |" % (
+                model, weights, who, sci(d["max_abs_logprob_diff"]), sci(d["max_abs_prob_diff"])))
+    return lines
+
+
 def engines_kv():
     """Decoding at a 2k context, unpruned and with half the key/value groups removed, in both engines (bench/engines.py)."""
     e = load(ENGINES)["kv"]
@@ -1382,7 +1407,12 @@ def methods_table():
             removed = [stage(x, "removed")["metric"] for x in plain]
             ft = [x["stages"][-1]["metric"] for x in plain]
             ftk = [x["stages"][-1]["metric"] for x in kd]
-            heads = "/".join(str(stage(x, "removed")["heads"]) for x in plain)
+            def kept(x):  # the heads kept, and what the gates kept by themselves where a ranking completed them
+                n = stage(x, "removed")["heads"]
+                by_gates = x.get("result", {}).get("closed_by_gates")
+                own = stage(x, "before")["heads"] - by_gates if by_gates is not None else n
+                return "%d" % n if own == n else "%d (%d)" % (n, own)
+            heads = "/".join(kept(x) for x in plain)
             def n_emptied(x):
                 if "emptied_layers" in x:
                     return str(len(x["emptied_layers"]))
@@ -1398,14 +1428,28 @@ def methods_table():
             lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (label, heads, emptied, mean_sd(removed), mean_sd(ft),
                                                                     mean_sd(ftk) if ftk else "-", mean_sd(shares, 3) if shares else "-"))
         lines.append("")
-    lines.append("`%s` (training steps: SST-2 %d, LLaMA %d; fine-tuning %d steps; gates %d steps%s)." % (
-        t["command"], t["steps_sst2"], t["steps_llama"], t["finetune_steps"], t["gate_steps"],
-        "; every split cut to its first %s examples" % t["max_examples"] if t.get("max_examples") else ""))
-    return lines
+    lines.append("Heads kept per seed; in parentheses, what the gates kept by themselves where the ranking "
+                 "(P(open); DSP and CoFi always, `--complete-by-rank` for PASSCONC) changed the count.")
+    lines.append("")
+    for model in t["models"].split():
+        run = t.get("runs", {}).get(model)
+        if run is None:  # one run did every model
+            run = {k: t[k] for k in ("command", "finetune_steps", "gate_steps", "steps_sst2", "steps_llama", "max_examples")}
+        what = []
+        if "steps_sst2" in run:
+            what.append("training steps: %d; fine-tuning %d steps; gates %d steps" % (
+                run["steps_sst2" if model == "sst2" else "steps_llama"], run["finetune_steps"], run["gate_steps"]))
+            if run.get("max_examples"):
+                what.append("every split cut to its first %s examples" % run["max_examples"])
+        if "cpu" in run:
+            what.append("%s, %s threads, %s" % (run["cpu"], run["threads"], run["date"]))
+        lines.append("%s: `%s`%s." % (model, run["command"], " (%s)" % "; ".join(what) if what else ""))
+        lines.append("")
+    return lines[:-1]
 
 
 TABLES = {"engines_bert": (ENGINES, engines_bert), "engines_llama": (ENGINES, engines_llama),
-          "engines_kv": (ENGINES, engines_kv), "budget": (BUDGET, budget_table), "methods": (METHODS, methods_table), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
+          "engines_kv": (ENGINES, engines_kv), "engines_checks": (ENGINES, engines_checks), "budget": (BUDGET, budget_table), "methods": (METHODS, methods_table), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
           "sst2_training": (SST2, sst2_training), "sst2_importance_top": (SST2, sst2_importance_top),
