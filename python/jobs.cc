@@ -289,19 +289,27 @@ PruningPlan plan_job(const JsonFields& f, const Runtime& rt, const JobEvents& ev
   });
 }
 
-PruneRequest prune_request(const nlohmann::json& j) {
-  const JsonFields f = arguments(j, "prune");
-  f.only({"checkpoint", "out_dir", "overwrite", "plan", "mask_only", "metric", "beam", "data", "finetune"});
-  PruneRequest r;
+// The arguments prune and gates share (a checkpoint in, a model written, evaluated and fine-tuned), after
+// checking that f holds only those and `own`.
+template <class Request>
+void recovery_job_fields(const JsonFields& f, std::set<std::string> own, Request& r) {
+  own.insert({"checkpoint", "out_dir", "overwrite", "metric", "beam", "data", "finetune"});
+  f.only(own);
   r.checkpoint = f.req_str("checkpoint");
   r.out_dir = f.req_str("out_dir");
   r.overwrite = f.opt_bool("overwrite", false);
-  if (f.has("plan")) r.plan = plan_spec(f.object("plan"));
-  r.mask_only = f.opt_bool("mask_only", false);
   parsed(f, "metric", r.metric, parse_metric);
   r.beam = int_at_least(f, "beam", r.beam, 1);
   r.data = data_source(f);
   r.finetune = finetune_options(f);
+}
+
+PruneRequest prune_request(const nlohmann::json& j) {
+  const JsonFields f = arguments(j, "prune");
+  PruneRequest r;
+  recovery_job_fields(f, {"plan", "mask_only"}, r);
+  if (f.has("plan")) r.plan = plan_spec(f.object("plan"));
+  r.mask_only = f.opt_bool("mask_only", false);
   return r;
 }
 
@@ -345,21 +353,13 @@ void gate_options(const JsonFields& g, GateOptions& o) {
 
 GatesRequest gates_request(const nlohmann::json& j) {
   const JsonFields f = arguments(j, "gates");
-  f.only({"checkpoint", "out_dir", "overwrite", "gate", "target", "steps", "lr", "from_scratch", "metric", "beam", "data",
-          "finetune"});
   GatesRequest r;
-  r.checkpoint = f.req_str("checkpoint");
-  r.out_dir = f.req_str("out_dir");
-  r.overwrite = f.opt_bool("overwrite", false);
+  recovery_job_fields(f, {"gate", "target", "steps", "lr", "from_scratch"}, r);
   if (f.has("gate")) gate_options(f.object("gate"), r.gate);
   parsed(f, "target", r.prune, parse_target);
   r.steps = int_at_least(f, "steps", r.steps, 1);
   r.lr = f.opt_num("lr", r.lr);
   r.from_scratch = f.opt_bool("from_scratch", false);
-  parsed(f, "metric", r.metric, parse_metric);
-  r.beam = int_at_least(f, "beam", r.beam, 1);
-  r.data = data_source(f);
-  r.finetune = finetune_options(f);
   return r;
 }
 

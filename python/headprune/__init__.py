@@ -14,9 +14,11 @@ where the library has tensors. Errors are the library's exceptions with the libr
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -745,12 +747,19 @@ def _finetune(steps: Optional[int], lr: Optional[float], batch_tokens: Optional[
                    distill_temperature=distill_temperature, distill_hidden_weight=distill_hidden)
 
 
-def _out_dir(out: Optional[PathLike], job: str) -> str:
-    """The output directory, or a fresh one under the temporary directory (kept: the result's model
-    lives there)."""
+@contextlib.contextmanager
+def _out_dir(out: Optional[PathLike], job: str) -> Iterator[str]:
+    """The output directory, or a fresh one under the temporary directory: kept when the job succeeds
+    (the result's model lives there), removed when it fails."""
     if out is not None:
-        return os.fspath(out)
-    return os.path.join(tempfile.mkdtemp(prefix=f"headprune-{job}-"), "out")
+        yield os.fspath(out)
+        return
+    parent = tempfile.mkdtemp(prefix=f"headprune-{job}-")
+    try:
+        yield os.path.join(parent, "out")
+    except BaseException:
+        shutil.rmtree(parent, ignore_errors=True)
+        raise
 
 
 def prune(model: Union[Model, PathLike], data: Any = None, *, plan: Any = None, strategy: Optional[str] = None,
@@ -779,11 +788,12 @@ def prune(model: Union[Model, PathLike], data: Any = None, *, plan: Any = None, 
             spec = _plan_fields(strategy, method, target, per_layer, unit, min_per_layer, layer_strategy, step,
                                 min_ratio, plan if heads is None else heads, hf_type, layers, plan_file, scores,
                                 budget, budget_shape, d)
-        req = _fields(checkpoint=_checkpoint(model), out_dir=_out_dir(out, "prune"), overwrite=overwrite, plan=spec,
-                      mask_only=mask_only, metric=metric, beam=beam, data=d.source,
-                      finetune=_finetune(finetune_steps, finetune_lr, finetune_batch_tokens, distill_weight,
-                                         distill_temperature, distill_hidden))
-        j, text = _run(_C.run_prune, json.dumps(req), rt, progress=progress)
+        with _out_dir(out, "prune") as where:
+            req = _fields(checkpoint=_checkpoint(model), out_dir=where, overwrite=overwrite, plan=spec,
+                          mask_only=mask_only, metric=metric, beam=beam, data=d.source,
+                          finetune=_finetune(finetune_steps, finetune_lr, finetune_batch_tokens, distill_weight,
+                                             distill_temperature, distill_hidden))
+            j, text = _run(_C.run_prune, json.dumps(req), rt, progress=progress)
     return PruneResult(json.loads(j), text)
 
 
@@ -813,11 +823,13 @@ def gates(model: Union[Model, PathLike], data: Any = None, *, method: Optional[s
     with _Data(data, model, device, dtype) as d:
         if d.examples is not None:
             raise TypeError("headprune.gates: token ids are for importance only; give a run config, texts or rows")
-        req = _fields(checkpoint=_checkpoint(model), out_dir=_out_dir(out, "gates"), overwrite=overwrite, gate=gate,
-                      target=_target(target), steps=steps, lr=lr, from_scratch=from_scratch, metric=metric, beam=beam,
-                      data=d.source, finetune=_finetune(finetune_steps, finetune_lr, finetune_batch_tokens,
-                                                        distill_weight, distill_temperature, distill_hidden))
-        j, text = _run(_C.run_gates, json.dumps(req), rt, progress=progress)
+        with _out_dir(out, "gates") as where:
+            req = _fields(checkpoint=_checkpoint(model), out_dir=where, overwrite=overwrite, gate=gate,
+                          target=_target(target), steps=steps, lr=lr, from_scratch=from_scratch, metric=metric,
+                          beam=beam, data=d.source, finetune=_finetune(finetune_steps, finetune_lr,
+                                                                       finetune_batch_tokens, distill_weight,
+                                                                       distill_temperature, distill_hidden))
+            j, text = _run(_C.run_gates, json.dumps(req), rt, progress=progress)
     res = GatesResult(json.loads(j), text)
     if not res.json["result"].get("reached_target", True):
         warnings.warn(f"gates: kept {len(res.json['result'].get('kept', []))} heads, not the target "

@@ -40,6 +40,17 @@ class Cli:
         return r
 
 
+@pytest.fixture(scope="session", autouse=True)
+def scratch_under_pytest(tmp_path_factory):
+    """Temporary directories the module and the docs' examples make go under pytest's own base
+    directory (which pytest prunes), not into the system's /tmp."""
+    import tempfile
+    before = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tempfile"))
+    yield
+    tempfile.tempdir = before
+
+
 @pytest.fixture(scope="session")
 def cli() -> Cli:
     if not CLI.is_file():

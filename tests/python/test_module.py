@@ -5,6 +5,7 @@ logits; errors carry the library's message; tensors from forward outlive the mod
 import gc
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,12 @@ def test_errors_carry_the_library_message(tmp_path, cli, tiny):
         headprune.importance(tiny, methods=["nope"], progress=False)
     with pytest.raises(ValueError, match="argument 'beam'"):
         headprune.importance(tiny, methods=["magnitude"], beam=0, progress=False)
+    # A job that writes into a temporary directory of its own (out=None) removes it when it fails.
+    scratch = lambda: sorted(p.name for p in Path(tempfile.gettempdir()).glob("headprune-prune-*"))
+    before = scratch()
+    with pytest.raises(ValueError, match="argument 'beam'"):
+        headprune.prune(tiny, {"synthetic_examples": 8}, strategy="random", target=0.5, beam=0, progress=False)
+    assert scratch() == before
 
 
 def storage_range(t: torch.Tensor):
