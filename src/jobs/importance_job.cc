@@ -50,6 +50,10 @@ ScoreOptions score_options(const ImportanceRequest& req, const Tokenizer* tokeni
 }
 
 ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt, const JobEvents& events) {
+  const bool taylor = std::find(req.methods.begin(), req.methods.end(), ScoreMethod::Taylor) != req.methods.end();
+  if (taylor && req.pipeline)  // before the model loads
+    throw std::invalid_argument("importance: --pipeline splits the layers for the gradient scorer only, and taylor is "
+                                "among the methods; score taylor with --layerwise in a run of its own");
   std::optional<OutputDir> out;  // refused before any work (io/outputs.h)
   if (!req.out_dir.empty())
     out.emplace(req.out_dir, OutputDir::Options{"importance", req.overwrite, false, job_inputs(req.checkpoint, req.data)});
@@ -62,7 +66,6 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   ScoreOptions so = score_options(req, in.loaded.tokenizer ? &*in.loaded.tokenizer : nullptr, rt, events);
   so.pipeline = req.pipeline;
   const bool gradient = std::find(req.methods.begin(), req.methods.end(), ScoreMethod::Gradient) != req.methods.end();
-  const bool taylor = std::find(req.methods.begin(), req.methods.end(), ScoreMethod::Taylor) != req.methods.end();
   plan_scoring_memory(in, set, so, gradient, events, taylor);
 
   std::optional<PassCost> cost;

@@ -27,6 +27,9 @@ torch::Tensor owned_rows(const DenseImpl& d, const torch::Tensor& gw, const torc
 }  // namespace
 
 HeadScores taylor_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
+  if (opts.pipeline)
+    throw std::invalid_argument("taylor: --pipeline splits the layers for the gradient scorer only; use --layerwise "
+                                "(one layer's graph at a time) or several processes splitting the batches");
   ScoringGuard state(model);
   state.freeze_parameters();
   const bool groups = opts.unit == ScoreUnit::KvGroup;
@@ -47,9 +50,6 @@ HeadScores taylor_scores(TransformerImpl& model, const EvalSet& data, const Scor
   for (auto& p : params) p.set_requires_grad(true);
   std::vector<torch::Tensor> sums;
   for (auto& p : params) sums.push_back(torch::zeros_like(p, p.options().requires_grad(false)));
-  if (opts.pipeline)
-    throw std::invalid_argument("taylor: --pipeline splits the layers for the gradient scorer only; use --layerwise "
-                                "(one layer's graph at a time) or several processes splitting the batches");
   const bool layerwise = opts.layerwise;
   if (layerwise) model.single_stack();  // refuses an encoder-decoder, naming why
   std::vector<std::vector<torch::Tensor>> wrt_of(layers.size());  // layerwise: each layer's own params
