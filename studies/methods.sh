@@ -112,5 +112,41 @@ for MODEL in $models; do
     done
   done
 done
-collect "$root" "$out" "{\"command\": \"studies/methods.sh $root $out\", \"models\": \"$models\", \"seeds\": {$seed_json}, \"finetune_steps\": $ft, \"gate_steps\": $gate_steps, \"gate_period\": $gate_period, \"steps_sst2\": $(steps_of sst2), \"steps_llama\": $(steps_of llama), \"max_examples\": \"${MAX_EXAMPLES:-}\", \"bench\": [$bench_batch, $bench_seq]}" \
+# What this run did, per model (a later run of other MODELS keeps these models' results and this record).
+env_=""
+for v in MODELS SEEDS SEEDS_SST2 SEEDS_LLAMA STEPS_SST2 STEPS_LLAMA FT_STEPS GATE_STEPS GATE_PERIOD MAX_EXAMPLES REPS; do
+  if [ -n "${!v:-}" ]; then env_+="$v=\"${!v}\" "; fi
+done
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+run_json="{\"command\": \"${env_//\"/\\\"}studies/methods.sh $root $out\", \"date\": \"$(date +%F)\", \"cpu\": \"$cpu\", \"threads\": \"${THREADS:-2}\"}"
+runs_json=""
+for MODEL in $models; do runs_json+="${runs_json:+, }\"$MODEL\": $run_json"; done
+earlier=""
+if [ -f "$out" ]; then earlier=$out.earlier; cp "$out" "$earlier"; fi
+collect "$root" "$out" "{\"command\": \"studies/methods.sh $root $out\", \"models\": \"$models\", \"runs\": {$runs_json}, \"seeds\": {$seed_json}, \"finetune_steps\": $ft, \"gate_steps\": $gate_steps, \"gate_period\": $gate_period, \"steps_sst2\": $(steps_of sst2), \"steps_llama\": $(steps_of llama), \"max_examples\": \"${MAX_EXAMPLES:-}\", \"bench\": [$bench_batch, $bench_seq]}" \
   "${parts[@]}"
+# Models this run did not do keep their results from the earlier OUT, with that run's record.
+if [ -n "$earlier" ]; then
+  python3 - "$earlier" "$out" <<'PY'
+import json, os, sys
+earlier, out = (json.load(open(p)) for p in sys.argv[1:])
+mine = out["models"].split()
+for model in earlier["models"].split():
+    if model in mine:
+        continue
+    out[model] = earlier[model]
+    run = earlier.get("runs", {}).get(model) or {
+        k: earlier[k] for k in ("command", "finetune_steps", "gate_steps", "gate_period", "steps_sst2", "steps_llama",
+                                "max_examples") if k in earlier}
+    out.setdefault("runs", {})[model] = run
+    out["seeds"][model] = earlier["seeds"][model] if isinstance(earlier["seeds"], dict) else earlier["seeds"]
+mine = set(out["runs"])
+out["models"] = " ".join(m for m in ("sst2", "llama") if m in mine)
+tmp = sys.argv[2] + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(out, f, indent=1)
+    f.write("\n")
+os.replace(tmp, sys.argv[2])
+PY
+  rm -f "$earlier"
+fi
