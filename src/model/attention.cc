@@ -42,6 +42,18 @@ torch::Tensor DenseImpl::forward(const torch::Tensor& x) const {
   return lrp::linear(x, weight, bias);
 }
 
+torch::Tensor DenseImpl::forward_activated(const torch::Tensor& x, Activation a) const {
+  if (quantized() || lrp::active()) return activate(forward(x), a);
+  gemm::Epilogue e = gemm::Epilogue::None;
+  switch (a) {
+    case Activation::Gelu: e = gemm::Epilogue::GeluErf; break;
+    case Activation::GeluTanh: e = gemm::Epilogue::GeluTanh; break;
+    case Activation::Relu: e = gemm::Epilogue::Relu; break;
+    case Activation::Silu: e = gemm::Epilogue::Silu; break;
+  }
+  return gemm::linear(x, weight, bias, e);
+}
+
 void DenseImpl::quantize_int8() { int8_ = int8::pack_linear(weight, bias); }
 
 NormImpl::NormImpl(int64_t dim, double eps, NormKind kind) : eps_(eps), kind_(kind) {
@@ -80,9 +92,9 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   if (gate) {
     // LRP: the gate acts as a fixed multiplier, so relevance flows through fc1 (the "up" branch).
     const auto up = fc1(x);
-    h = lrp::elementwise(activate(gate(x), act_) * up, up);
+    h = lrp::elementwise(gate->forward_activated(x, act_) * up, up);
   } else {
-    h = activate(fc1(x), act_);
+    h = fc1->forward_activated(x, act_);
   }
   h = torch::dropout(h, dropout_, is_training());
   return fc2(h);
@@ -138,6 +150,19 @@ bool MultiHeadAttentionImpl::fusion_pays() const {
   return bytes <= (int64_t{16} << 20);
 }
 
+namespace {
+
+// Weights derived from the model's own (the concatenated Q/K/V matrix, the open heads' o_proj columns)
+// are made as normal tensors even under InferenceMode (bench, eval): the packed-weight cache
+// (util/gemm.h) takes normal tensors only, and an inference tensor would send its every product to
+// OpenBLAS, unpacked (at batch 1 x 32 on BERT-base, 2x slower for that product).
+struct DerivedWeightScope {
+  c10::InferenceMode normal{false};
+  torch::NoGradGuard no_grad;
+};
+
+}  // namespace
+
 const MultiHeadAttentionImpl::Fused& MultiHeadAttentionImpl::fused(Fused& f, std::vector<const DenseImpl*> parts) {
   std::vector<std::pair<const void*, int64_t>> stamps;
   for (const auto* p : parts) {
@@ -145,6 +170,7 @@ const MultiHeadAttentionImpl::Fused& MultiHeadAttentionImpl::fused(Fused& f, std
     stamps.push_back(stamp(p->bias));
   }
   if (stamps != f.stamps) {
+    DerivedWeightScope scope;
     std::vector<torch::Tensor> w, b;
     for (const auto* p : parts) {
       w.push_back(p->weight);
@@ -207,7 +233,10 @@ torch::Tensor MultiHeadAttentionImpl::project_out(const torch::Tensor& ctx) {
   torch::Tensor w;
   if (fusion_pays()) {  // small layers keep the selected columns while weights and mask are unchanged
     std::vector<std::pair<const void*, int64_t>> stamps{stamp(o_proj->weight), mask_stamp_};
-    if (stamps != open_o_.stamps) open_o_ = {std::move(stamps), columns(), {}};
+    if (stamps != open_o_.stamps) {
+      DerivedWeightScope scope;
+      open_o_ = {std::move(stamps), columns(), {}};
+    }
     w = open_o_.weight;
   } else {
     w = columns();

@@ -169,7 +169,29 @@ struct LinearPrimitive {
   dnnl::memory::desc src, user_weights, bias, dst;
 };
 
-std::shared_ptr<const LinearPrimitive> make_linear(int64_t M, int64_t K, int64_t N, bool bias) {
+dnnl::primitive_attr epilogue_attr(Epilogue e) {
+  dnnl::primitive_attr attr;
+  if (e == Epilogue::None) return attr;
+  dnnl::algorithm alg = dnnl::algorithm::eltwise_gelu_erf;
+  float alpha = 0.f;
+  switch (e) {
+    case Epilogue::GeluErf: alg = dnnl::algorithm::eltwise_gelu_erf; break;
+    case Epilogue::GeluTanh: alg = dnnl::algorithm::eltwise_gelu_tanh; break;
+    case Epilogue::Relu: alg = dnnl::algorithm::eltwise_relu; break;
+    case Epilogue::Silu: alg = dnnl::algorithm::eltwise_swish, alpha = 1.f; break;  // x * sigmoid(alpha x)
+    case Epilogue::None: break;
+  }
+  dnnl::post_ops ops;
+#if DNNL_VERSION_MAJOR >= 3
+  ops.append_eltwise(alg, alpha, 0.f);
+#else
+  ops.append_eltwise(1.f, alg, alpha, 0.f);
+#endif
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+std::shared_ptr<const LinearPrimitive> make_linear(int64_t M, int64_t K, int64_t N, bool bias, Epilogue e) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   auto p = std::make_shared<LinearPrimitive>();
@@ -178,10 +200,11 @@ std::shared_ptr<const LinearPrimitive> make_linear(int64_t M, int64_t K, int64_t
   p->bias = bias ? dnnl::memory::desc({1, N}, dt::f32, tag::ab) : dnnl::memory::desc();
   p->dst = dnnl::memory::desc({M, N}, dt::f32, tag::ab);
   const dnnl::memory::desc any({K, N}, dt::f32, tag::any);
+  const auto attr = epilogue_attr(e);
 #if DNNL_VERSION_MAJOR >= 3
-  p->pd = dnnl::matmul::primitive_desc(cpu_engine(), p->src, any, p->bias, p->dst);
+  p->pd = dnnl::matmul::primitive_desc(cpu_engine(), p->src, any, p->bias, p->dst, attr);
 #else
-  p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->src, any, p->bias, p->dst), cpu_engine());
+  p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->src, any, p->bias, p->dst), attr, cpu_engine());
 #endif
   p->prim = dnnl::matmul(p->pd);
   return p;
@@ -248,7 +271,7 @@ bool packable(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
 
 }  // namespace
 
-at::Tensor packed_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+at::Tensor packed_product(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Epilogue e) {
   if (!packable(x, w, b))
     throw std::invalid_argument("fp32 GEMM: packed_product takes fp32 CPU x [..., K] and a contiguous W [N, K]");
   const auto xc = x.contiguous();
@@ -256,9 +279,9 @@ at::Tensor packed_product(const at::Tensor& x, const at::Tensor& w, const at::Te
   const bool bias = b.defined() && b.numel() > 0;
   static PrimitiveCache<LinearPrimitive> primitives;
   static WeightCache weights;
-  const auto p = primitives.get({M, K, N, bias}, [&] { return make_linear(M, K, N, bias); });
+  const auto p = primitives.get({M, K, N, bias, static_cast<int64_t>(e)}, [&] { return make_linear(M, K, N, bias, e); });
   const auto packed = weights.get(w, p->user_weights, p->pd.weights_desc());
-  if (!packed) return at::linear(x, w, b);  // over the packing budget
+  if (!packed) return apply_epilogue(at::linear(x, w, b), e);  // over the packing budget
   auto sizes = x.sizes().vec();
   sizes.back() = N;
   auto out = at::empty(sizes, x.options());
@@ -446,7 +469,7 @@ struct OneDnnLinear : public torch::autograd::Function<OneDnnLinear> {
 at::Tensor onednn_product(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
   throw std::invalid_argument("fp32 GEMM: this headprune was built without oneDNN");
 }
-at::Tensor packed_product(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+at::Tensor packed_product(const at::Tensor&, const at::Tensor&, const at::Tensor&, Epilogue) {
   throw std::invalid_argument("fp32 GEMM: this headprune was built without oneDNN");
 }
 at::Tensor attention(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double, at::Tensor*) {
@@ -454,11 +477,43 @@ at::Tensor attention(const at::Tensor&, const at::Tensor&, const at::Tensor&, co
 }
 #endif
 
+at::Tensor apply_epilogue(const at::Tensor& y, Epilogue e) {
+  switch (e) {
+    case Epilogue::None: return y;
+    case Epilogue::GeluErf: return at::gelu(y);
+    case Epilogue::GeluTanh: return at::gelu(y, "tanh");
+    case Epilogue::Relu: return at::relu(y);
+    case Epilogue::Silu: return at::silu(y);
+  }
+  return y;
+}
+
+#ifdef HP_HAVE_DNNL
+namespace {
+
+// fp32 CPU operands oneDNN may take (the choice is not openblas), and whether autograd records.
+bool onednn_operands(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return fp32_cpu_operands(x, w, b) && w.size(1) > 0 && fp32_gemm() != Fp32Gemm::OpenBlas;
+}
+bool records_grad(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return c10::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
+}
+
+}  // namespace
+#endif
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, Epilogue e) {
+#ifdef HP_HAVE_DNNL
+  if (e != Epilogue::None && onednn_operands(x, w, b) && !records_grad(x, w, b) && packable(x, w, b))
+    return packed_product(x, w, b, e);
+#endif
+  return apply_epilogue(linear(x, w, b), e);
+}
+
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
 #ifdef HP_HAVE_DNNL
-  if (fp32_cpu_operands(x, w, b) && w.size(1) > 0 && fp32_gemm() != Fp32Gemm::OpenBlas) {
-    const bool records_grad = c10::GradMode::is_enabled() &&
-                              (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
+  if (onednn_operands(x, w, b)) {
+    const bool records_grad = gemm::records_grad(x, w, b);
     if (!records_grad && packable(x, w, b)) return packed_product(x, w, b);
     if (uses_onednn(x.numel() / w.size(1), w.size(1))) {
       if (!records_grad) return onednn_product(x, w, b);

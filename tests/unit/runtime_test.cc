@@ -202,6 +202,42 @@ TEST(Gemm, PackedWeightsFollowTheTensorTheyCameFrom) {
             std::string::npos);
 }
 
+TEST(Gemm, FusedActivationsEqualTheProductThenATensFunction) {
+  // Every epilogue, fused (packed path, inference) or not (autograd recording; the openblas choice):
+  // ATen's function of torch::linear's product, within float rounding. Values around the functions'
+  // bends (|y| up to ~10).
+  torch::manual_seed(11);
+  const auto w = torch::randn({96, 48}) * 0.5, b = torch::randn({96});
+  const auto x = torch::randn({2, 17, 48});
+  const auto before = gemm::fp32_gemm();
+  std::vector<gemm::Fp32Gemm> engines{gemm::Fp32Gemm::OpenBlas};
+  if (gemm::onednn_built()) engines.push_back(gemm::Fp32Gemm::Auto);
+  for (auto engine : engines) {
+    gemm::set_fp32_gemm(engine);
+    for (auto e : {gemm::Epilogue::None, gemm::Epilogue::GeluErf, gemm::Epilogue::GeluTanh, gemm::Epilogue::Relu,
+                   gemm::Epilogue::Silu}) {
+      SCOPED_TRACE(static_cast<int>(e));
+      const auto want = gemm::apply_epilogue(torch::linear(x, w, b), e);
+      {
+        torch::NoGradGuard g;
+        const auto got = gemm::linear(x, w, b, e);
+        ASSERT_EQ(got.sizes(), want.sizes());
+        EXPECT_LT(test::max_abs_diff(got, want), 2e-5);
+        EXPECT_LT(test::max_abs_diff(gemm::linear(x, w, {}, e), gemm::apply_epilogue(torch::linear(x, w), e)), 2e-5);
+        if (engine == gemm::Fp32Gemm::Auto)
+          EXPECT_LT(test::max_abs_diff(gemm::packed_product(x, w, b, e), want), 2e-5);
+      }
+      auto xg = x.clone().requires_grad_(true);
+      const auto y = gemm::linear(xg, w, b, e);  // records: not fused, and differentiable
+      EXPECT_TRUE(y.requires_grad());
+      EXPECT_LT(test::max_abs_diff(y.detach(), want), 2e-5);
+    }
+  }
+  gemm::set_fp32_gemm(before);
+  EXPECT_GT(test::max_abs_diff(gemm::apply_epilogue(torch::linear(x, w, b), gemm::Epilogue::GeluErf),
+                               gemm::apply_epilogue(torch::linear(x, w, b), gemm::Epilogue::GeluTanh)), 1e-4);
+}
+
 TEST(Gemm, OneDnnAttentionEqualsTheTextbookFormula) {
   if (!gemm::onednn_built()) GTEST_SKIP() << "built without oneDNN";
   torch::manual_seed(6);

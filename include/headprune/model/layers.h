@@ -36,6 +36,9 @@ class DenseImpl : public torch::nn::Module {
  public:
   DenseImpl(int64_t in, int64_t out, bool bias = true);
   torch::Tensor forward(const torch::Tensor& x) const;
+  // activate(forward(x), a): in fp32 inference on the CPU one oneDNN product with the activation as
+  // its epilogue (util/gemm.h), the same values within float rounding; otherwise exactly that.
+  torch::Tensor forward_activated(const torch::Tensor& x, Activation a) const;
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out] or undefined
   // From now on forward runs an int8 copy of the current weights (inference only).

@@ -38,16 +38,26 @@ std::string describe();          // one line for logs and benchmark environments
 // x W^T + b (b undefined or empty) on oneDNN's sgemm whatever the choice, without autograd: x [..., K]
 // and W [N, K] fp32 CPU tensors. Throws if oneDNN is not built. For probes; layers call linear().
 torch::Tensor onednn_product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
-// x W^T + b on oneDNN's matmul with W packed once and cached (see above), without autograd; x fp32
-// CPU [..., K], W a contiguous fp32 CPU [N, K] that is not an inference tensor. Throws otherwise or
-// if oneDNN is not built. linear() calls it for inference; exposed for benchmarks and tests.
-torch::Tensor packed_product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
+// An elementwise function applied to a product's output: by oneDNN inside the product (a post-op,
+// while the output is still in cache) on the packed path, by ATen after it elsewhere.
+enum class Epilogue { None, GeluErf, GeluTanh, Relu, Silu };
+torch::Tensor apply_epilogue(const torch::Tensor& y, Epilogue e);  // ATen's function (torch::gelu, ...)
+
+// x W^T + b (then `e`) on oneDNN's matmul with W packed once and cached (see above), without autograd;
+// x fp32 CPU [..., K], W a contiguous fp32 CPU [N, K] that is not an inference tensor. Throws otherwise
+// or if oneDNN is not built. linear() calls it for inference; exposed for benchmarks and tests.
+torch::Tensor packed_product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                             Epilogue e = Epilogue::None);
 // Whether a training product with `rows` rows and inner dimension `inner` runs on oneDNN under the current choice.
 bool uses_onednn(int64_t rows, int64_t inner);
 // x W^T + b (b may be undefined), x [..., K], W [N, K]. For fp32 CPU tensors unless the choice is
 // openblas: packed_product when no gradient is recorded, else oneDNN's sgemm when uses_onednn, with
 // a backward through oneDNN too (first order only); torch::linear otherwise.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
+// e(x W^T + b): one product with the function fused where linear() would take the packed path, else
+// linear() and then apply_epilogue (the same values within float rounding: oneDNN's erf and tanh are
+// its own).
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, Epilogue e);
 
 // Inference attention on oneDNN: softmax(scale q k^T + mask) v with q [B, H, T, D], k and v
 // [B, H, S, D] fp32 CPU tensors read in place (any strides with unit stride along D, e.g. views
