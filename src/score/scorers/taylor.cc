@@ -24,6 +24,45 @@ torch::Tensor owned_rows(const DenseImpl& d, const torch::Tensor& gw, const torc
   return s.cpu().contiguous();
 }
 
+// Layer a's scores from the summed gradients of its q, k, v, o weights and q, k, v biases (grad(slot),
+// slots 0-6 in that order; undefined where a layer has no such bias): per query head (and its q/k/v/o
+// columns) or per key/value group.
+void add_layer_scores(HeadScores& s, const AttnLayer& a, const std::function<torch::Tensor(int)>& grad, bool groups) {
+  const int64_t H = static_cast<int64_t>(a.heads.size());
+  auto& m = *a.module;
+  const HeadGeometry& geo = m.geometry();
+  const int64_t G = geo.n_kv_heads_kept();
+  torch::NoGradGuard no_grad;
+  const auto q = owned_rows(*m.q_proj, grad(0), grad(1), H);
+  const auto k = owned_rows(*m.k_proj, grad(2), grad(3), G);
+  const auto v = owned_rows(*m.v_proj, grad(4), grad(5), G);
+  const auto& W = m.o_proj->weight;  // [C, H*D]: head h's columns
+  const auto o = (W.to(torch::kDouble) * grad(6).to(torch::kDouble)).abs().view({W.size(0), H, -1}).sum(
+                     std::vector<int64_t>{0, 2}).cpu().contiguous();
+  const auto kv = geo.kv_positions();
+  const auto at = [](const torch::Tensor& t, int64_t j) { return t.data_ptr<double>()[j]; };
+  if (groups) {
+    const auto kv_ids = geo.kv_heads();
+    for (int64_t g = 0; g < G; ++g) {
+      double total = at(k, g) + at(v, g);
+      for (int64_t h = 0; h < H; ++h)
+        if (kv[static_cast<size_t>(h)] == g) total += at(q, h) + at(o, h);
+      s.scores[{a.type, a.layer, kv_ids[static_cast<size_t>(g)]}] = total;
+    }
+    return;
+  }
+  for (int64_t h = 0; h < H; ++h) {
+    const HeadId id{a.type, a.layer, a.heads[static_cast<size_t>(h)]};
+    const int64_t g = kv[static_cast<size_t>(h)];
+    const double kh = geo.grouped() ? 0.0 : at(k, g), vh = geo.grouped() ? 0.0 : at(v, g);
+    s.scores[id] = at(q, h) + at(o, h) + kh + vh;
+    s.columns["q"][id] = at(q, h);
+    s.columns["k"][id] = kh;
+    s.columns["v"][id] = vh;
+    s.columns["o"][id] = at(o, h);
+  }
+}
+
 }  // namespace
 
 HeadScores taylor_scores(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts) {
@@ -83,42 +122,8 @@ HeadScores taylor_scores(TransformerImpl& model, const EvalSet& data, const Scor
     const size_t k = index[i][static_cast<size_t>(slot)];
     return k == SIZE_MAX ? torch::Tensor() : sums[k];
   };
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const int64_t H = static_cast<int64_t>(layers[i].heads.size());
-    if (H == 0) continue;
-    auto& m = *layers[i].module;
-    const HeadGeometry& geo = m.geometry();
-    const int64_t G = geo.n_kv_heads_kept();
-    torch::NoGradGuard no_grad;
-    const auto q = owned_rows(*m.q_proj, grad_of(i, 0), grad_of(i, 1), H);
-    const auto k = owned_rows(*m.k_proj, grad_of(i, 2), grad_of(i, 3), G);
-    const auto v = owned_rows(*m.v_proj, grad_of(i, 4), grad_of(i, 5), G);
-    const auto& W = m.o_proj->weight;  // [C, H*D]: head h's columns
-    const auto o = (W.to(torch::kDouble) * grad_of(i, 6).to(torch::kDouble)).abs().view({W.size(0), H, -1}).sum(
-                       std::vector<int64_t>{0, 2}).cpu().contiguous();
-    const auto kv = geo.kv_positions();
-    const auto at = [](const torch::Tensor& t, int64_t j) { return t.data_ptr<double>()[j]; };
-    if (groups) {
-      const auto kv_ids = geo.kv_heads();
-      for (int64_t g = 0; g < G; ++g) {
-        double total = at(k, g) + at(v, g);
-        for (int64_t h = 0; h < H; ++h)
-          if (kv[static_cast<size_t>(h)] == g) total += at(q, h) + at(o, h);
-        s.scores[{layers[i].type, layers[i].layer, kv_ids[static_cast<size_t>(g)]}] = total;
-      }
-      continue;
-    }
-    for (int64_t h = 0; h < H; ++h) {
-      const HeadId id{layers[i].type, layers[i].layer, layers[i].heads[static_cast<size_t>(h)]};
-      const int64_t g = kv[static_cast<size_t>(h)];
-      const double kh = geo.grouped() ? 0.0 : at(k, g), vh = geo.grouped() ? 0.0 : at(v, g);
-      s.scores[id] = at(q, h) + at(o, h) + kh + vh;
-      s.columns["q"][id] = at(q, h);
-      s.columns["k"][id] = kh;
-      s.columns["v"][id] = vh;
-      s.columns["o"][id] = at(o, h);
-    }
-  }
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (!layers[i].heads.empty()) add_layer_scores(s, layers[i], [&](int slot) { return grad_of(i, slot); }, groups);
   s.info["forward_passes"] = layerwise ? 2 : 1;
   s.info["backward_passes"] = 1;
   if (layerwise) s.info["layerwise"] = "one layer's graph at a time";
