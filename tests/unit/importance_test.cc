@@ -440,19 +440,16 @@ TEST(Importance, LayerwiseGradientsEqualTheWholeGraph) {
       EXPECT_EQ(b.info.value("forward_passes", 0), 2);
     }
   }
-  {
-    auto m = test::make_model(test::config_of(test::Fam::Llama), 7, torch::kDouble);
-    ScoreOptions o;
-    o.pipeline = true;
-    const std::string e = test::error_of(
-        [&] { score_heads(*m, synthetic_set(m->config(), 4, 5), ScoreMethod::Taylor, o); });
-    EXPECT_NE(e.find("--pipeline splits the layers for the gradient scorer only"), std::string::npos) << e;
-  }
-  auto mt = test::make_model(test::config_of(test::Fam::EncoderDecoder), 7, torch::kDouble);
-  ScoreOptions o;
-  o.layerwise = true;
-  const std::string e = test::error_of(
-      [&] { score_heads(*mt, synthetic_set(mt->config(), 4, 5), ScoreMethod::Gradient, o); });
+  const auto refusal = [](test::Fam f, ScoreMethod m, const ScoreOptions& o) {
+    auto model = test::make_model(test::config_of(f), 7, torch::kDouble);
+    return test::error_of([&] { score_heads(*model, synthetic_set(model->config(), 4, 5), m, o); });
+  };
+  ScoreOptions pipeline, layerwise;
+  pipeline.pipeline = true;
+  layerwise.layerwise = true;
+  std::string e = refusal(test::Fam::Llama, ScoreMethod::Taylor, pipeline);
+  EXPECT_NE(e.find("--pipeline splits the layers for the gradient scorer only"), std::string::npos) << e;
+  e = refusal(test::Fam::EncoderDecoder, ScoreMethod::Gradient, layerwise);
   EXPECT_NE(e.find("single-stack models"), std::string::npos) << e;
 }
 
