@@ -221,13 +221,17 @@ py::tuple importance_examples(Model& m, const std::string& examples, const std::
 // ---- plans and pruning --------------------------------------------------------------------------
 
 void budget_shape(const JsonFields& g, BudgetShape& b) {
-  g.only({"batch", "seq_len", "context", "warmup", "reps", "margin"}, "budget_shape field");
+  g.only({"batch", "seq_len", "context", "warmup", "reps", "margin", "table"}, "budget_shape field");
   b.batch = int_at_least(g, "batch", b.batch, 1);
   b.seq_len = int_at_least(g, "seq_len", b.seq_len, 1);
   b.context = int_at_least(g, "context", b.context, 1);
   b.warmup = int_at_least(g, "warmup", b.warmup, 0);
   b.reps = int_at_least(g, "reps", b.reps, 1);
   b.margin = number_in(g, "margin", b.margin, 0, 0.5);
+  const std::string table = g.opt_str("table", b.fit_line ? "linear" : "measured");
+  if (table != "linear" && table != "measured")
+    throw std::invalid_argument("budget_shape field 'table': expected \"linear\" or \"measured\", got \"" + table + "\"");
+  b.fit_line = table == "linear";
 }
 
 // PlanSpec (prune/strategy.h) by field name; the strategy, when not named, follows from what is given

@@ -1360,17 +1360,19 @@ def engines_kv():
 def budget_table():
     """The budget planner's predictions against the chosen models' measured costs (bench/budget.sh)."""
     t = load(BUDGET)
-    lines = ["| run | budget | heads removed | limit | predicted | measured | error | share predicted / measured | share error | met |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| run | budget | heads removed | limit | predicted | measured | error | share predicted / measured | share error "
+             "| unpruned: check / table | met |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in t["runs"]:
         unit = {"ms": "ms", "bytes": "MiB", "parameters": "M"}[r["unit"]]
         scale = {"ms": 1.0, "bytes": 2.0**-20, "parameters": 1e-6}[r["unit"]]
         v = lambda x: "%.2f %s" % (x * scale, unit)
         share = ("%.3f / %.3f" % (r["predicted_share"], r["measured_share"]), "%+.1f %%" % (100 * r["share_error"])) \
             if "measured_share" in r else ("-", "-")
-        lines.append("| %s | `%s` | %d | %s | %s | %s | %+.1f %% | %s | %s | %s |" % (
+        drift = "%+.1f %%" % (100 * r["drift"]) if "drift" in r else "-"
+        lines.append("| %s | `%s` | %d | %s | %s | %s | %+.1f %% | %s | %s | %s | %s |" % (
             r["run"], r["budget"], r["heads_removed"], v(r["limit"]), v(r["predicted"]), v(r["measured"]),
-            100 * r["error"], share[0], share[1], "yes" if r["met"] else "**no**"))
+            100 * r["error"], share[0], share[1], drift, "yes" if r["met"] else "**no**"))
     e = t["environment"] or {}
     lines += ["", "`%s`; %s, %s threads; a latency row's unpruned model was timed beside the chosen one (the "
               "share columns: median ratio over rounds)." % (t["command"], e.get("cpu", "?"), e.get("threads", "?"))]

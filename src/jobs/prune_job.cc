@@ -63,7 +63,8 @@ void PruneResult::print(std::ostream& out) const {
         << budget["unit"].get<std::string>() << ", predicted " << fmt(budget["predicted"].get<double>(), 4) << ", measured "
         << fmt(budget["measured"].get<double>(), 4) << " (error " << fmt(100 * budget["error"].get<double>(), 1) << " %)"
         << (budget.contains("measured_unpruned")
-                ? ", unpruned " + fmt(budget["measured_unpruned"].get<double>(), 4) + " beside it"
+                ? ", unpruned " + fmt(budget["measured_unpruned"].get<double>(), 4) + " beside it (" +
+                      fmt(100 * budget["drift"].get<double>(), 1) + " % from the table's)"
                 : std::string())
         << (budget["met"].get<bool>() ? "; met" : "; NOT met") << "\n";
   out << "checkpoint " << bytes_before << " -> " << bytes_after << " bytes; saved " << out_dir << "/model and "

@@ -42,16 +42,22 @@ torch::Tensor DenseImpl::forward(const torch::Tensor& x) const {
   return lrp::linear(x, weight, bias);
 }
 
+namespace {
+// The model's activation as the GEMM layer's epilogue (one mapping for the fused and the unfused path).
+gemm::Epilogue epilogue_of(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return gemm::Epilogue::GeluErf;
+    case Activation::GeluTanh: return gemm::Epilogue::GeluTanh;
+    case Activation::Relu: return gemm::Epilogue::Relu;
+    case Activation::Silu: return gemm::Epilogue::Silu;
+  }
+  return gemm::Epilogue::None;
+}
+}  // namespace
+
 torch::Tensor DenseImpl::forward_activated(const torch::Tensor& x, Activation a) const {
   if (quantized() || lrp::active()) return activate(forward(x), a);
-  gemm::Epilogue e = gemm::Epilogue::None;
-  switch (a) {
-    case Activation::Gelu: e = gemm::Epilogue::GeluErf; break;
-    case Activation::GeluTanh: e = gemm::Epilogue::GeluTanh; break;
-    case Activation::Relu: e = gemm::Epilogue::Relu; break;
-    case Activation::Silu: e = gemm::Epilogue::Silu; break;
-  }
-  return gemm::linear(x, weight, bias, e);
+  return gemm::linear(x, weight, bias, epilogue_of(a));
 }
 
 void DenseImpl::quantize_int8() { int8_ = int8::pack_linear(weight, bias); }
@@ -71,13 +77,7 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) const {
 }
 
 torch::Tensor activate(const torch::Tensor& x, Activation a) {
-  switch (a) {
-    case Activation::Gelu: return lrp::elementwise(torch::gelu(x), x);
-    case Activation::GeluTanh: return lrp::elementwise(torch::gelu(x, "tanh"), x);
-    case Activation::Relu: return lrp::elementwise(torch::relu(x), x);
-    case Activation::Silu: return lrp::elementwise(torch::silu(x), x);
-  }
-  return x;
+  return lrp::elementwise(gemm::apply_epilogue(x, epilogue_of(a)), x);
 }
 
 FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t d_ff, Activation act, double dropout, bool gated, bool bias)

@@ -30,7 +30,23 @@ nlohmann::json Budget::to_json() const {
 }
 
 nlohmann::json BudgetShape::to_json() const {
-  return {{"batch", batch}, {"seq_len", seq_len}, {"context", context}, {"warmup", warmup}, {"reps", reps}, {"margin", margin}};
+  return {{"batch", batch}, {"seq_len", seq_len}, {"context", context}, {"warmup", warmup},
+          {"reps", reps},   {"margin", margin},   {"table", fit_line ? "linear" : "measured"}};
+}
+
+std::vector<double> fit_kept_line(const std::vector<double>& T) {
+  const size_t G = T.empty() ? 0 : T.size() - 1;
+  if (G < 3) return T;
+  double sc = 0, st = 0, scc = 0, sct = 0;
+  for (size_t c = 1; c <= G; ++c) {
+    const double x = static_cast<double>(c);
+    sc += x, st += T[c], scc += x * x, sct += x * T[c];
+  }
+  const double n = static_cast<double>(G);
+  const double slope = (n * sct - sc * st) / (n * scc - sc * sc), at0 = (st - slope * sc) / n;
+  std::vector<double> out(T);
+  for (size_t c = 1; c <= G; ++c) out[c] = at0 + slope * static_cast<double>(c);
+  return out;
 }
 
 namespace {
@@ -231,19 +247,24 @@ CostTable latency_costs(TransformerImpl& model, const BudgetShape& shape,
   if (progress) progress(1, 1);
   // Each variant's time as the full model's median over its median time ratio to the full model in
   // the same round (paired_speedup): a slow drift of the machine during the table cancels out.
+  // With shape.fit_line the costs come from the times' line in the kept count (the full model's own
+  // time stays t.full: a plan is predicted as the full model less the line's differences).
   t.full = recs.front().median_ms;
-  nlohmann::json per_type = nlohmann::json::object();
+  nlohmann::json per_type = nlohmann::json::object(), fitted = nlohmann::json::object();
   for (const auto& [type, idx] : of_type) {
     const size_t G = t.layers[idx.front()].groups.size();
     std::vector<double> T(G + 1, t.full);
     for (size_t v = 1; v < variants.size(); ++v)
       if (what[v].first == type) T[static_cast<size_t>(what[v].second)] = t.full / recs[v].paired_speedup;
+    const std::vector<double> F = shape.fit_line ? fit_kept_line(T) : T;
     const double L = static_cast<double>(idx.size());
     for (auto i : idx)
-      for (size_t c = 0; c <= G; ++c) t.layers[i].cost.push_back((T[c] - T[0]) / L);
+      for (size_t c = 0; c <= G; ++c) t.layers[i].cost.push_back((F[c] - F[0]) / L);
     per_type[to_string(type)] = T;
+    fitted[to_string(type)] = F;
   }
   t.measured = {{"model_ms", per_type}, {"shape", shape.to_json()}, {"environment", bench_environment()}};
+  if (shape.fit_line) t.measured["model_ms_line"] = fitted;
   return t;
 }
 
@@ -357,6 +378,9 @@ nlohmann::json check_budget(TransformerImpl& unpruned, TransformerImpl& pruned, 
     out["predicted_share"] = predicted / plan.info.at("full").get<double>();
     out["measured_share"] = m.share;
     out["share_error"] = out["predicted_share"].get<double>() / m.share - 1.0;
+    // The unpruned model's time now over its time in the table: how far the machine's speed moved between
+    // the two (the part of `error` the shares, timed in the same rounds, do not see).
+    out["drift"] = m.a_ms / plan.info.at("full").get<double>() - 1.0;
     // A share of the model is checked as a share of the unpruned model timed beside it (the machine's
     // speed drifts between the table and this check); milliseconds as milliseconds.
     met = b.relative ? m.share <= b.value : m.b_ms <= b.value;

@@ -70,9 +70,10 @@ TEST_P(CountedCosts, PredictTheSizeOfThePrunedModel) {
     EXPECT_EQ(params.predict(kept), static_cast<double>(pruned->n_parameters()));
     EXPECT_EQ(counted_costs(*pruned, BudgetKind::Params, shape).full, params.predict(kept));
     EXPECT_EQ(counted_costs(*pruned, BudgetKind::Memory, shape).full, memory.predict(kept));
-    if (caches)
+    if (caches) {
       EXPECT_EQ(counted_costs(*pruned, BudgetKind::KvCache, shape).full,
                 counted_costs(*model, BudgetKind::KvCache, shape).predict(kept));
+    }
   }
   if (!caches) {
     EXPECT_NE(test::error_of([&] { counted_costs(*model, BudgetKind::KvCache, shape); }).find("no key/value cache"),
@@ -147,7 +148,9 @@ TEST(BudgetKnapsack, MatchesBruteForceAndEmptiesLayers) {
       for (const auto& g : t.layers[static_cast<size_t>(h.layer)].groups) {
         const bool gone = std::find(bp.plan.heads.begin(), bp.plan.heads.end(), HeadId{g.type, g.layer, g.head}) !=
                           bp.plan.heads.end();
-        if (!gone) EXPECT_GE(s.at(g), s.at(HeadId{h.type, h.layer, h.head}));
+        if (!gone) {
+          EXPECT_GE(s.at(g), s.at(HeadId{h.type, h.layer, h.head}));
+        }
       }
     int64_t removed = 0;
     for (size_t i = 0; i < 3; ++i) removed += H - bp.kept[i];
@@ -167,6 +170,53 @@ TEST(BudgetKnapsack, MatchesBruteForceAndEmptiesLayers) {
   int64_t emptied = 0;
   for (auto k : one.kept) emptied += k == 0;
   EXPECT_EQ(emptied, 2);
+}
+
+TEST(BudgetLatency, TheLineThroughTheTableKeepsTheEmptiedModelAndStopsTheKnapsackChasingADip) {
+  // A line stays a line; T[0] (every layer emptied) is never moved; short tables are returned as they are.
+  const std::vector<double> line = {40, 52, 55, 58, 61, 64};
+  EXPECT_EQ(fit_kept_line(line), line);
+  EXPECT_EQ(fit_kept_line({3, 5, 9}), (std::vector<double>{3, 5, 9}));
+  // Timing noise made c = 3 look cheap: the fit is the least-squares line through c = 1 .. 5.
+  const std::vector<double> noisy = {40, 52, 55, 53, 61, 64};
+  const auto f = fit_kept_line(noisy);
+  ASSERT_EQ(f.size(), noisy.size());
+  EXPECT_EQ(f[0], 40.0);
+  double sum = 0, sum_fit = 0;
+  for (size_t c = 1; c < f.size(); ++c) sum += noisy[c], sum_fit += f[c];
+  EXPECT_NEAR(sum_fit, sum, 1e-9);  // least squares with an intercept: the residuals sum to zero
+  for (size_t c = 2; c < f.size(); ++c) EXPECT_NEAR(f[c] - f[c - 1], f[2] - f[1], 1e-9);
+  EXPECT_NEAR(f[2] - f[1], 3.0, 1e-9);  // slope of (1,52) (2,55) (3,53) (4,61) (5,64)
+  // Two layers of five groups with equal importance and the room of both keeping the dip's count: on the
+  // measured table the knapsack keeps 3 and 3; on the line that costs more than the room, and it keeps
+  // all of one layer and empties the other.
+  ModelConfig cfg = tiny_config(Arch::DecoderLM);
+  cfg.n_decoder_layers = 2;
+  cfg.n_heads = 5;
+  cfg.d_model = 40;
+  cfg.decoder_self_heads.clear();
+  cfg.finalize();
+  auto model = test::make_model(cfg, 2);
+  CostTable t = counted_costs(*model, BudgetKind::Params, {});
+  ASSERT_EQ(t.layers.size(), 2u);
+  ASSERT_EQ(t.layers[0].groups.size(), 5u);
+  HeadScores s;
+  s.method = "test";
+  s.unit = ScoreUnit::KvGroup;
+  for (const auto& l : t.layers)
+    for (const auto& g : l.groups) s.scores[g] = 1.0;
+  auto kept_on = [&](const std::vector<double>& T) {
+    t.full = T.back();
+    for (auto& l : t.layers) {
+      l.cost.clear();
+      for (double x : T) l.cost.push_back((x - T[0]) / 2);
+    }
+    return plan_to_budget(t, s, cfg, noisy[3]).kept;  // the room of both layers at the dip
+  };
+  EXPECT_EQ(kept_on(noisy), (std::vector<int64_t>{3, 3}));
+  auto on_line = kept_on(f);
+  std::sort(on_line.begin(), on_line.end());
+  EXPECT_EQ(on_line, (std::vector<int64_t>{0, 5}));
 }
 
 TEST(BudgetLatency, TableHasEveryCountAndRefusesUnlikeLayers) {
@@ -194,6 +244,34 @@ TEST(BudgetLatency, TableHasEveryCountAndRefusesUnlikeLayers) {
   EXPECT_NE(test::error_of([&] { latency_costs(*pruned, shape); }).find("different numbers"), std::string::npos);
   model->set_head_mask({AttnType::DecoderSelf, 0, 1}, 0.0);
   EXPECT_NE(test::error_of([&] { latency_costs(*model, shape); }).find("masked heads"), std::string::npos);
+}
+
+TEST(BudgetCheck, LatencyCheckTimesBothModelsAndReportsTheDriftFromTheTable) {
+  auto model = test::make_model(test::Fam::Llama, 4);
+  BudgetShape shape;
+  shape.batch = 1;
+  shape.seq_len = 8;
+  shape.warmup = 1;
+  shape.reps = 3;
+  const auto t = latency_costs(*model, shape);
+  HeadScores s;
+  s.method = "test";
+  s.unit = ScoreUnit::KvGroup;
+  double x = 0;
+  for (const auto& l : t.layers)
+    for (const auto& g : l.groups) s.scores[g] = x += 1;
+  auto bp = plan_to_budget(t, s, model->config(), t.emptied() + 0.5 * (t.full - t.emptied()));
+  bp.plan.info["budget"] = parse_budget("latency=0.9x").to_json();
+  auto pruned = remove_heads(*model, bp.plan.heads);
+  const auto check = check_budget(*model, *pruned, bp.plan, shape);
+  const double unpruned = check.at("measured_unpruned").get<double>();
+  EXPECT_GT(unpruned, 0.0);
+  EXPECT_GT(check.at("measured").get<double>(), 0.0);
+  EXPECT_NEAR(check.at("drift").get<double>(), unpruned / t.full - 1.0, 1e-12);
+  EXPECT_NEAR(check.at("predicted_share").get<double>(), bp.predicted / t.full, 1e-12);
+  EXPECT_NEAR(check.at("share_error").get<double>(),
+              check.at("predicted_share").get<double>() / check.at("measured_share").get<double>() - 1.0, 1e-12);
+  EXPECT_EQ(check.at("met").get<bool>(), check.at("measured_share").get<double>() <= 0.9);
 }
 
 TEST(BudgetCheck, CountedBudgetsAreRecountedOnThePrunedModel) {
