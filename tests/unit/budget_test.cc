@@ -15,6 +15,26 @@
 namespace hp {
 namespace {
 
+// A latency table's shape that times in milliseconds: batch 1 x 8 tokens, one warm-up, three rounds.
+BudgetShape quick_shape() {
+  BudgetShape shape;
+  shape.batch = 1;
+  shape.seq_len = 8;
+  shape.warmup = 1;
+  shape.reps = 3;
+  return shape;
+}
+
+// A key/value group importance map over the table's groups, each group's score from `score()` in table order.
+HeadScores group_scores(const CostTable& t, const std::function<double()>& score) {
+  HeadScores s;
+  s.method = "test";
+  s.unit = ScoreUnit::KvGroup;
+  for (const auto& l : t.layers)
+    for (const auto& g : l.groups) s.scores[g] = score();
+  return s;
+}
+
 TEST(Budget, ParsesSharesAndUnits) {
   auto b = parse_budget("latency=0.7x");
   EXPECT_EQ(b.kind, BudgetKind::Latency);
@@ -114,11 +134,7 @@ TEST(BudgetKnapsack, MatchesBruteForceAndEmptiesLayers) {
       for (size_t c = 0; c <= l.groups.size(); ++c) l.cost[c] = c == 0 ? 0.0 : 1.0 + u(rng) + 0.1 * static_cast<double>(c);
     t.full = 2.0;
     for (const auto& l : t.layers) t.full += l.cost.back();
-    HeadScores s;
-    s.method = "test";
-    s.unit = ScoreUnit::KvGroup;
-    for (const auto& l : t.layers)
-      for (const auto& g : l.groups) s.scores[g] = u(rng);
+    const HeadScores s = group_scores(t, [&] { return u(rng); });
     const double limit = t.emptied() + u(rng) * (t.full - t.emptied());
     const auto bp = plan_to_budget(t, s, cfg, limit);
     EXPECT_LE(bp.predicted, limit);
@@ -158,11 +174,7 @@ TEST(BudgetKnapsack, MatchesBruteForceAndEmptiesLayers) {
   }
   // A limit below every layer emptied says the least this model can cost.
   CostTable t = counted_costs(*model, BudgetKind::Params, {});
-  HeadScores s;
-  s.method = "test";
-  s.unit = ScoreUnit::KvGroup;
-  for (const auto& l : t.layers)
-    for (const auto& g : l.groups) s.scores[g] = 1.0;
+  const HeadScores s = group_scores(t, [] { return 1.0; });
   EXPECT_NE(test::error_of([&] { plan_to_budget(t, s, cfg, t.emptied() - 1); }).find("every attention layer emptied"),
             std::string::npos);
   // With a limit that leaves room for one layer only, the other two are emptied whole.
@@ -200,11 +212,7 @@ TEST(BudgetLatency, TheLineThroughTheTableKeepsTheEmptiedModelAndStopsTheKnapsac
   CostTable t = counted_costs(*model, BudgetKind::Params, {});
   ASSERT_EQ(t.layers.size(), 2u);
   ASSERT_EQ(t.layers[0].groups.size(), 5u);
-  HeadScores s;
-  s.method = "test";
-  s.unit = ScoreUnit::KvGroup;
-  for (const auto& l : t.layers)
-    for (const auto& g : l.groups) s.scores[g] = 1.0;
+  const HeadScores s = group_scores(t, [] { return 1.0; });
   auto kept_on = [&](const std::vector<double>& T) {
     t.full = T.back();
     for (auto& l : t.layers) {
@@ -225,11 +233,7 @@ TEST(BudgetLatency, TableHasEveryCountAndRefusesUnlikeLayers) {
   cfg.decoder_self_heads.clear();
   cfg.finalize();
   auto model = test::make_model(cfg, 2);
-  BudgetShape shape;
-  shape.batch = 1;
-  shape.seq_len = 8;
-  shape.warmup = 1;
-  shape.reps = 3;
+  const BudgetShape shape = quick_shape();
   const auto t = latency_costs(*model, shape);
   ASSERT_EQ(t.layers.size(), 2u);
   for (const auto& l : t.layers) {
@@ -248,18 +252,10 @@ TEST(BudgetLatency, TableHasEveryCountAndRefusesUnlikeLayers) {
 
 TEST(BudgetCheck, LatencyCheckTimesBothModelsAndReportsTheDriftFromTheTable) {
   auto model = test::make_model(test::Fam::Llama, 4);
-  BudgetShape shape;
-  shape.batch = 1;
-  shape.seq_len = 8;
-  shape.warmup = 1;
-  shape.reps = 3;
+  const BudgetShape shape = quick_shape();
   const auto t = latency_costs(*model, shape);
-  HeadScores s;
-  s.method = "test";
-  s.unit = ScoreUnit::KvGroup;
   double x = 0;
-  for (const auto& l : t.layers)
-    for (const auto& g : l.groups) s.scores[g] = x += 1;
+  const HeadScores s = group_scores(t, [&] { return x += 1; });
   auto bp = plan_to_budget(t, s, model->config(), t.emptied() + 0.5 * (t.full - t.emptied()));
   bp.plan.info["budget"] = parse_budget("latency=0.9x").to_json();
   auto pruned = remove_heads(*model, bp.plan.heads);
@@ -277,12 +273,8 @@ TEST(BudgetCheck, LatencyCheckTimesBothModelsAndReportsTheDriftFromTheTable) {
 TEST(BudgetCheck, CountedBudgetsAreRecountedOnThePrunedModel) {
   auto model = test::make_model(test::Fam::Llama, 4);
   const auto t = counted_costs(*model, BudgetKind::Params, {});
-  HeadScores s;
-  s.method = "test";
-  s.unit = ScoreUnit::KvGroup;
   double x = 0;
-  for (const auto& l : t.layers)
-    for (const auto& g : l.groups) s.scores[g] = x += 1;
+  const HeadScores s = group_scores(t, [&] { return x += 1; });
   auto bp = plan_to_budget(t, s, model->config(), 0.8 * t.full);
   bp.plan.info["budget"] = parse_budget("params=0.8x").to_json();
   auto pruned = remove_heads(*model, bp.plan.heads);
