@@ -111,14 +111,22 @@ BlasKernels inspect_blas_kernels() {
   return k;
 }
 
-void use_best_blas_kernels(char** argv) {
-  if (env("HP_BLAS_AUTO") == "0") return;
+bool choose_blas_kernels() {
+  if (env("HP_BLAS_AUTO") == "0") return false;
   const BlasKernels k = inspect_blas_kernels();
-  if (!k.should_switch()) return;
-  if (::setenv("OPENBLAS_CORETYPE", k.recommended.c_str(), 1) != 0 ||
-      ::setenv("HP_BLAS_CHOSEN_TO", k.recommended.c_str(), 1) != 0 ||
-      ::setenv("HP_BLAS_CHOSEN_FROM", k.loaded.c_str(), 1) != 0)
-    return;
+  if (!k.should_switch()) return false;
+  if (::setenv("OPENBLAS_CORETYPE", k.recommended.c_str(), 1) == 0 &&
+      ::setenv("HP_BLAS_CHOSEN_TO", k.recommended.c_str(), 1) == 0 &&
+      ::setenv("HP_BLAS_CHOSEN_FROM", k.loaded.c_str(), 1) == 0)
+    return true;
+  ::unsetenv("OPENBLAS_CORETYPE");
+  ::unsetenv("HP_BLAS_CHOSEN_TO");
+  ::unsetenv("HP_BLAS_CHOSEN_FROM");
+  return false;
+}
+
+void use_best_blas_kernels(char** argv) {
+  if (!choose_blas_kernels()) return;
   ::execv("/proc/self/exe", argv);
   // exec failed (no /proc?): go on with the kernels we have, and do not pretend otherwise.
   ::unsetenv("OPENBLAS_CORETYPE");

@@ -5,7 +5,10 @@
 // gets a generic set: on a 2-core Intel Xeon with AVX-512 (family 6, model 207) that is Prescott
 // (SSE3), a fifth of the machine's GEMM speed. The variable is read only once, when the library
 // loads, which happens before main() of any program linked with LibTorch; so a program that wants
-// other kernels has to start again with the variable set. use_best_blas_kernels() does that.
+// other kernels has to start again with the variable set. The `headprune` command is therefore a small
+// launcher (cli/start.cc) that links no LibTorch: it loads OpenBLAS alone, sets the variable with
+// choose_blas_kernels() and starts the program (headprune-core) once. use_best_blas_kernels() is the
+// fallback for a program started directly: it restarts itself.
 //
 // A user's own OPENBLAS_CORETYPE always wins: nothing here changes it.
 #pragma once
@@ -32,6 +35,13 @@ BlasKernels inspect_blas_kernels();
 // a core below the CPU's level is replaced by the best set of that level (avx512 -> SkylakeX,
 // avx2 -> Haswell, avx -> Sandybridge); a core at the CPU's level is kept. Exposed for tests.
 std::string recommended_blas_core(const std::string& loaded, const std::string& cpu_level);
+
+// When OPENBLAS_CORETYPE is unset, HP_BLAS_AUTO is not 0 and the loaded OpenBLAS runs kernels below
+// what the CPU supports: sets OPENBLAS_CORETYPE to the recommended set (and HP_BLAS_CHOSEN_TO and
+// HP_BLAS_CHOSEN_FROM, so the program started next reports the choice) and returns true. Otherwise
+// changes nothing and returns false. A program started after it, with this environment, loads
+// OpenBLAS with the better kernels.
+bool choose_blas_kernels();
 
 // Call first thing in main(), before any thread starts. When OPENBLAS_CORETYPE is unset and OpenBLAS
 // runs kernels below what the CPU supports, sets OPENBLAS_CORETYPE to the recommended set (and
