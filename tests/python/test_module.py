@@ -118,6 +118,9 @@ def test_errors_carry_the_library_message(tmp_path, cli, tiny):
         headprune.importance(tiny, methods=["nope"], progress=False)
     with pytest.raises(ValueError, match="argument 'beam'"):
         headprune.importance(tiny, methods=["magnitude"], beam=0, progress=False)
+    with pytest.raises(ValueError, match="budget_shape field 'table': expected \"linear\" or \"measured\""):
+        headprune.plan(tiny, {"synthetic_examples": 8}, budget="latency=0.9x", budget_shape={"table": "sideways"},
+                       progress=False)
     # A job that writes into a temporary directory of its own (out=None) removes it when it fails.
     scratch = lambda: sorted(p.name for p in Path(tempfile.gettempdir()).glob("headprune-prune-*"))
     before = scratch()
