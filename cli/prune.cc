@@ -32,11 +32,7 @@ void add_budget_options(CLI::App* sub, PlanSpec& plan) {
       ->check(real_range(0, 0.5))
       ->capture_default_str();
   add_parsed(
-      sub, "--budget-table", plan.budget_shape.fit_line,
-      [](const std::string& s) {
-        if (s != "linear" && s != "measured") throw std::invalid_argument("expected linear or measured, got '" + s + "'");
-        return s == "linear";
-      },
+      sub, "--budget-table", plan.budget_shape.fit_line, parse_budget_table,
       "budget, latency: plan from each layer type's times on their least-squares line in the heads kept (linear, "
       "default) or from the times as measured",
       "linear");

@@ -228,10 +228,11 @@ void budget_shape(const JsonFields& g, BudgetShape& b) {
   b.warmup = int_at_least(g, "warmup", b.warmup, 0);
   b.reps = int_at_least(g, "reps", b.reps, 1);
   b.margin = number_in(g, "margin", b.margin, 0, 0.5);
-  const std::string table = g.opt_str("table", b.fit_line ? "linear" : "measured");
-  if (table != "linear" && table != "measured")
-    throw std::invalid_argument("budget_shape field 'table': expected \"linear\" or \"measured\", got \"" + table + "\"");
-  b.fit_line = table == "linear";
+  try {
+    b.fit_line = parse_budget_table(g.opt_str("table", budget_table_name(b.fit_line)));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("budget_shape field 'table': ") + e.what());
+  }
 }
 
 // PlanSpec (prune/strategy.h) by field name; the strategy, when not named, follows from what is given

@@ -31,8 +31,16 @@ nlohmann::json Budget::to_json() const {
 
 nlohmann::json BudgetShape::to_json() const {
   return {{"batch", batch}, {"seq_len", seq_len}, {"context", context}, {"warmup", warmup},
-          {"reps", reps},   {"margin", margin},   {"table", fit_line ? "linear" : "measured"}};
+          {"reps", reps},   {"margin", margin},   {"table", budget_table_name(fit_line)}};
 }
+
+bool parse_budget_table(const std::string& name) {
+  if (name != "linear" && name != "measured")
+    throw std::invalid_argument("expected \"linear\" or \"measured\", got \"" + name + "\"");
+  return name == "linear";
+}
+
+const char* budget_table_name(bool fit_line) { return fit_line ? "linear" : "measured"; }
 
 std::vector<double> fit_kept_line(const std::vector<double>& T) {
   const size_t G = T.empty() ? 0 : T.size() - 1;

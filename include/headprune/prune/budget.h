@@ -69,6 +69,10 @@ struct BudgetShape {
 // Why: the knapsack picks the counts whose measured time came out low, so a noisy table's prediction
 // is biased low (bench/budget.sh: shares 2-3 % under the measurement).
 std::vector<double> fit_kept_line(const std::vector<double>& T);
+// BudgetShape::fit_line by name, one spelling for the CLI, the Python module and the JSON: "linear" or
+// "measured"; any other name is std::invalid_argument saying so.
+bool parse_budget_table(const std::string& name);
+const char* budget_table_name(bool fit_line);
 
 struct LayerCost {
   AttnType type = AttnType::EncoderSelf;
