@@ -183,6 +183,13 @@ const MultiHeadAttentionImpl::Fused& MultiHeadAttentionImpl::fused(Fused& f, std
   return f;
 }
 
+std::vector<torch::Tensor> MultiHeadAttentionImpl::derived_weights() const {
+  std::vector<torch::Tensor> out;
+  for (const Fused* f : {&qkv_, &kv_, &open_o_})
+    if (f->weight.defined()) out.push_back(f->weight);
+  return out;
+}
+
 bool MultiHeadAttentionImpl::all_unmasked() {
   auto s = stamp(head_mask);
   if (s != mask_stamp_) {

@@ -70,6 +70,35 @@ TEST(InferencePath, FusedWeightsFollowInPlaceChangesAndReloads) {
   EXPECT_TRUE(m->attention(AttnType::EncoderSelf, 0).q_proj->weight.grad().defined());
 }
 
+TEST(InferencePath, DerivedWeightsAreNormalTensorsEvenUnderInferenceMode) {
+  // An inference tensor would be refused by the packed-weight cache (util/gemm.h) and send every
+  // product with it to OpenBLAS unpacked: the fused Q/K/V and K/V matrices and the open heads'
+  // o_proj columns are made as normal tensors, without gradients, whatever mode the forward runs in.
+  for (Arch arch : {Arch::EncoderClassifier, Arch::EncoderDecoder}) {
+    auto m = test::make_model(arch);
+    auto b = test::make_batch(m->config());
+    const auto types = m->config().attn_types();
+    m->set_head_mask({types.front(), 0, 1}, 0.0);  // one masked head: its layer selects o_proj columns
+    inference_path(m, b);
+    size_t derived = 0, fused_qkv = 0, open_o = 0;
+    for (const auto t : types)
+      for (int64_t l = 0; l < m->config().n_layers(t); ++l) {
+        auto& att = m->attention(t, l);
+        for (const auto& w : att.derived_weights()) {
+          ++derived;
+          EXPECT_FALSE(w.is_inference()) << to_string(t) << " layer " << l;
+          EXPECT_FALSE(w.requires_grad()) << to_string(t) << " layer " << l;
+          const auto rows = w.size(0), C = att.o_proj->weight.size(0);
+          if (rows == att.q_proj->weight.size(0) + att.k_proj->weight.size(0) + att.v_proj->weight.size(0)) ++fused_qkv;
+          if (rows == C && w.size(1) < att.o_proj->weight.size(1)) ++open_o;
+        }
+      }
+    EXPECT_GE(fused_qkv, 1u) << to_string(arch) << ": no fused Q/K/V matrix was built";
+    EXPECT_EQ(open_o, 1u) << to_string(arch) << ": the masked layer's o_proj columns";
+    EXPECT_GE(derived, fused_qkv + open_o);
+  }
+}
+
 TEST(Precision, ParsesNamesAndRejectsOthers) {
   EXPECT_EQ(parse_precision("bf16"), Precision::BFloat16);
   EXPECT_EQ(parse_precision("int8"), Precision::Int8);

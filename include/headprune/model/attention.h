@@ -75,6 +75,9 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   std::function<void(const torch::Tensor& residual, const torch::Tensor& output)> on_output;
   // Switch for benchmarks: false keeps the inference path's projections in separate GEMMs.
   bool fuse_projections = true;
+  // The weights the inference path has derived from the projections' so far (the concatenated Q/K/V
+  // and K/V matrices, the open heads' o_proj columns): for tests.
+  std::vector<torch::Tensor> derived_weights() const;
 
  private:
   struct Fused {
