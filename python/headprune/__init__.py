@@ -24,16 +24,31 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-import torch  # first: the extension's tensor conversions need torch's Python types
+from . import _blas
 
-from . import _headprune as _C
+
+def _choose_blas_kernels() -> None:
+    """OpenBLAS reads OPENBLAS_CORETYPE once, when it loads (with torch, next). On a CPU it does not
+    know it picks slow generic kernels; the CLI's launcher then starts its program with better ones,
+    and this does the same for this process (util/blas.h): the choice is made in a child process and
+    set here before torch loads OpenBLAS. A user's own OPENBLAS_CORETYPE wins; HP_BLAS_AUTO=0 turns
+    it off; nothing can be chosen once torch was imported (blas_kernels() then says what runs)."""
+    for name, value in _blas.choice_for_later_load().items():
+        os.environ[name] = value
+
+
+_choose_blas_kernels()
+
+import torch  # noqa: E402  (first of the two: the extension's tensor conversions need torch's Python types)
+
+from . import _headprune as _C  # noqa: E402
 
 __version__: str = _C.version
 
 __all__ = [
     "Model", "load", "info", "init", "train", "importance", "plan", "prune", "gates", "bench", "export",
     "Importance", "ImportanceMap", "Plan", "Result", "PruneResult", "GatesResult", "BenchResult", "TrainResult",
-    "set_log_level", "__version__",
+    "set_log_level", "blas_kernels", "__version__",
 ]
 
 _log = logging.getLogger("headprune")
@@ -41,6 +56,13 @@ _log = logging.getLogger("headprune")
 HeadKey = Tuple[str, int, int]  # (attention type, layer, original head id)
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Union[bool, None, Callable[[str, int, int, str, str], Any]]
+
+
+def blas_kernels() -> Dict[str, Any]:
+    """Which OpenBLAS kernels this process runs and why: openblas, loaded (e.g. "SkylakeX"),
+    cpu_level, recommended, user_setting, chosen_from (the set OpenBLAS had picked, when headprune
+    chose another) and reason, the sentence the CLI's [blas] log line and bench environments give."""
+    return dict(_blas.kernels())
 
 
 def set_log_level(level: str) -> None:

@@ -14,6 +14,7 @@ Device = Union[str, torch.device, None]
 Target = Union[None, int, float, str]
 
 def set_log_level(level: str) -> None: ...
+def blas_kernels() -> Dict[str, Any]: ...
 
 class Model:
     @property

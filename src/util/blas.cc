@@ -2,10 +2,17 @@
 #include "headprune/util/blas.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <map>
+#include <sstream>
 
 namespace hp {
 
@@ -68,6 +75,24 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
+// The Debian BLAS alternative LibTorch links, when this process has loaded it (not loading it).
+void* loaded_blas() { return ::dlopen("libblas.so.3", RTLD_NOW | RTLD_NOLOAD); }
+
+// OpenBLAS's corename function: in the global scope (a program linked with LibTorch, the launcher), or
+// in libblas.so.3 loaded as a dependency of a library opened with RTLD_LOCAL (Python's extensions),
+// which a global lookup does not see.
+using StrFn = char* (*)();
+StrFn openblas_corename() {
+  if (void* f = ::dlsym(RTLD_DEFAULT, "openblas_get_corename")) return reinterpret_cast<StrFn>(f);
+  void* h = loaded_blas();
+  if (!h) return nullptr;
+  void* f = ::dlsym(h, "openblas_get_corename");
+  ::dlclose(h);  // RTLD_NOLOAD took a reference; the library stays loaded
+  return reinterpret_cast<StrFn>(f);
+}
+
+constexpr const char* kChoiceVars[] = {"OPENBLAS_CORETYPE", "HP_BLAS_CHOSEN_TO", "HP_BLAS_CHOSEN_FROM"};
+
 }  // namespace
 
 std::string recommended_blas_core(const std::string& loaded, const std::string& cpu) {
@@ -78,8 +103,7 @@ std::string recommended_blas_core(const std::string& loaded, const std::string& 
 
 BlasKernels inspect_blas_kernels() {
   BlasKernels k;
-  using StrFn = char* (*)();
-  auto core = reinterpret_cast<StrFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const StrFn core = openblas_corename();
   k.cpu_level = level_name(cpu_level());
   const std::string var = env("OPENBLAS_CORETYPE"), chosen_to = env("HP_BLAS_CHOSEN_TO");
   if (!var.empty() && var == chosen_to) {
@@ -106,7 +130,8 @@ BlasKernels inspect_blas_kernels() {
     k.reason = "OpenBLAS runs " + k.loaded + " kernels, its own choice for this CPU (" + k.cpu_level + ")";
   } else {
     k.reason = "OpenBLAS runs " + k.loaded + " kernels on a CPU with " + k.cpu_level + "; " + better +
-               " would be faster (set OPENBLAS_CORETYPE=" + better + ", or call use_best_blas_kernels first in main)";
+               " would be faster (set OPENBLAS_CORETYPE=" + better + " before the program starts; in Python, import " +
+               "headprune before torch)";
   }
   return k;
 }
@@ -119,9 +144,7 @@ bool choose_blas_kernels() {
       ::setenv("HP_BLAS_CHOSEN_TO", k.recommended.c_str(), 1) == 0 &&
       ::setenv("HP_BLAS_CHOSEN_FROM", k.loaded.c_str(), 1) == 0)
     return true;
-  ::unsetenv("OPENBLAS_CORETYPE");
-  ::unsetenv("HP_BLAS_CHOSEN_TO");
-  ::unsetenv("HP_BLAS_CHOSEN_FROM");
+  for (const char* v : kChoiceVars) ::unsetenv(v);
   return false;
 }
 
@@ -129,9 +152,79 @@ void use_best_blas_kernels(char** argv) {
   if (!choose_blas_kernels()) return;
   ::execv("/proc/self/exe", argv);
   // exec failed (no /proc?): go on with the kernels we have, and do not pretend otherwise.
-  ::unsetenv("OPENBLAS_CORETYPE");
-  ::unsetenv("HP_BLAS_CHOSEN_TO");
-  ::unsetenv("HP_BLAS_CHOSEN_FROM");
+  for (const char* v : kChoiceVars) ::unsetenv(v);
+}
+
+namespace {
+
+// The child of blas_choice_for_later_load: loads OpenBLAS, chooses, writes "NAME=value" lines, exits.
+[[noreturn]] void choose_in_child(int fd) {
+  std::string out;
+  if (::dlopen("libblas.so.3", RTLD_NOW | RTLD_GLOBAL) != nullptr && choose_blas_kernels())
+    for (const char* v : kChoiceVars) out += std::string(v) + "=" + env(v) + "\n";
+  for (size_t at = 0; at < out.size();) {
+    const ssize_t n = ::write(fd, out.data() + at, out.size() - at);
+    if (n <= 0) break;
+    at += static_cast<size_t>(n);
+  }
+  ::_exit(0);
+}
+
+// What the child wrote, until it closes its end or the deadline passes ("" then, and *late = true).
+std::string read_until_closed(int fd, std::chrono::milliseconds limit, bool* late) {
+  std::string got;
+  const auto end = std::chrono::steady_clock::now() + limit;
+  char buf[256];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
+      *late = true;
+      return "";
+    }
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> blas_choice_for_later_load() {
+  std::vector<std::pair<std::string, std::string>> vars;
+  if (env("HP_BLAS_AUTO") == "0") return vars;
+  if (void* h = loaded_blas()) {  // too late: its kernels are chosen (inspect_blas_kernels says which)
+    ::dlclose(h);
+    return vars;
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return vars;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    choose_in_child(fds[1]);
+  }
+  ::close(fds[1]);
+  if (pid < 0) {
+    ::close(fds[0]);
+    return vars;
+  }
+  // A process with other threads may have forked while one of them held a lock the child needs
+  // (the loader's, malloc's): the child is then given up on, and nothing is chosen.
+  bool late = false;
+  const std::string got = read_until_closed(fds[0], std::chrono::seconds(10), &late);
+  ::close(fds[0]);
+  if (late) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::istringstream lines(got);
+  for (std::string line; std::getline(lines, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos && eq > 0) vars.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+  }
+  return vars;
 }
 
 }  // namespace hp

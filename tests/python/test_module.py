@@ -4,7 +4,10 @@ logits; errors carry the library's message; tensors from forward outlive the mod
 ```python block of docs/python.md (and of README.md's "Python" section) runs, in order."""
 import gc
 import json
+import os
 import re
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -166,6 +169,43 @@ def test_progress_callback_and_interrupt(tiny):
 
     with pytest.raises(KeyboardInterrupt):
         headprune.importance(tiny, {"synthetic_examples": 16}, methods=["gradient"], progress=stop)
+
+
+def kernels_in_new_python(code: str, **env_vars: str) -> dict:
+    """headprune.blas_kernels() of a new interpreter that runs `code` (which imports headprune)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENBLAS_", "HP_BLAS_"))}
+    env.update(PYTHONPATH=str(PYTHONPATH), **env_vars)
+    r = subprocess.run([sys.executable, "-c", code + "; import json; print(json.dumps(headprune.blas_kernels()))"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_import_chooses_the_openblas_kernels_the_cli_would():
+    # HP_BLAS_TREAT_AS_DETECTED=1: a preset Prescott stands for OpenBLAS's own generic pick (as in the
+    # e2e_blas_kernels test), so that the choice is tested on any CPU.
+    generic = {"OPENBLAS_CORETYPE": "Prescott", "HP_BLAS_TREAT_AS_DETECTED": "1"}
+    k = kernels_in_new_python("import headprune", **generic)
+    if not k["openblas"]:
+        pytest.skip(k["reason"])
+    better = k["cpu_level"] in ("avx", "avx2", "avx512")
+    if better:  # chosen in a child process, set before torch loaded OpenBLAS
+        assert k["loaded"] == k["recommended"] != "Prescott", k
+        assert k["chosen_from"] == "Prescott" and "chosen by headprune" in k["reason"], k
+    else:
+        assert k["loaded"] == "Prescott", k
+    # torch first: too late to choose; the reason says so and how to do better.
+    late = kernels_in_new_python("import torch, headprune", **generic)
+    assert late["loaded"] == "Prescott" and late["chosen_from"] == "", late
+    if better:
+        assert "import headprune before torch" in late["reason"], late
+    # Turned off.
+    off = kernels_in_new_python("import headprune", **generic, HP_BLAS_AUTO="0")
+    assert off["loaded"] == "Prescott", off
+    # A user's own setting wins.
+    if k["cpu_level"] in ("avx2", "avx512"):
+        own = kernels_in_new_python("import headprune", OPENBLAS_CORETYPE="Haswell")
+        assert own["loaded"] == "Haswell" and own["user_setting"] == "Haswell", own
 
 
 def python_blocks(text: str):

@@ -8,12 +8,15 @@
 // other kernels has to start again with the variable set. The `headprune` command is therefore a small
 // launcher (cli/start.cc) that links no LibTorch: it loads OpenBLAS alone, sets the variable with
 // choose_blas_kernels() and starts the program (headprune-core) once. use_best_blas_kernels() is the
-// fallback for a program started directly: it restarts itself.
+// fallback for a program started directly: it restarts itself. The Python module, which can do neither,
+// makes the choice in a child process when it is imported before torch (blas_choice_for_later_load).
 //
 // A user's own OPENBLAS_CORETYPE always wins: nothing here changes it.
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace hp {
 
@@ -49,5 +52,12 @@ bool choose_blas_kernels();
 // so OpenBLAS loads with the better kernels. Returns when there is nothing to do, when HP_BLAS_AUTO=0,
 // or when the re-execution fails (the program then goes on with the kernels it has).
 void use_best_blas_kernels(char** argv);
+
+// For a process that cannot restart and has not loaded OpenBLAS yet (a Python session before torch is
+// imported): loads OpenBLAS in a short-lived child process (fork), makes choose_blas_kernels()'s choice
+// there and returns the variables it set, name and value, for the caller to set before OpenBLAS loads.
+// Empty when there is nothing to choose, when HP_BLAS_AUTO=0, when this process has loaded OpenBLAS
+// already (too late), or when the child fails or takes over 10 s.
+std::vector<std::pair<std::string, std::string>> blas_choice_for_later_load();
 
 }  // namespace hp
