@@ -40,6 +40,11 @@ void register_eval(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   bs->add_option("--reps", b->bench.reps, "timed repetitions per model and shape")->check(at_least(1))->capture_default_str();
   bs->add_option("--warmup", b->bench.warmup, "untimed repetitions first")->check(at_least(0))->capture_default_str();
+  bs->add_option("--min-time", b->bench.min_seconds,
+                 "time every model for at least this many seconds per shape (more repetitions than --reps where "
+                 "needed; 0: exactly --reps)")
+      ->check(real_range(0, 3600))
+      ->capture_default_str();
   add_parsed_list(bs, "--precision", b->precisions, parse_precision,
                   "fp32, bf16 and/or int8 (dynamic int8 linear layers): each checkpoint runs in each", "[fp32]");
   bs->add_flag("--textbook", b->textbook,

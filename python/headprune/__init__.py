@@ -861,7 +861,7 @@ def gates(model: Union[Model, PathLike], data: Any = None, *, method: Optional[s
 
 def bench(*models: Union[Model, PathLike], batch_sizes: Optional[Sequence[int]] = None,
           seq_lens: Optional[Sequence[int]] = None, warmup: Optional[int] = None, reps: Optional[int] = None,
-          precisions: Optional[Sequence[str]] = None, textbook: bool = False, json_path: Optional[PathLike] = None,
+          min_seconds: Optional[float] = None, precisions: Optional[Sequence[str]] = None, textbook: bool = False, json_path: Optional[PathLike] = None,
           train: bool = False, gemm_probe: Optional[bool] = None, generation: bool = False,
           new_tokens: Optional[int] = None, decode_after: Optional[int] = None, save_io: Optional[PathLike] = None,
           profile: Optional[PathLike] = None, progress: Progress = True, device: Any = None,
@@ -874,7 +874,7 @@ def bench(*models: Union[Model, PathLike], batch_sizes: Optional[Sequence[int]] 
                   json_path=None if json_path is None else os.fspath(json_path),
                   batch_sizes=None if batch_sizes is None else [int(b) for b in batch_sizes],
                   seq_lens=None if seq_lens is None else [int(s) for s in seq_lens], warmup=warmup, reps=reps,
-                  train=train, gemm_probe=gemm_probe, generation=generation, new_tokens=new_tokens,
+                  min_seconds=min_seconds, train=train, gemm_probe=gemm_probe, generation=generation, new_tokens=new_tokens,
                   decode_after=decode_after, io_path=None if save_io is None else os.fspath(save_io),
                   profile_path=None if profile is None else os.fspath(profile))
     j, text = _run(_C.run_bench, json.dumps(req), rt, progress=progress)

@@ -138,7 +138,7 @@ def gates(model: Union[Model, PathLike], data: Any = ..., *, method: Optional[st
 
 def bench(*models: Union[Model, PathLike], batch_sizes: Optional[Sequence[int]] = ...,
           seq_lens: Optional[Sequence[int]] = ..., warmup: Optional[int] = ..., reps: Optional[int] = ...,
-          precisions: Optional[Sequence[str]] = ..., textbook: bool = ..., json_path: Optional[PathLike] = ...,
+          min_seconds: Optional[float] = ..., precisions: Optional[Sequence[str]] = ..., textbook: bool = ..., json_path: Optional[PathLike] = ...,
           train: bool = ..., gemm_probe: Optional[bool] = ..., generation: bool = ..., new_tokens: Optional[int] = ...,
           decode_after: Optional[int] = ..., save_io: Optional[PathLike] = ..., profile: Optional[PathLike] = ...,
           progress: Progress = ..., device: Device = ..., dtype: Optional[str] = ..., seed: int = ...,

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -89,6 +90,7 @@ nlohmann::json BenchRecord::to_json() const {
           {"batch", batch},
           {"seq_len", seq_len},
           {"new_tokens", new_tokens},
+          {"reps", reps},
           {"kv_cache_bytes", kv_cache_bytes},
           {"median_ms", median_ms},
           {"p10_ms", p10_ms},
@@ -171,6 +173,8 @@ void check_generation(const BenchModel& m, const BenchOptions& opts) {
 void prepare_models(std::vector<BenchModel>& models, const BenchOptions& opts) {
   if (models.empty()) throw std::invalid_argument("bench: no models");
   if (opts.reps < 1 || opts.warmup < 0) throw std::invalid_argument("bench: reps must be >= 1 and warmup >= 0");
+  if (!(opts.min_seconds >= 0) || opts.min_seconds > 3600)
+    throw std::invalid_argument("bench: the least time per model must be between 0 and 3600 seconds");
   for (auto b : opts.batch_sizes)
     if (b < 1) throw std::invalid_argument("bench: batch sizes must be >= 1");
   for (auto& m : models) {
@@ -239,6 +243,15 @@ double run_once(BenchModel& m, const Batch& in, Workload w, const BenchOptions& 
   return ms;
 }
 
+// The timed rounds for BenchOptions::min_seconds, from one round's times (ms) per model: enough for its
+// fastest model, never fewer than opts.reps nor more than a million.
+int64_t rounds_for_min_time(const std::vector<double>& round_ms, const BenchOptions& opts) {
+  double fastest = round_ms.front();
+  for (double v : round_ms) fastest = std::min(fastest, v);
+  const double want = std::ceil(1000.0 * opts.min_seconds / std::max(fastest, 1e-3));
+  return std::max(opts.reps, static_cast<int64_t>(std::min(want, 1e6)));
+}
+
 // Runs every model on the same inputs at batch b x length t, round by round; starts the profiler
 // (when asked) at the first timed round, and on the first shape writes the first model's inputs and
 // logits (--save-io).
@@ -250,11 +263,14 @@ ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts,
     inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
   ShapeTimes times{std::vector<std::vector<double>>(models.size()), std::vector<int64_t>(models.size(), 0),
                    std::vector<int64_t>(models.size(), 0)};
-  for (int64_t r = 0; r < opts.warmup + opts.reps; ++r) {
+  int64_t reps = opts.reps;
+  std::vector<double> round_ms(models.size());
+  for (int64_t r = 0; r < opts.warmup + reps; ++r) {
     if (r == opts.warmup && !opts.profile_path.empty() && !profile) profile.emplace(trace);
     for (size_t i = 0; i < models.size(); ++i) {
       torch::Tensor logits;
       const double e = run_once(models[i], inputs[i], w, opts, logits, &times.kv_bytes[i]);
+      round_ms[i] = e;
       const auto device = inputs[i].input_ids.device();
       if (r >= opts.warmup) times.ms[i].push_back(e);
       times.device_peak[i] = std::max(times.device_peak[i], compat::peak_memory_bytes(device));
@@ -265,6 +281,8 @@ ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts,
                                                  {"logits", logits.to(torch::kCPU, torch::kFloat).contiguous()}},
                                                 {{"format", kBenchIoFormat}}));
     }
+    // The last warm-up round (or the first timed one, without warm-up) sets the rounds for min_seconds.
+    if (opts.min_seconds > 0 && r == std::max<int64_t>(opts.warmup, 1) - 1) reps = rounds_for_min_time(round_ms, opts);
   }
   return times;
 }
@@ -284,6 +302,7 @@ void add_records(std::vector<BenchModel>& models, const BenchOptions& opts, int6
     rec.seq_len = t;
     rec.new_tokens = w == Workload::Decode ? opts.new_tokens : 0;
     rec.kv_cache_bytes = times.kv_bytes[i];
+    rec.reps = static_cast<int64_t>(ms[i].size());
     rec.median_ms = quantile(ms[i], 0.5);
     rec.p10_ms = quantile(ms[i], 0.1);
     rec.p90_ms = quantile(ms[i], 0.9);

@@ -1,6 +1,9 @@
 // Whole-model benchmarks: the FLOP count against a hand count, and the side-by-side records.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "headprune/eval/benchmark.h"
 #include "headprune/model/remove_heads.h"
 #include "test_util.h"
@@ -70,6 +73,49 @@ TEST(BenchModels, RecordsEveryModelAndShapeWithSpeedupsAgainstTheFirst) {
   EXPECT_EQ(runs, o.warmup + o.reps);
   EXPECT_EQ(r2[1].heads, 24);
   o.seq_lens = {100000};
+  EXPECT_THROW(bench_models(models, o), std::invalid_argument);
+}
+
+TEST(BenchModels, ALeastTimePerModelAddsRoundsForTheFastestModel) {
+  auto full = test::make_model(Arch::EncoderClassifier);
+  // Two stand-ins of known speed: 4 and 12 ms a run.
+  std::vector<BenchModel> models = {{"fast", full}, {"slow", full}};
+  int64_t runs = 0;
+  const auto sleeper = [&](int ms) {
+    return [&runs, ms, full](const Batch& b) mutable {
+      ++runs;
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      return full->forward(b).logits;
+    };
+  };
+  models[0].run = sleeper(4);
+  models[1].run = sleeper(12);
+  BenchOptions o;
+  o.batch_sizes = {1};
+  o.seq_lens = {4};
+  o.warmup = 1;
+  o.reps = 2;
+  o.gemm_probe = false;
+  o.min_seconds = 0.1;  // 100 ms: about 25 rounds of the faster model, so the slower gets 300 ms
+  const auto recs = bench_models(models, o);
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].reps, recs[1].reps) << "the models are timed in the same rounds";
+  EXPECT_GT(recs[0].reps, o.reps);
+  // Rounds set from the warm-up round's time: the faster model is timed for about the 100 ms asked for
+  // (about 20 rounds here; fewer under a sanitizer, whose forward passes are slower).
+  const double fast_ms = static_cast<double>(recs[0].reps) * recs[0].median_ms;
+  EXPECT_GE(fast_ms, 50.0);
+  EXPECT_LE(fast_ms, 200.0);
+  EXPECT_GE(static_cast<double>(recs[1].reps) * recs[1].median_ms, 2 * fast_ms) << "the slower model gets more time";
+  EXPECT_EQ(runs, 2 * (o.warmup + recs[0].reps));
+  EXPECT_EQ(recs[0].to_json().at("reps").get<int64_t>(), recs[0].reps);
+  // Never fewer rounds than asked for; none added without a least time.
+  o.reps = 40;
+  EXPECT_EQ(bench_models(models, o)[0].reps, 40);
+  o.reps = 3;
+  o.min_seconds = 0;
+  EXPECT_EQ(bench_models(models, o)[1].reps, 3);
+  o.min_seconds = -1;
   EXPECT_THROW(bench_models(models, o), std::invalid_argument);
 }
 

@@ -27,6 +27,11 @@ struct BenchOptions {
   std::vector<int64_t> seq_lens = {128};
   int64_t warmup = 2;
   int64_t reps = 10;
+  // When > 0: more rounds than `reps` where needed for every model to be timed for at least this many
+  // seconds at each shape (estimated from the last warm-up round's fastest model). A few repetitions
+  // of a model of milliseconds sample the machine's speed over a fraction of a second, which on a
+  // shared machine moves by tens of percent from one second to the next.
+  double min_seconds = 0;
   uint64_t seed = 1;
   bool gemm_probe = true;  // time an fp32 GEMM first: the rate each row's GFLOP/s is compared with
   // Training steps instead of inference: models stay in train mode, every BenchModel must have `run`
@@ -57,6 +62,7 @@ struct BenchRecord {
   std::string model, precision = "fp32", mode = "inference";  // mode: inference | train | prompt | decode
   int64_t batch = 0, seq_len = 0;  // decode: seq_len is the prompt before the new tokens
   int64_t new_tokens = 0;          // decode: tokens generated per sequence (tokens_per_s counts these)
+  int64_t reps = 0;                // timed repetitions (BenchOptions::reps, or more for min_seconds)
   int64_t kv_cache_bytes = 0;      // prompt, decode: cached keys and values at the end (all sequences)
   double median_ms = 0, p10_ms = 0, p90_ms = 0;
   double examples_per_s = 0, tokens_per_s = 0;
