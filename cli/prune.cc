@@ -27,6 +27,11 @@ void add_budget_options(CLI::App* sub, PlanSpec& plan) {
   sub->add_option("--budget-reps", plan.budget_shape.reps, "budget: timed repetitions per model in the latency table")
       ->check(at_least(1))
       ->capture_default_str();
+  sub->add_option("--budget-min-time", plan.budget_shape.min_seconds,
+                  "budget, latency: time every model of the table and of the check for at least this many seconds "
+                  "(more repetitions where needed)")
+      ->check(real_range(0, 3600))
+      ->capture_default_str();
   sub->add_option("--budget-margin", plan.budget_shape.margin,
                   "budget, latency: aim this share below the budget (room for timing noise)")
       ->check(real_range(0, 0.5))

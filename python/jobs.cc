@@ -221,12 +221,13 @@ py::tuple importance_examples(Model& m, const std::string& examples, const std::
 // ---- plans and pruning --------------------------------------------------------------------------
 
 void budget_shape(const JsonFields& g, BudgetShape& b) {
-  g.only({"batch", "seq_len", "context", "warmup", "reps", "margin", "table"}, "budget_shape field");
+  g.only({"batch", "seq_len", "context", "warmup", "reps", "min_seconds", "margin", "table"}, "budget_shape field");
   b.batch = int_at_least(g, "batch", b.batch, 1);
   b.seq_len = int_at_least(g, "seq_len", b.seq_len, 1);
   b.context = int_at_least(g, "context", b.context, 1);
   b.warmup = int_at_least(g, "warmup", b.warmup, 0);
   b.reps = int_at_least(g, "reps", b.reps, 1);
+  b.min_seconds = number_in(g, "min_seconds", b.min_seconds, 0, 3600);
   b.margin = number_in(g, "margin", b.margin, 0, 0.5);
   try {
     b.fit_line = parse_budget_table(g.opt_str("table", budget_table_name(b.fit_line)));
@@ -388,6 +389,7 @@ BenchRequest bench_request(const nlohmann::json& j) {
   if (f.has("seq_lens")) b.seq_lens = ints(f, "seq_lens", 1);
   b.warmup = int_at_least(f, "warmup", b.warmup, 0);
   b.reps = int_at_least(f, "reps", b.reps, 1);
+  b.min_seconds = number_in(f, "min_seconds", b.min_seconds, 0, 3600);
   b.train = f.opt_bool("train", b.train);
   b.gemm_probe = f.opt_bool("gemm_probe", b.gemm_probe);
   b.io_path = f.opt_str("io_path", "");

@@ -30,8 +30,9 @@ nlohmann::json Budget::to_json() const {
 }
 
 nlohmann::json BudgetShape::to_json() const {
-  return {{"batch", batch}, {"seq_len", seq_len}, {"context", context}, {"warmup", warmup},
-          {"reps", reps},   {"margin", margin},   {"table", budget_table_name(fit_line)}};
+  return {{"batch", batch}, {"seq_len", seq_len},         {"context", context},
+          {"warmup", warmup}, {"reps", reps},           {"min_seconds", min_seconds},
+          {"margin", margin}, {"table", budget_table_name(fit_line)}};
 }
 
 bool parse_budget_table(const std::string& name) {
@@ -164,6 +165,7 @@ BenchOptions bench_options(const BudgetShape& shape) {
   bo.seq_lens = {shape.seq_len};
   bo.warmup = shape.warmup;
   bo.reps = shape.reps;
+  bo.min_seconds = shape.min_seconds;
   bo.gemm_probe = false;
   return bo;
 }
@@ -249,21 +251,32 @@ CostTable latency_costs(TransformerImpl& model, const BudgetShape& shape,
       what.emplace_back(type, static_cast<int64_t>(c));
     }
   }
+  // Each variant is timed beside the full model alone, as the check times the chosen one: in a rotation
+  // of all variants their weights would evict each other from the cache, which the check's pair (and
+  // a deployed model) does not see, and a small model at batch 1 ran up to a quarter slower there.
   const BenchOptions bo = bench_options(shape);
-  if (progress) progress(0, 1);
-  const auto recs = bench_models(variants, bo);
-  if (progress) progress(1, 1);
-  // Each variant's time as the full model's median over its median time ratio to the full model in
-  // the same round (paired_speedup): a slow drift of the machine during the table cancels out.
+  const int64_t pairs = static_cast<int64_t>(variants.size()) - 1;
+  std::vector<double> full_ms, ratio(variants.size(), 1.0);
+  for (int64_t v = 1; v <= pairs; ++v) {
+    if (progress) progress(v - 1, pairs);
+    std::vector<BenchModel> pair{variants.front(), variants[static_cast<size_t>(v)]};
+    const auto recs = bench_models(pair, bo);
+    full_ms.push_back(recs[0].median_ms);
+    ratio[static_cast<size_t>(v)] = recs[1].paired_speedup;
+  }
+  if (progress) progress(pairs, pairs);
+  // Each variant's time as the full model's median (over the pairs) over its median time ratio to the
+  // full model in the same round (paired_speedup): a slow drift of the machine cancels out.
   // With shape.fit_line the costs come from the times' line in the kept count (the full model's own
   // time stays t.full: a plan is predicted as the full model less the line's differences).
-  t.full = recs.front().median_ms;
+  std::sort(full_ms.begin(), full_ms.end());
+  t.full = full_ms.empty() ? 0.0 : full_ms[full_ms.size() / 2];
   nlohmann::json per_type = nlohmann::json::object(), fitted = nlohmann::json::object();
   for (const auto& [type, idx] : of_type) {
     const size_t G = t.layers[idx.front()].groups.size();
     std::vector<double> T(G + 1, t.full);
     for (size_t v = 1; v < variants.size(); ++v)
-      if (what[v].first == type) T[static_cast<size_t>(what[v].second)] = t.full / recs[v].paired_speedup;
+      if (what[v].first == type) T[static_cast<size_t>(what[v].second)] = t.full / ratio[v];
     const std::vector<double> F = shape.fit_line ? fit_kept_line(T) : T;
     const double L = static_cast<double>(idx.size());
     for (auto i : idx)

@@ -55,6 +55,9 @@ struct BudgetShape {
   int64_t batch = 1, seq_len = 128;
   int64_t context = 2048;  // kv-cache and memory: cached positions per sequence
   int64_t warmup = 2, reps = 15;  // latency measurement
+  // latency: every model of the table and of the check is timed for at least this long (more rounds
+  // than `reps` where needed: BenchOptions::min_seconds)
+  double min_seconds = 2.0;
   // latency: the plan aims this share below the budget, room for the timing noise of the check
   double margin = 0.03;
   // latency: plan from each attention type's times on their least-squares line in the kept count
@@ -96,8 +99,10 @@ struct CostTable {
 // Counted costs (params, kv-cache, memory) of the model as it is. A kv-cache budget on a model that
 // caches nothing (an encoder) is std::invalid_argument.
 CostTable counted_costs(TransformerImpl& model, BudgetKind kind, const BudgetShape& shape);
-// Measured latency costs. Every layer of an attention type must keep the same number of groups
-// (prune from a model whose layers are alike), else std::invalid_argument. progress(done, total).
+// Measured latency costs: each variant (every layer of a type keeping c groups) timed beside the full
+// model, one pair at a time, as check_budget times the chosen model. Every layer of an attention type
+// must keep the same number of groups (prune from a model whose layers are alike), else
+// std::invalid_argument. progress(pairs done, pairs).
 CostTable latency_costs(TransformerImpl& model, const BudgetShape& shape,
                         const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
