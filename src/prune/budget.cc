@@ -251,32 +251,24 @@ CostTable latency_costs(TransformerImpl& model, const BudgetShape& shape,
       what.emplace_back(type, static_cast<int64_t>(c));
     }
   }
-  // Each variant is timed beside the full model alone, as the check times the chosen one: in a rotation
-  // of all variants their weights would evict each other from the cache, which the check's pair (and
-  // a deployed model) does not see, and a small model at batch 1 ran up to a quarter slower there.
+  // All variants in one rotation, round by round. (Timing each beside the full model alone, one pair at
+  // a time as the check does, took twice as long and predicted the check's shares no better:
+  // docs/pruning.md, "Budget planner".)
   const BenchOptions bo = bench_options(shape);
-  const int64_t pairs = static_cast<int64_t>(variants.size()) - 1;
-  std::vector<double> full_ms, ratio(variants.size(), 1.0);
-  for (int64_t v = 1; v <= pairs; ++v) {
-    if (progress) progress(v - 1, pairs);
-    std::vector<BenchModel> pair{variants.front(), variants[static_cast<size_t>(v)]};
-    const auto recs = bench_models(pair, bo);
-    full_ms.push_back(recs[0].median_ms);
-    ratio[static_cast<size_t>(v)] = recs[1].paired_speedup;
-  }
-  if (progress) progress(pairs, pairs);
-  // Each variant's time as the full model's median (over the pairs) over its median time ratio to the
-  // full model in the same round (paired_speedup): a slow drift of the machine cancels out.
+  if (progress) progress(0, 1);
+  const auto recs = bench_models(variants, bo);
+  if (progress) progress(1, 1);
+  // Each variant's time as the full model's median over its median time ratio to the full model in
+  // the same round (paired_speedup): a slow drift of the machine during the table cancels out.
   // With shape.fit_line the costs come from the times' line in the kept count (the full model's own
   // time stays t.full: a plan is predicted as the full model less the line's differences).
-  std::sort(full_ms.begin(), full_ms.end());
-  t.full = full_ms.empty() ? 0.0 : full_ms[full_ms.size() / 2];
+  t.full = recs.front().median_ms;
   nlohmann::json per_type = nlohmann::json::object(), fitted = nlohmann::json::object();
   for (const auto& [type, idx] : of_type) {
     const size_t G = t.layers[idx.front()].groups.size();
     std::vector<double> T(G + 1, t.full);
     for (size_t v = 1; v < variants.size(); ++v)
-      if (what[v].first == type) T[static_cast<size_t>(what[v].second)] = t.full / ratio[v];
+      if (what[v].first == type) T[static_cast<size_t>(what[v].second)] = t.full / recs[v].paired_speedup;
     const std::vector<double> F = shape.fit_line ? fit_kept_line(T) : T;
     const double L = static_cast<double>(idx.size());
     for (auto i : idx)

@@ -99,10 +99,9 @@ struct CostTable {
 // Counted costs (params, kv-cache, memory) of the model as it is. A kv-cache budget on a model that
 // caches nothing (an encoder) is std::invalid_argument.
 CostTable counted_costs(TransformerImpl& model, BudgetKind kind, const BudgetShape& shape);
-// Measured latency costs: each variant (every layer of a type keeping c groups) timed beside the full
-// model, one pair at a time, as check_budget times the chosen model. Every layer of an attention type
-// must keep the same number of groups (prune from a model whose layers are alike), else
-// std::invalid_argument. progress(pairs done, pairs).
+// Measured latency costs: the full model and its variants (every layer of a type keeping c groups)
+// timed in one rotation. Every layer of an attention type must keep the same number of groups (prune
+// from a model whose layers are alike), else std::invalid_argument. progress(done, total).
 CostTable latency_costs(TransformerImpl& model, const BudgetShape& shape,
                         const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
