@@ -373,8 +373,8 @@ GatesRequest gates_request(const nlohmann::json& j) {
 
 BenchRequest bench_request(const nlohmann::json& j) {
   const JsonFields f = arguments(j, "bench");
-  f.only({"checkpoints", "precisions", "textbook", "json_path", "batch_sizes", "seq_lens", "warmup", "reps", "train",
-          "gemm_probe", "io_path", "profile_path", "generation", "new_tokens", "decode_after"});
+  f.only({"checkpoints", "precisions", "textbook", "json_path", "batch_sizes", "seq_lens", "warmup", "reps", "min_seconds",
+          "train", "gemm_probe", "io_path", "profile_path", "generation", "new_tokens", "decode_after"});
   BenchRequest r;
   r.checkpoints = strings(f, "checkpoints");
   if (r.checkpoints.empty()) f.fail("checkpoints", "must name at least one model");
