@@ -21,7 +21,8 @@
 # SEEDS_LLAMA for one model), STEPS_SST2
 # (default 1200), STEPS_LLAMA (default 600), FT_STEPS (default 100), GATE_STEPS (default 300),
 # GATE_PERIOD (default 50), MAX_EXAMPLES (evaluate and score on the first N examples of each split;
-# default all), BENCH_BATCH (16), BENCH_SEQ (64), HP, THREADS, REPS (bench repetitions, default 10).
+# default all), BENCH_BATCH (16), BENCH_SEQ (64), HP, THREADS, REPS (bench repetitions, default 10),
+# MIN_TIME (seconds each model is timed at least, in the benches and the budget planner; default 2).
 set -euo pipefail
 models=${MODELS:-sst2 llama}
 seeds=${SEEDS:-1 2 3}
@@ -32,6 +33,7 @@ gate_steps=${GATE_STEPS:-300}
 gate_period=${GATE_PERIOD:-50}
 bench_batch=${BENCH_BATCH:-16}
 bench_seq=${BENCH_SEQ:-64}
+min_time=${MIN_TIME:-2}
 source "$(dirname "$0")/lib.sh"
 scorers="gradient taylor activation magnitude layer_drop"
 gate_methods="passconc dsp cofi"
@@ -47,7 +49,8 @@ stage() { echo "== $(date +%H:%M:%S) $MODEL seed $SEED: $1" >&2; }
 
 # The latency share of MODEL_DIR beside BASE at the bench shape (median of paired ratios).
 share_of() {
-  h bench "$1" "$2" --batch "$bench_batch" --seq "$bench_seq" --reps "$reps" --no-gemm-probe --json "$3" > /dev/null
+  h bench "$1" "$2" --batch "$bench_batch" --seq "$bench_seq" --reps "$reps" --min-time "$min_time" --no-gemm-probe \
+    --json "$3" > /dev/null
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["records"]; print("%.4f" % min(1.0, 1 / r[1]["paired_speedup"]))' "$3"
 }
 
@@ -79,7 +82,7 @@ for MODEL in $models; do
         stage "$variant budget at passconc's latency"
         s=$(share_of "$base" "$run/$variant/gates_passconc/model" "$run/$variant/passconc_share.json")
         h prune "$base" "${report[@]}" --budget "latency=${s}x" --method gradient --budget-batch "$bench_batch" \
-          --budget-len "$bench_seq" "${opt[@]}" --out "$dir" > "$dir.txt"
+          --budget-len "$bench_seq" --budget-min-time "$min_time" "${opt[@]}" --out "$dir" > "$dir.txt"
       fi
     done
     bench_json=$run/bench.json
@@ -91,7 +94,7 @@ for MODEL in $models; do
         for g in $gate_methods; do models_+=("$run/$variant/gates_$g/model"); done
         models_+=("$run/$variant/budget/model")
       done
-      h bench "${models_[@]}" --batch "$bench_batch" --seq "$bench_seq" --reps "$reps" --no-gemm-probe \
+      h bench "${models_[@]}" --batch "$bench_batch" --seq "$bench_seq" --reps "$reps" --min-time "$min_time" --no-gemm-probe \
         --json "$bench_json.tmp" > "$run/bench.txt"
       mv "$bench_json.tmp" "$bench_json"
     fi
@@ -114,7 +117,7 @@ for MODEL in $models; do
 done
 # What this run did, per model (a later run of other MODELS keeps these models' results and this record).
 env_=""
-for v in MODELS SEEDS SEEDS_SST2 SEEDS_LLAMA STEPS_SST2 STEPS_LLAMA FT_STEPS GATE_STEPS GATE_PERIOD MAX_EXAMPLES REPS; do
+for v in MODELS SEEDS SEEDS_SST2 SEEDS_LLAMA STEPS_SST2 STEPS_LLAMA FT_STEPS GATE_STEPS GATE_PERIOD MAX_EXAMPLES REPS MIN_TIME; do
   if [ -n "${!v:-}" ]; then env_+="$v=\"${!v}\" "; fi
 done
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
