@@ -43,7 +43,7 @@ void register_eval(CLI::App& app, Context& ctx) {
   bs->add_option("--min-time", b->bench.min_seconds,
                  "time every model for at least this many seconds per shape (more repetitions than --reps where "
                  "needed; 0: exactly --reps)")
-      ->check(real_range(0, 3600))
+      ->check(real_range(0, kMaxMinSeconds))
       ->capture_default_str();
   add_parsed_list(bs, "--precision", b->precisions, parse_precision,
                   "fp32, bf16 and/or int8 (dynamic int8 linear layers): each checkpoint runs in each", "[fp32]");

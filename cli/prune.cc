@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "common.h"
+#include "headprune/eval/benchmark.h"
 #include "headprune/jobs/prune_job.h"
 
 namespace hp::cli {
@@ -30,7 +31,7 @@ void add_budget_options(CLI::App* sub, PlanSpec& plan) {
   sub->add_option("--budget-min-time", plan.budget_shape.min_seconds,
                   "budget, latency: time every model of the table and of the check for at least this many seconds "
                   "(more repetitions where needed)")
-      ->check(real_range(0, 3600))
+      ->check(real_range(0, kMaxMinSeconds))
       ->capture_default_str();
   sub->add_option("--budget-margin", plan.budget_shape.margin,
                   "budget, latency: aim this share below the budget (room for timing noise)")

@@ -227,7 +227,7 @@ void budget_shape(const JsonFields& g, BudgetShape& b) {
   b.context = int_at_least(g, "context", b.context, 1);
   b.warmup = int_at_least(g, "warmup", b.warmup, 0);
   b.reps = int_at_least(g, "reps", b.reps, 1);
-  b.min_seconds = number_in(g, "min_seconds", b.min_seconds, 0, 3600);
+  b.min_seconds = number_in(g, "min_seconds", b.min_seconds, 0, kMaxMinSeconds);
   b.margin = number_in(g, "margin", b.margin, 0, 0.5);
   try {
     b.fit_line = parse_budget_table(g.opt_str("table", budget_table_name(b.fit_line)));
@@ -389,7 +389,7 @@ BenchRequest bench_request(const nlohmann::json& j) {
   if (f.has("seq_lens")) b.seq_lens = ints(f, "seq_lens", 1);
   b.warmup = int_at_least(f, "warmup", b.warmup, 0);
   b.reps = int_at_least(f, "reps", b.reps, 1);
-  b.min_seconds = number_in(f, "min_seconds", b.min_seconds, 0, 3600);
+  b.min_seconds = number_in(f, "min_seconds", b.min_seconds, 0, kMaxMinSeconds);
   b.train = f.opt_bool("train", b.train);
   b.gemm_probe = f.opt_bool("gemm_probe", b.gemm_probe);
   b.io_path = f.opt_str("io_path", "");

@@ -173,8 +173,9 @@ void check_generation(const BenchModel& m, const BenchOptions& opts) {
 void prepare_models(std::vector<BenchModel>& models, const BenchOptions& opts) {
   if (models.empty()) throw std::invalid_argument("bench: no models");
   if (opts.reps < 1 || opts.warmup < 0) throw std::invalid_argument("bench: reps must be >= 1 and warmup >= 0");
-  if (!(opts.min_seconds >= 0) || opts.min_seconds > 3600)
-    throw std::invalid_argument("bench: the least time per model must be between 0 and 3600 seconds");
+  if (!(opts.min_seconds >= 0) || opts.min_seconds > kMaxMinSeconds)
+    throw std::invalid_argument("bench: the least time per model must be between 0 and " +
+                                std::to_string(static_cast<int>(kMaxMinSeconds)) + " seconds");
   for (auto b : opts.batch_sizes)
     if (b < 1) throw std::invalid_argument("bench: batch sizes must be >= 1");
   for (auto& m : models) {

@@ -22,6 +22,9 @@
 
 namespace hp {
 
+// The largest BenchOptions::min_seconds (and BudgetShape::min_seconds) accepted: an hour per model.
+constexpr double kMaxMinSeconds = 3600;
+
 struct BenchOptions {
   std::vector<int64_t> batch_sizes = {1, 4, 16, 64};
   std::vector<int64_t> seq_lens = {128};
@@ -31,7 +34,7 @@ struct BenchOptions {
   // seconds at each shape (estimated from the last warm-up round's fastest model). A few repetitions
   // of a model of milliseconds sample the machine's speed over a fraction of a second, which on a
   // shared machine moves by tens of percent from one second to the next.
-  double min_seconds = 0;
+  double min_seconds = 0;  // at most kMaxMinSeconds
   uint64_t seed = 1;
   bool gemm_probe = true;  // time an fp32 GEMM first: the rate each row's GFLOP/s is compared with
   // Training steps instead of inference: models stay in train mode, every BenchModel must have `run`
