@@ -129,9 +129,11 @@ BlasKernels inspect_blas_kernels() {
   } else if (better.empty()) {
     k.reason = "OpenBLAS runs " + k.loaded + " kernels, its own choice for this CPU (" + k.cpu_level + ")";
   } else {
+    // With HP_BLAS_AUTO=0 the user turned the choice off: only setting the variable helps then.
+    const std::string how = env("HP_BLAS_AUTO") == "0" ? "; HP_BLAS_AUTO=0 keeps headprune from choosing"
+                                                        : "; in Python, import headprune before torch";
     k.reason = "OpenBLAS runs " + k.loaded + " kernels on a CPU with " + k.cpu_level + "; " + better +
-               " would be faster (set OPENBLAS_CORETYPE=" + better + " before the program starts; in Python, import " +
-               "headprune before torch)";
+               " would be faster (set OPENBLAS_CORETYPE=" + better + " before the program starts" + how + ")";
   }
   return k;
 }

@@ -39,6 +39,7 @@ if [ -n "$want" ]; then
   line=$(run OPENBLAS_CORETYPE=Prescott HP_BLAS_TREAT_AS_DETECTED=1 HP_BLAS_AUTO=0)
   echo "$line"
   grep -q "OpenBLAS runs Prescott kernels on a CPU with $level; $want would be faster" <<<"$line"
+  grep -q "HP_BLAS_AUTO=0 keeps headprune from choosing" <<<"$line"
   line=$(exe="$(dirname "$bin")/headprune-core" run OPENBLAS_CORETYPE=Prescott HP_BLAS_TREAT_AS_DETECTED=1)
   echo "headprune-core: $line"
   grep -q "OpenBLAS runs $want kernels, chosen by headprune: OpenBLAS picked Prescott on this CPU ($level" <<<"$line"

@@ -202,6 +202,9 @@ def test_import_chooses_the_openblas_kernels_the_cli_would():
     # Turned off.
     off = kernels_in_new_python("import headprune", **generic, HP_BLAS_AUTO="0")
     assert off["loaded"] == "Prescott", off
+    if better:  # the user turned the choice off: no advice about import order then
+        assert "HP_BLAS_AUTO=0 keeps headprune from choosing" in off["reason"], off
+        assert "import headprune before torch" not in off["reason"], off
     # A user's own setting wins.
     if k["cpu_level"] in ("avx2", "avx512"):
         own = kernels_in_new_python("import headprune", OPENBLAS_CORETYPE="Haswell")
