@@ -439,9 +439,11 @@ TEST(GateTraining, AMissedTargetIsCompletedByRankOnlyOnRequest) {
       if (last.p_open[i] == kept_min && std::find(r.kept.begin(), r.kept.end(), r.heads[i]) == r.kept.end())
         first_closed_tied = std::min(first_closed_tied, i);
     if (first_closed_tied < r.heads.size()) {
-      for (size_t i = 0; i < r.heads.size(); ++i)
-        if (last.p_open[i] == kept_min && std::find(r.kept.begin(), r.kept.end(), r.heads[i]) != r.kept.end())
+      for (size_t i = 0; i < r.heads.size(); ++i) {
+        if (last.p_open[i] == kept_min && std::find(r.kept.begin(), r.kept.end(), r.heads[i]) != r.kept.end()) {
           EXPECT_LT(i, first_closed_tied) << "a tie went to a higher index";
+        }
+      }
     }
   }
   set_log_level(LogLevel::Info);

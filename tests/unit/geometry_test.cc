@@ -195,7 +195,9 @@ TEST(Geometry, FlopsCountKeyValueHeadsOnce) {
 
 TEST(Geometry, MagnitudeGivesEachQueryHeadItsGroupsKeyAndValueNorms) {
   auto model = test::make_model(grouped_config(Arch::DecoderLM));
-  const auto s = score_heads(*model, {}, ScoreMethod::Magnitude);
+  const EvalSet no_data;     // (named, not `{}` temporaries: GCC 12 then warns of an uninitialized
+  const ScoreOptions opts;   // vector inside the temporary ScoreOptions)
+  const auto s = score_heads(*model, no_data, ScoreMethod::Magnitude, opts);
   auto& a = model->attention(AttnType::DecoderSelf, 0);
   const int64_t D = model->config().head_dim;
   const double k_group1 = a.k_proj->weight.slice(0, D, 2 * D).to(torch::kDouble).norm().item<double>();

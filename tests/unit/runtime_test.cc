@@ -224,8 +224,9 @@ TEST(Gemm, FusedActivationsEqualTheProductThenATensFunction) {
         ASSERT_EQ(got.sizes(), want.sizes());
         EXPECT_LT(test::max_abs_diff(got, want), 2e-5);
         EXPECT_LT(test::max_abs_diff(gemm::linear(x, w, {}, e), gemm::apply_epilogue(torch::linear(x, w), e)), 2e-5);
-        if (engine == gemm::Fp32Gemm::Auto)
+        if (engine == gemm::Fp32Gemm::Auto) {
           EXPECT_LT(test::max_abs_diff(gemm::packed_product(x, w, b, e), want), 2e-5);
+        }
       }
       auto xg = x.clone().requires_grad_(true);
       const auto y = gemm::linear(xg, w, b, e);  // records: not fused, and differentiable
