@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -16,12 +15,6 @@
 namespace hp::cli {
 
 namespace {
-
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 // The input as the user typed it, cut short: a message never grows with its input.
 std::string as_typed(const std::string& s) { return "'" + (s.size() > 24 ? s.substr(0, 21) + "..." : s) + "'"; }
@@ -46,45 +39,33 @@ std::optional<double> parse_real(const std::string& s) {
 
 }  // namespace
 
-CLI::Validator int_range(int64_t lo, int64_t hi) {
-  const std::string desc = hi == std::numeric_limits<int64_t>::max()
-                               ? ">= " + std::to_string(lo)
-                               : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+CLI::Validator in_range(const ValueRange& r, bool integer) {
   return CLI::Validator(
-      [lo, hi, desc](std::string& in) -> std::string {
-        const auto v = parse_integer(in);
-        if (!v || *v < lo || *v > hi) return "must be an integer " + desc + ", not " + as_typed(in);
+      [r, integer](std::string& in) -> std::string {
+        std::optional<double> v;
+        if (integer) {
+          if (const auto i = parse_integer(in)) v = static_cast<double>(*i);
+        } else {
+          v = parse_real(in);
+        }
+        if (!v || !r.contains(*v)) return "must be " + r.requirement(integer) + ", not " + as_typed(in);
         return "";
       },
-      desc);
+      r.text());
 }
 
-CLI::Validator at_least(int64_t lo) { return int_range(lo, std::numeric_limits<int64_t>::max()); }
+CLI::Validator int_range(int64_t lo, int64_t hi) {
+  return in_range(ValueRange::between(static_cast<double>(lo), static_cast<double>(hi)), true);
+}
+
+CLI::Validator at_least(int64_t lo) { return in_range(ValueRange::at_least(static_cast<double>(lo)), true); }
 
 CLI::Validator real_range(double lo, double hi, bool lo_open, bool hi_open) {
-  const bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
-  std::string desc = "a finite number";
-  if (has_lo && has_hi) {
-    desc = "in " + std::string(lo_open ? "(" : "[") + number(lo) + ", " + number(hi) + (hi_open ? ")" : "]");
-  } else if (has_lo) {
-    desc = (lo_open ? "> " : ">= ") + number(lo);
-  } else if (has_hi) {
-    desc = (hi_open ? "< " : "<= ") + number(hi);
-  }
-  return CLI::Validator(
-      [=](std::string& in) -> std::string {
-        const auto v = parse_real(in);
-        const bool ok = v && (!has_lo || (lo_open ? *v > lo : *v >= lo)) && (!has_hi || (hi_open ? *v < hi : *v <= hi));
-        if (!ok) return "must be " + std::string(has_lo || has_hi ? "a number " : "") + desc + ", not " + as_typed(in);
-        return "";
-      },
-      desc);
+  return in_range(ValueRange::between(lo, hi, lo_open, hi_open), false);
 }
 
-CLI::Validator positive_real() { return real_range(0, std::numeric_limits<double>::infinity(), true); }
-CLI::Validator finite_real() {
-  return real_range(-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity());
-}
+CLI::Validator positive_real() { return in_range(ValueRange::positive(), false); }
+CLI::Validator finite_real() { return in_range(ValueRange::any(), false); }
 
 void add_data_options(CLI::App* sub, DataSource& d) {
   sub->add_option("--config,--data", d.config,
@@ -117,25 +98,7 @@ void add_score_split_option(CLI::App* sub, DataSource& d) {
 }
 
 void add_finetune_options(CLI::App* sub, FinetuneOptions& f, DataSource& d) {
-  sub->add_option("--finetune-steps", f.steps, "recovery fine-tuning steps after pruning (0 = none)")
-      ->check(at_least(0))
-      ->capture_default_str();
-  sub->add_option("--finetune-lr", f.lr, "fine-tuning learning rate (default: the run config's)")
-      ->check(positive_real());
-  sub->add_option("--finetune-batch-tokens", f.batch_tokens, "tokens per fine-tuning batch (default: the run config's)")
-      ->check(at_least(1));
-  sub->add_option("--distill-weight", f.distill_weight,
-                  "fine-tune with distillation from the unpruned model: (1 - w) * task loss + w * T^2 * KL (0 = none)")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  sub->add_option("--distill-temperature", f.distill_temperature, "distillation temperature T")
-      ->check(positive_real())
-      ->capture_default_str();
-  sub->add_option("--distill-hidden", f.distill_hidden_weight,
-                  "add this weight times the MSE of the hidden states entering every attention layer, student vs "
-                  "unpruned model (CoFi's layer-wise distillation; 0 = none)")
-      ->check(real_range(0, std::numeric_limits<double>::infinity()))
-      ->capture_default_str();
+  add_options(sub, f, finetune_option_table());
   sub->add_option("--synthetic-train", d.synthetic_train, "training examples of the synthetic task for fine-tuning")
       ->check(at_least(1))
       ->capture_default_str();

@@ -3,12 +3,14 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "app.h"
 #include "headprune/jobs/job.h"
+#include "headprune/util/options.h"
 
 namespace hp::cli {
 
@@ -22,6 +24,47 @@ CLI::Validator int_range(int64_t lo, int64_t hi);     // an integer in [lo, hi]
 CLI::Validator real_range(double lo, double hi, bool lo_open = false, bool hi_open = false);
 CLI::Validator positive_real();                       // a finite number > 0
 CLI::Validator finite_real();                         // any finite number
+// The same from an option table's range (util/options.h): an integer or a finite number in it.
+CLI::Validator in_range(const ValueRange& r, bool integer);
+
+// Every row of an option table (util/options.h) with a flag, bound to its field of `s` (which must
+// outlive the parse): the table's help, range check and default.
+template <class S>
+void add_options(CLI::App* sub, S& s, const OptionTable<S>& table) {
+  using F = OptionField<S>;
+  for (const F& f : table.fields()) {
+    if (f.flag.empty()) continue;
+    CLI::Option* o = nullptr;
+    if (auto* i = std::get_if<typename F::IntRef>(&f.at)) {
+      o = sub->add_option(f.flag, (*i)(s), f.help)->check(in_range(f.range, true));
+    } else if (auto* r = std::get_if<typename F::RealRef>(&f.at)) {
+      o = sub->add_option(f.flag, (*r)(s), f.help)->check(in_range(f.range, false));
+    } else if (auto* l = std::get_if<typename F::IntsRef>(&f.at)) {
+      o = sub->add_option(f.flag, (*l)(s), f.help)->check(in_range(f.range, true));
+    } else if (auto* t = std::get_if<typename F::TextRef>(&f.at)) {
+      o = sub->add_option(f.flag, (*t)(s), f.help);
+    } else if (auto* b = std::get_if<typename F::BoolRef>(&f.at)) {
+      if (f.style == FlagStyle::Value) o = sub->add_option(f.flag, (*b)(s), f.help);
+      else sub->add_flag((f.style == FlagStyle::Clears ? "!" : "") + f.flag, (*b)(s), f.help);
+    } else {
+      const auto& p = std::get<typename F::Parsed>(f.at);
+      auto set = p.set;
+      const std::string name = f.flag.substr(0, f.flag.find(','));
+      o = sub->add_option_function<std::string>(
+          f.flag,
+          [&s, set, name](const std::string& v) {
+            try {
+              set(s, v);
+            } catch (const std::invalid_argument& e) {  // the parser's words after the flag
+              throw std::invalid_argument(name + ": " + e.what());
+            }
+          },
+          f.help);
+      if (!p.shown.empty()) o->default_str(p.shown);
+    }
+    if (o && f.show_default) o->capture_default_str();
+  }
+}
 
 // --config/--data, --split, --data-root, --max-examples and --synthetic.
 void add_data_options(CLI::App* sub, DataSource& d);

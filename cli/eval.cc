@@ -34,40 +34,12 @@ void register_eval(CLI::App& app, Context& ctx) {
   auto b = std::make_shared<BenchRequest>();
   auto* bs = app.add_subcommand("bench", "Inference latency and throughput of checkpoints, side by side");
   bs->add_option("checkpoints", b->checkpoints, "checkpoint directories (speedups are against the first)")->required();
-  bs->add_option("--batch", b->bench.batch_sizes, "batch sizes")->check(at_least(1))->capture_default_str();
-  bs->add_option("--seq", b->bench.seq_lens, "sequence lengths (at most the models' max_positions)")
-      ->check(at_least(1))
-      ->capture_default_str();
-  bs->add_option("--reps", b->bench.reps, "timed repetitions per model and shape")->check(at_least(1))->capture_default_str();
-  bs->add_option("--warmup", b->bench.warmup, "untimed repetitions first")->check(at_least(0))->capture_default_str();
-  bs->add_option("--min-time", b->bench.min_seconds,
-                 "time every model for at least this many seconds per shape (more repetitions than --reps where "
-                 "needed; 0: exactly --reps)")
-      ->check(real_range(0, kMaxMinSeconds))
-      ->capture_default_str();
+  add_options(bs, b->bench, bench_option_table());
   add_parsed_list(bs, "--precision", b->precisions, parse_precision,
                   "fp32, bf16 and/or int8 (dynamic int8 linear layers): each checkpoint runs in each", "[fp32]");
   bs->add_flag("--textbook", b->textbook,
                "also time the first checkpoint through a plain-LibTorch forward (torch::nn::Linear modules; "
                "unpruned BERT-style classifiers)");
-  bs->add_flag("--train", b->bench.train, "time training steps (forward, loss, backward, AdamW) instead of inference");
-  bs->add_flag("!--no-gemm-probe", b->bench.gemm_probe, "skip the fp32 GEMM probe that each row's GFLOP/s is compared with");
-  bs->add_option("--save-io", b->bench.io_path,
-                 "write the first checkpoint's inputs and logits at the first shape here (safetensors), for an "
-                 "outside baseline to check (bench/eager/eager.py --check)");
-  bs->add_option("--profile", b->bench.profile_path,
-                 "record the timed repetitions op by op (LibTorch's profiler) and write a Chrome trace here; "
-                 "bench/eager/profile_ops.py sums it per op. Profiled times are slower than unprofiled ones");
-  bs->add_flag("--generate", b->bench.generation,
-               "decoder LMs: time generation instead of forward passes: prompt processing at each --batch x --seq "
-               "(an empty key/value cache filled, the last position's logits) and decoding --new-tokens greedy tokens "
-               "after --decode-after");
-  bs->add_option("--new-tokens", b->bench.new_tokens, "--generate: tokens decoded per sequence")
-      ->check(at_least(1))
-      ->capture_default_str();
-  bs->add_option("--decode-after", b->bench.decode_after, "--generate: prompt length before decoding")
-      ->check(at_least(1))
-      ->capture_default_str();
   bs->add_option("--json", b->json_path, "also write the records and the environment as JSON");
   bs->callback([&ctx, b] { run_bench(*b, start(ctx), stderr_events(ctx)).print(ctx.out); });
 }

@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "common.h"
-#include "headprune/eval/benchmark.h"
 #include "headprune/jobs/prune_job.h"
 
 namespace hp::cli {
@@ -16,32 +15,7 @@ void add_budget_options(CLI::App* sub, PlanSpec& plan) {
   sub->add_option("--budget", plan.budget,
                   "budget: latency=0.7x or =12ms (measured here), memory=2GiB or =0.8x (weights and key/value cache), "
                   "kv-cache=..., params=0.75x or =80M; the plan keeps the most --method importance within it (implies --strategy budget)");
-  sub->add_option("--budget-batch", plan.budget_shape.batch, "budget: batch of the latency table and the key/value cache")
-      ->check(at_least(1))
-      ->capture_default_str();
-  sub->add_option("--budget-len", plan.budget_shape.seq_len, "budget: sequence length the latency is measured at")
-      ->check(at_least(1))
-      ->capture_default_str();
-  sub->add_option("--budget-context", plan.budget_shape.context, "budget: positions the key/value cache holds")
-      ->check(at_least(1))
-      ->capture_default_str();
-  sub->add_option("--budget-reps", plan.budget_shape.reps, "budget: timed repetitions per model in the latency table")
-      ->check(at_least(1))
-      ->capture_default_str();
-  sub->add_option("--budget-min-time", plan.budget_shape.min_seconds,
-                  "budget, latency: time every model of the table and of the check for at least this many seconds "
-                  "(more repetitions where needed)")
-      ->check(real_range(0, kMaxMinSeconds))
-      ->capture_default_str();
-  sub->add_option("--budget-margin", plan.budget_shape.margin,
-                  "budget, latency: aim this share below the budget (room for timing noise)")
-      ->check(real_range(0, 0.5))
-      ->capture_default_str();
-  add_parsed(
-      sub, "--budget-table", plan.budget_shape.fit_line, parse_budget_table,
-      "budget, latency: plan from each layer type's times on their least-squares line in the heads kept (linear, "
-      "default) or from the times as measured",
-      "linear");
+  add_options(sub, plan.budget_shape, budget_shape_table());
 }
 
 }  // namespace

@@ -53,12 +53,6 @@ void parsed(const JsonFields& f, const std::string& key, T& dst, Parse parse) {
   if (f.has(key)) dst = parse(f.req_str(key));
 }
 
-double number_in(const JsonFields& f, const std::string& key, double dflt, double lo, double hi) {
-  const double v = f.opt_num(key, dflt);
-  if (!(v >= lo && v <= hi)) f.fail(key, "must be a number in [" + fmt(lo, 3) + ", " + fmt(hi, 3) + "], not " + fmt(v));
-  return v;
-}
-
 // The data section: DataSource's fields by name (jobs/job.h).
 DataSource data_source(const JsonFields& f) {
   DataSource d;
@@ -87,14 +81,8 @@ FinetuneOptions finetune_options(const JsonFields& f) {
   FinetuneOptions o;
   if (!f.has("finetune")) return o;
   const JsonFields g = f.object("finetune");
-  g.only({"steps", "lr", "batch_tokens", "distill_weight", "distill_temperature", "distill_hidden_weight"},
-         "finetune field");
-  o.steps = int_at_least(g, "steps", o.steps, 0);
-  o.lr = g.opt_num("lr", o.lr);
-  o.batch_tokens = int_at_least(g, "batch_tokens", o.batch_tokens, 0);
-  o.distill_weight = number_in(g, "distill_weight", o.distill_weight, 0, 1);
-  o.distill_temperature = g.opt_num("distill_temperature", o.distill_temperature);
-  o.distill_hidden_weight = g.opt_num("distill_hidden_weight", o.distill_hidden_weight);
+  g.only(finetune_option_table().keys(), "finetune field");
+  finetune_option_table().read(g, o);
   return o;
 }
 
@@ -221,19 +209,8 @@ py::tuple importance_examples(Model& m, const std::string& examples, const std::
 // ---- plans and pruning --------------------------------------------------------------------------
 
 void budget_shape(const JsonFields& g, BudgetShape& b) {
-  g.only({"batch", "seq_len", "context", "warmup", "reps", "min_seconds", "margin", "table"}, "budget_shape field");
-  b.batch = int_at_least(g, "batch", b.batch, 1);
-  b.seq_len = int_at_least(g, "seq_len", b.seq_len, 1);
-  b.context = int_at_least(g, "context", b.context, 1);
-  b.warmup = int_at_least(g, "warmup", b.warmup, 0);
-  b.reps = int_at_least(g, "reps", b.reps, 1);
-  b.min_seconds = number_in(g, "min_seconds", b.min_seconds, 0, kMaxMinSeconds);
-  b.margin = number_in(g, "margin", b.margin, 0, 0.5);
-  try {
-    b.fit_line = parse_budget_table(g.opt_str("table", budget_table_name(b.fit_line)));
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("budget_shape field 'table': ") + e.what());
-  }
+  g.only(budget_shape_table().keys(), "budget_shape field");
+  budget_shape_table().read(g, b);
 }
 
 // PlanSpec (prune/strategy.h) by field name; the strategy, when not named, follows from what is given
@@ -322,39 +299,8 @@ PruneRequest prune_request(const nlohmann::json& j) {
 // ---- gates --------------------------------------------------------------------------------------
 
 void gate_options(const JsonFields& g, GateOptions& o) {
-  g.only({"method", "coef", "hc_target", "coef_growth", "concentrator", "concentrator_margin", "concentrator_max",
-          "concentrator_until", "temperature", "period", "clip", "reopen", "reopen_decay", "gate_lr", "init_log_alpha",
-          "dsp_tau_start", "dsp_tau_end", "straight_through", "lagrangian_lr", "cofi_warmup", "distill_weight",
-          "distill_hidden_weight", "distill_temperature", "extra_steps", "complete_by_rank"},
-         "gate field");
-  parsed(g, "method", o.method, parse_gate_method);
-  o.coef = g.opt_num("coef", o.coef);
-  parsed(g, "hc_target", o.hc_target, parse_hc_target);
-  o.coef_growth = g.opt_num("coef_growth", o.coef_growth);
-  if (g.has("concentrator")) {
-    const nlohmann::json& c = g.at("concentrator");
-    set_concentrator(o, c.is_string() ? c.get<std::string>() : c.dump());
-  }
-  o.concentrator_margin = g.opt_num("concentrator_margin", o.concentrator_margin);
-  o.concentrator_max = g.opt_num("concentrator_max", o.concentrator_max);
-  o.concentrator_until = number_in(g, "concentrator_until", o.concentrator_until, 0, 1);
-  o.dist.beta = g.opt_num("temperature", o.dist.beta);
-  o.period = int_at_least(g, "period", o.period, 1);
-  o.clip = g.opt_num("clip", o.clip);
-  o.reopen = g.opt_bool("reopen", o.reopen);
-  o.reopen_decay = g.opt_num("reopen_decay", o.reopen_decay);
-  o.gate_lr = g.opt_num("gate_lr", o.gate_lr);
-  o.init_log_alpha = g.opt_num("init_log_alpha", o.init_log_alpha);
-  o.dsp_tau_start = g.opt_num("dsp_tau_start", o.dsp_tau_start);
-  o.dsp_tau_end = g.opt_num("dsp_tau_end", o.dsp_tau_end);
-  o.dsp_straight_through = g.opt_bool("straight_through", o.dsp_straight_through);
-  o.lagrangian_lr = g.opt_num("lagrangian_lr", o.lagrangian_lr);
-  o.cofi_warmup = number_in(g, "cofi_warmup", o.cofi_warmup, 0, 1);
-  o.distill_weight = number_in(g, "distill_weight", o.distill_weight, 0, 1);
-  o.distill_hidden_weight = g.opt_num("distill_hidden_weight", o.distill_hidden_weight);
-  o.distill_temperature = g.opt_num("distill_temperature", o.distill_temperature);
-  o.max_extra_steps = int_at_least(g, "extra_steps", o.max_extra_steps, 0);
-  o.complete_by_rank = g.opt_bool("complete_by_rank", o.complete_by_rank);
+  g.only(gate_option_table().keys(), "gate field");
+  gate_option_table().read(g, o);
 }
 
 GatesRequest gates_request(const nlohmann::json& j) {
@@ -373,8 +319,9 @@ GatesRequest gates_request(const nlohmann::json& j) {
 
 BenchRequest bench_request(const nlohmann::json& j) {
   const JsonFields f = arguments(j, "bench");
-  f.only({"checkpoints", "precisions", "textbook", "json_path", "batch_sizes", "seq_lens", "warmup", "reps", "min_seconds",
-          "train", "gemm_probe", "io_path", "profile_path", "generation", "new_tokens", "decode_after"});
+  std::set<std::string> keys = bench_option_table().keys();
+  keys.insert({"checkpoints", "precisions", "textbook", "json_path"});
+  f.only(keys);
   BenchRequest r;
   r.checkpoints = strings(f, "checkpoints");
   if (r.checkpoints.empty()) f.fail("checkpoints", "must name at least one model");
@@ -384,19 +331,7 @@ BenchRequest bench_request(const nlohmann::json& j) {
   }
   r.textbook = f.opt_bool("textbook", false);
   r.json_path = f.opt_str("json_path", "");
-  BenchOptions& b = r.bench;
-  if (f.has("batch_sizes")) b.batch_sizes = ints(f, "batch_sizes", 1);
-  if (f.has("seq_lens")) b.seq_lens = ints(f, "seq_lens", 1);
-  b.warmup = int_at_least(f, "warmup", b.warmup, 0);
-  b.reps = int_at_least(f, "reps", b.reps, 1);
-  b.min_seconds = number_in(f, "min_seconds", b.min_seconds, 0, kMaxMinSeconds);
-  b.train = f.opt_bool("train", b.train);
-  b.gemm_probe = f.opt_bool("gemm_probe", b.gemm_probe);
-  b.io_path = f.opt_str("io_path", "");
-  b.profile_path = f.opt_str("profile_path", "");
-  b.generation = f.opt_bool("generation", b.generation);
-  b.new_tokens = int_at_least(f, "new_tokens", b.new_tokens, 1);
-  b.decode_after = int_at_least(f, "decode_after", b.decode_after, 1);
+  bench_option_table().read(f, r.bench);
   return r;
 }
 

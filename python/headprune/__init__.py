@@ -833,8 +833,8 @@ def gates(model: Union[Model, PathLike], data: Any = None, *, method: Optional[s
     fields as the CLI names them: coef, hc_target, coef_growth, concentrator, concentrator_margin,
     concentrator_max, concentrator_until, temperature, period, clip, reopen, reopen_decay, gate_lr,
     init_log_alpha, dsp_tau_start, dsp_tau_end, straight_through, lagrangian_lr, cofi_warmup,
-    distill_weight (gate_distill_weight), distill_hidden_weight, distill_temperature, extra_steps,
-    complete_by_rank."""
+    distill_weight (gate_distill_weight), distill_hidden_weight (gate_distill_hidden), extra_steps,
+    complete_by_rank. distill_temperature is both distillations' temperature."""
     rt = _runtime(device, dtype, seed, threads, model)
     gate = dict(gate_options)
     if method is not None:

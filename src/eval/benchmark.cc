@@ -28,6 +28,44 @@
 
 namespace hp {
 
+const OptionTable<BenchOptions>& bench_option_table() {
+  using B = BenchOptions;
+  using R = ValueRange;
+  static const OptionTable<B> t =
+      OptionTable<B>()
+          .integers("batch_sizes", "--batch", "batch sizes", &B::batch_sizes, R::at_least(1))
+          .integers("seq_lens", "--seq", "sequence lengths (at most the models' max_positions)", &B::seq_lens,
+                    R::at_least(1))
+          .integer("reps", "--reps", "timed repetitions per model and shape", &B::reps, R::at_least(1))
+          .integer("warmup", "--warmup", "untimed repetitions first", &B::warmup, R::at_least(0))
+          .real("min_seconds", "--min-time",
+                "time every model for at least this many seconds per shape (more repetitions than --reps where "
+                "needed; 0: exactly --reps)",
+                &B::min_seconds, R::between(0, kMaxMinSeconds))
+          .yes_no("train", "--train", "time training steps (forward, loss, backward, AdamW) instead of inference",
+                  &B::train, FlagStyle::Sets)
+          .yes_no("gemm_probe", "--no-gemm-probe", "skip the fp32 GEMM probe that each row's GFLOP/s is compared with",
+                  &B::gemm_probe, FlagStyle::Clears)
+          .text("io_path", "--save-io",
+                "write the first checkpoint's inputs and logits at the first shape here (safetensors), for an "
+                "outside baseline to check (bench/eager/eager.py --check)",
+                &B::io_path, false)
+          .text("profile_path", "--profile",
+                "record the timed repetitions op by op (LibTorch's profiler) and write a Chrome trace here; "
+                "bench/eager/profile_ops.py sums it per op. Profiled times are slower than unprofiled ones",
+                &B::profile_path, false)
+          .yes_no("generation", "--generate",
+                  "decoder LMs: time generation instead of forward passes: prompt processing at each --batch x --seq "
+                  "(an empty key/value cache filled, the last position's logits) and decoding --new-tokens greedy "
+                  "tokens after --decode-after",
+                  &B::generation, FlagStyle::Sets)
+          .integer("new_tokens", "--new-tokens", "--generate: tokens decoded per sequence", &B::new_tokens,
+                   R::at_least(1))
+          .integer("decode_after", "--decode-after", "--generate: prompt length before decoding", &B::decode_after,
+                   R::at_least(1));
+  return t;
+}
+
 OutputFile bench_io_output(const std::string& path) {
   OutputFile f{path, "--save-io", "a benchmark's inputs and logits (safetensors)", nullptr};
   f.ours = [](const std::string& p) {  // the header's __metadata__.format

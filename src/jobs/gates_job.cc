@@ -15,18 +15,6 @@
 
 namespace hp {
 
-void set_concentrator(GateOptions& opts, const std::string& text) {
-  opts.concentrator_adaptive = text == "adaptive";
-  if (opts.concentrator_adaptive) return;
-  try {
-    size_t used = 0;
-    opts.concentrator_weight = std::stod(text, &used);
-    if (used != text.size()) throw std::invalid_argument("trailing characters");
-  } catch (const std::exception&) {
-    throw std::invalid_argument("--concentrator: expected 'adaptive' or a number, got '" + text + "'");
-  }
-}
-
 namespace {
 
 std::string kept_by_type(const ModelConfig& cfg, const std::vector<HeadId>& kept) {

@@ -15,6 +15,29 @@
 
 namespace hp {
 
+const OptionTable<FinetuneOptions>& finetune_option_table() {
+  using F = FinetuneOptions;
+  using R = ValueRange;
+  static const OptionTable<F> t =
+      OptionTable<F>()
+          .integer("steps", "--finetune-steps", "recovery fine-tuning steps after pruning (0 = none)", &F::steps,
+                   R::at_least(0))
+          .real("lr", "--finetune-lr", "fine-tuning learning rate (default: the run config's)", &F::lr, R::positive(),
+                false)
+          .integer("batch_tokens", "--finetune-batch-tokens", "tokens per fine-tuning batch (default: the run config's)",
+                   &F::batch_tokens, R::at_least(1), false)
+          .real("distill_weight", "--distill-weight",
+                "fine-tune with distillation from the unpruned model: (1 - w) * task loss + w * T^2 * KL (0 = none)",
+                &F::distill_weight, R::between(0, 1))
+          .real("distill_temperature", "--distill-temperature", "distillation temperature T", &F::distill_temperature,
+                R::positive())
+          .real("distill_hidden_weight", "--distill-hidden",
+                "add this weight times the MSE of the hidden states entering every attention layer, student vs "
+                "unpruned model (CoFi's layer-wise distillation; 0 = none)",
+                &F::distill_hidden_weight, R::at_least(0));
+  return t;
+}
+
 std::function<void(const std::string&, int64_t, int64_t)> JobEvents::phase_callback() const {
   if (!progress) return nullptr;
   auto fn = progress;

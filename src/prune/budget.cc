@@ -43,6 +43,34 @@ bool parse_budget_table(const std::string& name) {
 
 const char* budget_table_name(bool fit_line) { return fit_line ? "linear" : "measured"; }
 
+const OptionTable<BudgetShape>& budget_shape_table() {
+  using B = BudgetShape;
+  using R = ValueRange;
+  static const OptionTable<B> t =
+      OptionTable<B>()
+          .integer("batch", "--budget-batch", "budget: batch of the latency table and the key/value cache", &B::batch,
+                   R::at_least(1))
+          .integer("seq_len", "--budget-len", "budget: sequence length the latency is measured at", &B::seq_len,
+                   R::at_least(1))
+          .integer("context", "--budget-context", "budget: positions the key/value cache holds", &B::context,
+                   R::at_least(1))
+          .integer("warmup", "--budget-warmup", "budget: untimed repetitions per model before the latency table's",
+                   &B::warmup, R::at_least(0))
+          .integer("reps", "--budget-reps", "budget: timed repetitions per model in the latency table", &B::reps,
+                   R::at_least(1))
+          .real("min_seconds", "--budget-min-time",
+                "budget, latency: time every model of the table and of the check for at least this many seconds "
+                "(more repetitions where needed)",
+                &B::min_seconds, R::between(0, kMaxMinSeconds))
+          .real("margin", "--budget-margin", "budget, latency: aim this share below the budget (room for timing noise)",
+                &B::margin, R::between(0, 0.5))
+          .parsed("table", "--budget-table",
+                  "budget, latency: plan from each layer type's times on their least-squares line in the heads kept "
+                  "(linear, default) or from the times as measured",
+                  [](B& b, const std::string& s) { b.fit_line = parse_budget_table(s); }, "linear");
+  return t;
+}
+
 std::vector<double> fit_kept_line(const std::vector<double>& T) {
   const size_t G = T.empty() ? 0 : T.size() - 1;
   if (G < 3) return T;

@@ -15,6 +15,81 @@
 
 namespace hp {
 
+void set_concentrator(GateOptions& opts, const std::string& text) {
+  opts.concentrator_adaptive = text == "adaptive";
+  if (opts.concentrator_adaptive) return;
+  try {
+    size_t used = 0;
+    opts.concentrator_weight = std::stod(text, &used);
+    if (used != text.size()) throw std::invalid_argument("trailing characters");
+  } catch (const std::exception&) {
+    throw std::invalid_argument("expected 'adaptive' or a number, got '" + text + "'");
+  }
+}
+
+const OptionTable<GateOptions>& gate_option_table() {
+  using G = GateOptions;
+  using R = ValueRange;
+  static const OptionTable<G> t =
+      OptionTable<G>()
+          .parsed("method", "--method", "hard_concrete, pass, passconc, dsp or cofi",
+                  [](G& g, const std::string& s) { g.method = parse_gate_method(s); }, "passconc")
+          .real("coef", "--coef,--lambda", "L0 weight (hard_concrete) or PASS's starting coefficient", &G::coef,
+                R::at_least(0))
+          .parsed("hc_target", "--hc-target",
+                  "hard_concrete with --target: 'controller' (Voita's penalty; lambda searched each period, gates "
+                  "rolled back when too many closed) or 'quadratic' (pull the expected open count to the target)",
+                  [](G& g, const std::string& s) { g.hc_target = parse_hc_target(s); }, "controller")
+          .real("coef_growth", "--coef-growth", "coefficient factor per period while off target", &G::coef_growth,
+                R::at_least(1))
+          .parsed("concentrator", "--concentrator",
+                  "passconc: 'adaptive' (re-set every period so a nearly empty layer's last heads close) or a fixed "
+                  "weight relative to the PASS coefficient",
+                  [](G& g, const std::string& s) { set_concentrator(g, s); }, "adaptive")
+          .real("concentrator_margin", "--concentrator-margin",
+                "adaptive concentrator: how many times the pull to close must exceed the P(g=1) term's pull",
+                &G::concentrator_margin, R::positive())
+          .real("concentrator_max", "--concentrator-max", "adaptive concentrator: upper bound of its weight",
+                &G::concentrator_max, R::at_least(0))
+          .real("concentrator_until", "--concentrator-until", "adaptive concentrator: fraction of --steps after which it is off",
+                &G::concentrator_until, R::between(0, 1))
+          .real("temperature", "--temperature", "Hard Concrete temperature beta",
+                [](G& g) -> double& { return g.dist.beta; }, R::positive())
+          .integer("period", "--period", "steps between checks, coefficient updates and log lines", &G::period,
+                   R::at_least(1))
+          .real("clip", "--clip", "pass/passconc: clip log alpha to [-clip, clip] (0 = off)", &G::clip, R::at_least(0))
+          .yes_no("reopen", "--reopen", "pass/passconc: reopen closed gates by confidence", &G::reopen, FlagStyle::Value)
+          .real("reopen_decay", "--reopen-decay", "reopening probability factor per period", &G::reopen_decay,
+                R::between(0, 1, true))
+          .real("gate_lr", "--gate-lr", "Adam learning rate of log alpha", &G::gate_lr, R::positive())
+          .real("init_log_alpha", "--init-log-alpha", "starting log alpha of every gate", &G::init_log_alpha, R::any())
+          .real("dsp_tau_start", "--dsp-tau-start", "dsp: Gumbel soft top-K temperature at the first step",
+                &G::dsp_tau_start, R::positive())
+          .real("dsp_tau_end", "--dsp-tau-end", "dsp: temperature at the last step (annealed geometrically)",
+                &G::dsp_tau_end, R::positive())
+          .yes_no("straight_through", "--straight-through", "dsp: hard top-K forward, relaxed gradient backward",
+                  &G::dsp_straight_through, FlagStyle::Sets)
+          .real("lagrangian_lr", "--lagrangian-lr", "cofi: Adam rate of the Lagrange multipliers (gradient ascent)",
+                &G::lagrangian_lr, R::positive())
+          .real("cofi_warmup", "--cofi-warmup", "cofi: fraction of --steps over which the target rises linearly",
+                &G::cofi_warmup, R::between(0, 1))
+          .real("distill_weight", "--gate-distill-weight",
+                "distil the model before the gates into the gated one while they train: (1 - w) * task + w * KL",
+                &G::distill_weight, R::between(0, 1))
+          .real("distill_hidden_weight", "--gate-distill-hidden",
+                "while the gates train, add this weight times the hidden-state MSE against the model before the "
+                "gates (CoFi's layer-wise distillation)",
+                &G::distill_hidden_weight, R::at_least(0))
+          .integer("extra_steps", "--extra-steps",
+                   "train up to this many more steps, a period at a time, until the head count is exact",
+                   &G::max_extra_steps, R::at_least(0))
+          .yes_no("complete_by_rank", "--complete-by-rank",
+                  "if the gates still miss the target at the end, keep the target's count of heads with the largest "
+                  "P(open) (PASS's top-K evaluation); closed_by_gates in gates.json keeps the gates' own count",
+                  &G::complete_by_rank, FlagStyle::Sets);
+  return t;
+}
+
 namespace {
 torch::Tensor stretch_clamp(const torch::Tensor& s, const HardConcrete& d) {
   return (s * (d.r - d.l) + d.l).clamp(0.0, 1.0);

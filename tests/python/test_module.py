@@ -121,7 +121,7 @@ def test_errors_carry_the_library_message(tmp_path, cli, tiny):
         headprune.importance(tiny, methods=["nope"], progress=False)
     with pytest.raises(ValueError, match="argument 'beam'"):
         headprune.importance(tiny, methods=["magnitude"], beam=0, progress=False)
-    with pytest.raises(ValueError, match="budget_shape field 'table': expected \"linear\" or \"measured\""):
+    with pytest.raises(ValueError, match="'plan.budget_shape.table' is not valid: expected \"linear\" or \"measured\""):
         headprune.plan(tiny, {"synthetic_examples": 8}, budget="latency=0.9x", budget_shape={"table": "sideways"},
                        progress=False)
     # A job that writes into a temporary directory of its own (out=None) removes it when it fails.
@@ -130,6 +130,34 @@ def test_errors_carry_the_library_message(tmp_path, cli, tiny):
     with pytest.raises(ValueError, match="argument 'beam'"):
         headprune.prune(tiny, {"synthetic_examples": 8}, strategy="random", target=0.5, beam=0, progress=False)
     assert scratch() == before
+
+
+def test_options_have_one_range_for_the_cli_and_python(tmp_path, cli, tiny):
+    """Each option table (util/options.h) bounds an option once: the command line and the module refuse
+    the same value in the same words. Before the tables, Python took a negative Hard Concrete
+    temperature and a negative fine-tuning rate that the command line refused."""
+    out = str(tmp_path / "out")
+    cases = [
+        (["bench", tiny, "--reps", "0"], lambda: headprune.bench(tiny, reps=0, progress=False),
+         "must be an integer >= 1, not"),
+        (["gates", tiny, "--target", "0.5", "--temperature", "-1", "--out", out],
+         lambda: headprune.gates(tiny, target=0.5, temperature=-1, out=out, progress=False),
+         "must be a number > 0, not"),
+        (["prune", tiny, "--strategy", "random", "--target", "0.5", "--finetune-lr", "-1", "--out", out],
+         lambda: headprune.prune(tiny, strategy="random", target=0.5, finetune_lr=-1, out=out, progress=False),
+         "must be a number > 0, not"),
+        (["prune", tiny, "--budget", "latency=0.9x", "--budget-margin", "0.7", "--out", out],
+         lambda: headprune.plan(tiny, {"synthetic_examples": 8}, budget="latency=0.9x", budget_shape={"margin": 0.7},
+                                progress=False),
+         "must be a number in [0, 0.5], not"),
+    ]
+    for args, call, words in cases:
+        r = cli(*args, check=False)
+        assert r.returncode != 0 and words in r.stderr, (args, r.stderr)
+        with pytest.raises(ValueError) as e:
+            call()
+        assert words in str(e.value), (args, str(e.value))
+    assert not os.path.exists(out)
 
 
 def storage_range(t: torch.Tensor):

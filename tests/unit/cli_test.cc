@@ -4,6 +4,8 @@
 #include <chrono>
 #include <filesystem>
 #include <new>
+#include <set>
+#include <variant>
 #include <sstream>
 #include <stdexcept>
 
@@ -14,7 +16,12 @@
 
 #include "app.h"
 #include "headprune/io/checkpoint.h"
+#include "headprune/eval/benchmark.h"
+#include "headprune/jobs/job.h"
 #include "headprune/model/remove_heads.h"
+#include "headprune/prune/budget.h"
+#include "headprune/prune/gates.h"
+#include "headprune/util/options.h"
 #include "test_util.h"
 
 namespace hp {
@@ -185,6 +192,80 @@ TEST(Cli, NumericOptionsRefuseBadValuesNamingTheOptionBriefly) {
     expect_short_error(r, option);
   }
   EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// An option table (util/options.h) as both front ends use it: keys and flags once each, every flag in
+// its subcommand's --help, every shown default inside its own range.
+template <class S>
+void check_option_table(const OptionTable<S>& t, const std::string& subcommand) {
+  SCOPED_TRACE(subcommand);
+  const auto help = run_cli({subcommand, "--help"});
+  ASSERT_EQ(help.code, 0);
+  std::set<std::string> keys, flags;
+  S d;  // the defaults
+  for (const auto& f : t.fields()) {
+    EXPECT_TRUE(keys.insert(f.key).second) << "key " << f.key << " twice";
+    EXPECT_EQ(f.key.find_first_not_of("abcdefghijklmnopqrstuvwxyz_"), std::string::npos) << f.key;
+    if (!f.flag.empty()) {
+      const std::string first = f.flag.substr(0, f.flag.find(','));
+      EXPECT_TRUE(flags.insert(first).second) << "flag " << first << " twice";
+      EXPECT_NE(help.out.find(first), std::string::npos) << first << " is not in " << subcommand << " --help";
+    }
+    if (auto* i = std::get_if<typename OptionField<S>::IntRef>(&f.at); i && f.show_default) {
+      EXPECT_TRUE(f.range.contains(static_cast<double>((*i)(d)))) << f.key << "'s default is outside " << f.range.text();
+    }
+    if (auto* r = std::get_if<typename OptionField<S>::RealRef>(&f.at); r && f.show_default) {
+      EXPECT_TRUE(f.range.contains((*r)(d))) << f.key << "'s default is outside " << f.range.text();
+    }
+  }
+}
+
+TEST(Cli, OptionTablesHaveOneRowPerOptionInBothFrontEnds) {
+  check_option_table(bench_option_table(), "bench");
+  check_option_table(budget_shape_table(), "prune");
+  check_option_table(finetune_option_table(), "prune");
+  check_option_table(finetune_option_table(), "gates");
+  check_option_table(gate_option_table(), "gates");
+}
+
+TEST(Cli, OptionTablesReadJsonWithTheRangesTheCommandLineChecks) {
+  const JsonStyle style{"argument", "is required", JsonStyle::Nulls::Absent, JsonStyle::Error::InvalidArgument};
+  auto read_bench = [&](const nlohmann::json& j) {
+    BenchOptions b;
+    bench_option_table().read(JsonFields(j, "headprune.bench", style), b);
+    return b;
+  };
+  const BenchOptions b = read_bench({{"reps", 3}, {"batch_sizes", {2, 8}}, {"min_seconds", 0.5}, {"gemm_probe", false}});
+  EXPECT_EQ(b.reps, 3);
+  EXPECT_EQ(b.batch_sizes, (std::vector<int64_t>{2, 8}));
+  EXPECT_DOUBLE_EQ(b.min_seconds, 0.5);
+  EXPECT_FALSE(b.gemm_probe);
+  EXPECT_EQ(b.warmup, BenchOptions{}.warmup);  // absent: the struct's default
+  auto message = [&](const nlohmann::json& j) {
+    try {
+      read_bench(j);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message({{"reps", 0}}), "headprune.bench: argument 'reps' must be an integer >= 1, not 0");
+  EXPECT_EQ(message({{"min_seconds", 4000}}), "headprune.bench: argument 'min_seconds' must be a number in [0, 3600], not 4000");
+  EXPECT_EQ(message({{"batch_sizes", {1, 0}}}), "headprune.bench: argument 'batch_sizes' must hold integers >= 1, not 0");
+  EXPECT_EQ(message({{"reps", 1.5}}), "headprune.bench: argument 'reps' must be an integer, got 1.5");
+  // The same bound on the command line, in the same words.
+  const auto r = run_cli({"bench", "x", "--min-time", "4000"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("must be a number in [0, 3600], not '4000'"), std::string::npos) << r.err;
+  // A parsed value: the parser's words after the field's name.
+  BudgetShape shape;
+  try {
+    budget_shape_table().read(JsonFields(nlohmann::json{{"table", "sideways"}}, "headprune.plan", style), shape);
+    ADD_FAILURE() << "a budget table named sideways was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 'table' is not valid: expected \"linear\""), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Cli, BeamSizeIsBetweenOneAndTheVocabulary) {

@@ -19,6 +19,7 @@
 #include "headprune/config.h"
 #include "headprune/model/geometry.h"  // forward_flops
 #include "headprune/model/transformer.h"
+#include "headprune/util/options.h"
 
 namespace hp {
 
@@ -56,6 +57,10 @@ struct BenchOptions {
   bool generation = false;
   int64_t new_tokens = 128, decode_after = 128;
 };
+
+// BenchOptions' options for `bench` and Python's bench(): keyword, flag, help and range per field
+// (util/options.h). The seed is the runtime's.
+const OptionTable<BenchOptions>& bench_option_table();
 
 // The file outputs of a benchmark (io/outputs.h): each replaces only an earlier one of its kind.
 OutputFile bench_io_output(const std::string& path);       // --save-io (safetensors with kBenchIoFormat)

@@ -33,9 +33,6 @@ struct GatesRequest {
   FinetuneOptions finetune;           // after the gates are fixed
 };
 
-// "adaptive" or a fixed weight (relative to PASS's coefficient) -> the options' concentrator fields.
-void set_concentrator(GateOptions& opts, const std::string& text);
-
 struct GatesResult {
   std::string checkpoint, out_dir, data;
   bool from_scratch = false;

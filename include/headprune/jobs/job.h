@@ -21,6 +21,7 @@
 #include "headprune/io/outputs.h"
 #include "headprune/train/run_config.h"
 #include "headprune/train/trainer.h"
+#include "headprune/util/options.h"
 #include "headprune/util/runtime.h"
 
 namespace hp {
@@ -55,6 +56,8 @@ struct FinetuneOptions {
   double distill_hidden_weight = 0;
   bool distills() const { return steps > 0 && (distill_weight > 0 || distill_hidden_weight > 0); }
 };
+// FinetuneOptions' options: `--finetune-*`/`--distill-*` and Python's finetune={...} (util/options.h).
+const OptionTable<FinetuneOptions>& finetune_option_table();
 
 // How a running job reports. Both callbacks are optional (unset = silent).
 struct JobEvents {

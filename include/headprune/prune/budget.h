@@ -31,6 +31,7 @@
 #include "headprune/prune/plan.h"
 #include "headprune/score/head_scores.h"
 #include "headprune/util/names.h"
+#include "headprune/util/options.h"
 
 namespace hp {
 
@@ -65,6 +66,9 @@ struct BudgetShape {
   bool fit_line = true;
   nlohmann::json to_json() const;
 };
+
+// BudgetShape's options: `prune --budget-*` and Python's budget_shape={...} (util/options.h).
+const OptionTable<BudgetShape>& budget_shape_table();
 
 // A latency table's model times by kept count (T[c], c = 0 .. G; T[G] the full model) with T[1 .. G]
 // replaced by their least-squares line in c. T[0], every layer emptied, stays as measured: the step down

@@ -63,6 +63,7 @@
 #include "headprune/model/transformer.h"
 #include "headprune/train/trainer.h"
 #include "headprune/util/names.h"
+#include "headprune/util/options.h"
 
 namespace hp {
 
@@ -168,6 +169,14 @@ struct GateOptions {
   void validate(int64_t n_heads) const;  // throws std::invalid_argument naming the option
   nlohmann::json to_json() const;
 };
+
+// "adaptive" or a fixed weight (relative to PASS's coefficient) -> the options' concentrator fields.
+void set_concentrator(GateOptions& opts, const std::string& text);
+
+// GateOptions' options: `gates --...` and Python's gate={...} (util/options.h). The target is the
+// request's (target_kept follows from it); the distillation temperature is the fine-tuning's
+// (--distill-temperature: one temperature for both distillations, jobs/gates_job.cc).
+const OptionTable<GateOptions>& gate_option_table();
 
 // One gate per head of every attention layer that keeps heads, in model order.
 class HeadGateSet {

@@ -1,0 +1,177 @@
+// One row per option of a job's request, read by both front ends: the command line (cli/, CLI11) and
+// the Python module's keyword arguments (python/jobs.cc, JSON). A row holds the keyword, the flag, the
+// help, the admissible values and where the value lives in the request, so that a name, a bound or a
+// default is written once. (Before, each front end restated them and they drifted apart: the Python
+// module took a negative Hard Concrete temperature or fine-tuning rate that the command line refused.)
+//
+// A table is built next to the struct it fills (BenchOptions in eval/benchmark.h, BudgetShape in
+// prune/budget.h, GateOptions in prune/gates.h, FinetuneOptions in jobs/job.h):
+//
+//   static const OptionTable<BenchOptions> t = OptionTable<BenchOptions>()
+//       .integer("reps", "--reps", "timed repetitions per model and shape", &BenchOptions::reps, ValueRange::at_least(1))
+//       .real("min_seconds", "--min-time", "...", &BenchOptions::min_seconds, ValueRange::between(0, 3600));
+//
+// The command line adds a table's flags with cli::add_options (cli/common.h); Python reads one with
+// OptionTable::read. A value out of its range gets the same words from both: "must be an integer >= 1".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "headprune/util/json_fields.h"
+
+namespace hp {
+
+// The numbers an option admits: [lo, hi], an end open where said; an infinite end is no bound. Every
+// admitted number is finite.
+struct ValueRange {
+  static constexpr double kNone = std::numeric_limits<double>::infinity();
+  double lo = -kNone, hi = kNone;
+  bool lo_open = false, hi_open = false;
+
+  static ValueRange any() { return {}; }
+  static ValueRange at_least(double lo) { return {lo, kNone, false, false}; }
+  static ValueRange positive() { return {0, kNone, true, false}; }
+  static ValueRange between(double lo, double hi, bool lo_open = false, bool hi_open = false) {
+    return {lo, hi, lo_open, hi_open};
+  }
+  bool contains(double v) const;
+  // ">= 1", "in (0, 1]", "> 0"; "" for any finite number.
+  std::string text() const;
+  // What a value must be: "an integer >= 1", "a number in [0, 1]", "a finite number".
+  std::string requirement(bool integer) const;
+};
+
+// How a yes/no option is spelt on the command line: `--flag true|false`, a bare `--flag` that sets it,
+// or a bare flag that clears it ("!--no-gemm-probe"). In Python it is always `key=True|False`.
+enum class FlagStyle { Value, Sets, Clears };
+
+template <class S>
+struct OptionField {
+  using IntRef = std::function<int64_t&(S&)>;
+  using RealRef = std::function<double&(S&)>;
+  using BoolRef = std::function<bool&(S&)>;
+  using TextRef = std::function<std::string&(S&)>;
+  using IntsRef = std::function<std::vector<int64_t>&(S&)>;
+  // A value the library parses from its name (an enum, "adaptive" or a weight); `shown` is the
+  // default --help shows.
+  struct Parsed {
+    std::function<void(S&, const std::string&)> set;
+    std::string shown;
+  };
+  std::string key;   // Python keyword and JSON key ("min_seconds")
+  std::string flag;  // CLI11's spelling ("--min-time", "--coef,--lambda"); "" = not on the command line
+  std::string help;
+  std::variant<IntRef, RealRef, BoolRef, TextRef, IntsRef, Parsed> at;
+  ValueRange range;  // numbers; for a list, each of its numbers
+  bool show_default = true;
+  FlagStyle style = FlagStyle::Value;
+};
+
+template <class S>
+class OptionTable {
+ public:
+  using Field = OptionField<S>;
+
+  // M: a pointer to a member of S, or a callable S& -> T& (a member of a member).
+  template <class M>
+  OptionTable&& integer(std::string key, std::string flag, std::string help, M m, ValueRange r = {}, bool shown = true) && {
+    return add(std::move(key), std::move(flag), std::move(help), typename Field::IntRef(ref<int64_t>(m)), r, shown);
+  }
+  template <class M>
+  OptionTable&& real(std::string key, std::string flag, std::string help, M m, ValueRange r = {}, bool shown = true) && {
+    return add(std::move(key), std::move(flag), std::move(help), typename Field::RealRef(ref<double>(m)), r, shown);
+  }
+  template <class M>
+  OptionTable&& yes_no(std::string key, std::string flag, std::string help, M m, FlagStyle style) && {
+    add(std::move(key), std::move(flag), std::move(help), typename Field::BoolRef(ref<bool>(m)), {}, style == FlagStyle::Value);
+    fields_.back().style = style;
+    return std::move(*this);
+  }
+  template <class M>
+  OptionTable&& text(std::string key, std::string flag, std::string help, M m, bool shown = true) && {
+    return add(std::move(key), std::move(flag), std::move(help), typename Field::TextRef(ref<std::string>(m)), {}, shown);
+  }
+  template <class M>
+  OptionTable&& integers(std::string key, std::string flag, std::string help, M m, ValueRange r = {}) && {
+    return add(std::move(key), std::move(flag), std::move(help), typename Field::IntsRef(ref<std::vector<int64_t>>(m)), r, true);
+  }
+  OptionTable&& parsed(std::string key, std::string flag, std::string help, std::function<void(S&, const std::string&)> set,
+                       std::string shown) && {
+    return add(std::move(key), std::move(flag), std::move(help),
+               typename Field::Parsed{std::move(set), std::move(shown)}, {}, false);
+  }
+
+  const std::vector<Field>& fields() const { return fields_; }
+  std::set<std::string> keys() const {
+    std::set<std::string> k;
+    for (const auto& f : fields_) k.insert(f.key);
+    return k;
+  }
+
+  // Every field of the table that `f` holds, into s; a value of the wrong type or out of its range is
+  // f.fail naming its key. Keys outside the table are the caller's (JsonFields::only).
+  void read(const JsonFields& f, S& s) const {
+    for (const auto& field : fields_)
+      if (f.has(field.key)) read_one(f, field, s);
+  }
+
+ private:
+  template <class T, class M>
+  static std::function<T&(S&)> ref(M m) {
+    return [m](S& s) -> T& { return std::invoke(m, s); };
+  }
+  template <class Ref>
+  OptionTable&& add(std::string key, std::string flag, std::string help, Ref r, ValueRange range, bool shown) {
+    fields_.push_back(Field{std::move(key), std::move(flag), std::move(help), std::move(r), range, shown});
+    return std::move(*this);
+  }
+  static void check(const JsonFields& f, const Field& field, double v, bool integer, const std::string& shown) {
+    if (!field.range.contains(v)) f.fail(field.key, "must be " + field.range.requirement(integer) + ", not " + shown);
+  }
+  static void read_one(const JsonFields& f, const Field& field, S& s) {
+    const std::string& k = field.key;
+    if (auto* i = std::get_if<typename Field::IntRef>(&field.at)) {
+      const int64_t v = f.req_int(k);
+      check(f, field, static_cast<double>(v), true, std::to_string(v));
+      (*i)(s) = v;
+    } else if (auto* r = std::get_if<typename Field::RealRef>(&field.at)) {
+      const double v = f.req_num(k);
+      check(f, field, v, false, f.at(k).dump());
+      (*r)(s) = v;
+    } else if (auto* b = std::get_if<typename Field::BoolRef>(&field.at)) {
+      (*b)(s) = f.opt_bool(k, false);
+    } else if (auto* t = std::get_if<typename Field::TextRef>(&field.at)) {
+      (*t)(s) = f.req_str(k);
+    } else if (auto* l = std::get_if<typename Field::IntsRef>(&field.at)) {
+      const nlohmann::json& v = f.at(k);
+      if (!v.is_array()) f.fail(k, "must be a list of integers, got " + v.dump());
+      std::vector<int64_t> out;
+      for (const auto& x : v) {
+        out.push_back(f.as_int(x, k));
+        if (!field.range.contains(static_cast<double>(out.back())))
+          f.fail(k, "must hold integers " + field.range.text() + ", not " + x.dump());
+      }
+      (*l)(s) = std::move(out);
+    } else {
+      const auto& p = std::get<typename Field::Parsed>(field.at);
+      const nlohmann::json& v = f.at(k);
+      try {
+        p.set(s, v.is_string() ? v.get<std::string>() : v.dump());
+      } catch (const std::invalid_argument& e) {  // the parser's words, after the field's name
+        f.fail(k, std::string("is not valid: ") + e.what());
+      }
+    }
+  }
+
+  std::vector<Field> fields_;
+};
+
+}  // namespace hp
