@@ -1379,6 +1379,29 @@ def budget_table():
     return lines
 
 
+BUDGET_RUNS = [("one rotation, 15 rounds per model (d0b07f0)", "bench/results/budget_repeat.json"),
+               ("each variant beside the unpruned model, a pair at a time, ≥ 2 s per model (bfe3089)",
+                "bench/results/budget_pairs.json"),
+               ("one rotation, ≥ 2 s per model (6ddc094)", "bench/results/budget_earlier.json"),
+               ("one rotation, ≥ 2 s per model, first of three in a row", "bench/results/budget_run1.json"),
+               ("the same, second", "bench/results/budget_run2.json"),
+               ("the same, third (the table above)", BUDGET)]
+
+
+def budget_runs_table():
+    """Every kept run of bench/budget.sh on this machine: the latency rows' errors and drifts side by side."""
+    lines = ["| run | share error | ms error | unpruned: check / table | ms within 10 % | met |",
+             "|---|---:|---:|---:|---:|---|"]
+    for label, path in BUDGET_RUNS:
+        runs = [r for r in load(path)["runs"] if "measured_share" in r]
+        span = lambda k: "%+.1f … %+.1f %%" % (min(100 * r[k] for r in runs), max(100 * r[k] for r in runs))
+        within = sum(abs(r["error"]) <= 0.10 for r in runs)
+        lines.append("| %s (`%s`) | %s | %s | %s | %d of %d | %s |" % (
+            label, path, span("share_error"), span("error"), span("drift"), within, len(runs),
+            "all" if all(r["met"] for r in runs) else "**not all**"))
+    return lines
+
+
 METHOD_ROWS = [("score_gradient", "gradient importance (Michel)"), ("score_taylor", "Taylor, LLM-Pruner"),
                ("score_activation", "activation, Minitron"), ("score_magnitude", "weight magnitude"),
                ("score_layer_drop", "attention-layer drop"), ("gates_passconc", "PASSCONC gates"),
@@ -1451,7 +1474,7 @@ def methods_table():
 
 
 TABLES = {"engines_bert": (ENGINES, engines_bert), "engines_llama": (ENGINES, engines_llama),
-          "engines_kv": (ENGINES, engines_kv), "engines_checks": (ENGINES, engines_checks), "budget": (BUDGET, budget_table), "methods": (METHODS, methods_table), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
+          "engines_kv": (ENGINES, engines_kv), "engines_checks": (ENGINES, engines_checks), "budget": (BUDGET, budget_table), "budget_runs": (BUDGET, budget_runs_table), "methods": (METHODS, methods_table), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
           "sst2_training": (SST2, sst2_training), "sst2_importance_top": (SST2, sst2_importance_top),
