@@ -68,40 +68,16 @@ CLI::Validator positive_real() { return in_range(ValueRange::positive(), false);
 CLI::Validator finite_real() { return in_range(ValueRange::any(), false); }
 
 void add_data_options(CLI::App* sub, DataSource& d) {
-  sub->add_option("--config,--data", d.config,
-                  "run config whose data section to use (default: the built-in synthetic task)");
-  sub->add_option("--split", d.split, "train, valid or test")
-      ->check(CLI::IsMember({"train", "valid", "test"}))
-      ->capture_default_str();
-  sub->add_option("--data-root", d.data_root, "directory that relative data paths start from")->capture_default_str();
-  sub->add_option("--max-examples,--max-sentences", d.max_examples, "use only the first N examples (0 = all)")
-      ->check(at_least(0));
-  sub->add_option("--synthetic", d.synthetic_examples, "examples of the synthetic task when no --config")
-      ->check(at_least(1))
-      ->capture_default_str();
-  sub->add_option("--calibration", d.calibration,
-                  "calibration text file (read with the model's tokenizer) instead of a data config's split; "
-                  "'random' for random token ids (speed and memory checks only)");
-  sub->add_option("--calibration-length", d.calibration_length, "tokens per calibration sample")
-      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
-      ->capture_default_str();
-  sub->add_option("--calibration-samples", d.calibration_samples, "calibration samples")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
+  add_options(sub, d, data_source_table(),
+              {"config", "split", "data_root", "max_examples", "synthetic_examples", "calibration", "calibration_length",
+               "calibration_samples"});
 }
 
-void add_score_split_option(CLI::App* sub, DataSource& d) {
-  sub->add_option("--score-split", d.score_split,
-                  "the split head importance is computed on (default: --split); e.g. select heads on valid, "
-                  "report on test")
-      ->check(CLI::IsMember({"train", "valid", "test"}));
-}
+void add_score_split_option(CLI::App* sub, DataSource& d) { add_options(sub, d, data_source_table(), {"score_split"}); }
 
 void add_finetune_options(CLI::App* sub, FinetuneOptions& f, DataSource& d) {
   add_options(sub, f, finetune_option_table());
-  sub->add_option("--synthetic-train", d.synthetic_train, "training examples of the synthetic task for fine-tuning")
-      ->check(at_least(1))
-      ->capture_default_str();
+  add_options(sub, d, data_source_table(), {"synthetic_train"});
 }
 
 namespace {

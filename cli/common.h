@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -28,12 +29,12 @@ CLI::Validator finite_real();                         // any finite number
 CLI::Validator in_range(const ValueRange& r, bool integer);
 
 // Every row of an option table (util/options.h) with a flag, bound to its field of `s` (which must
-// outlive the parse): the table's help, range check and default.
+// outlive the parse): the table's help, range check and default. `keys`: only these rows (all when empty).
 template <class S>
-void add_options(CLI::App* sub, S& s, const OptionTable<S>& table) {
+void add_options(CLI::App* sub, S& s, const OptionTable<S>& table, const std::set<std::string>& keys = {}) {
   using F = OptionField<S>;
   for (const F& f : table.fields()) {
-    if (f.flag.empty()) continue;
+    if (f.flag.empty() || (!keys.empty() && !keys.count(f.key))) continue;
     CLI::Option* o = nullptr;
     if (auto* i = std::get_if<typename F::IntRef>(&f.at)) {
       o = sub->add_option(f.flag, (*i)(s), f.help)->check(in_range(f.range, true));

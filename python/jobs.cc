@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -58,22 +59,8 @@ DataSource data_source(const JsonFields& f) {
   DataSource d;
   if (!f.has("data")) return d;
   const JsonFields g = f.object("data");
-  g.only({"config", "data_root", "split", "score_split", "max_examples", "synthetic_examples", "synthetic_train",
-          "calibration", "calibration_length", "calibration_samples"},
-         "data field");
-  d.config = g.opt_str("config", d.config);
-  d.data_root = g.opt_str("data_root", d.data_root);
-  d.split = g.opt_str("split", d.split);
-  d.score_split = g.opt_str("score_split", d.score_split);
-  for (const std::string* s : {&d.split, &d.score_split})
-    if (!s->empty() && *s != "train" && *s != "valid" && *s != "test")
-      g.fail(s == &d.split ? "split" : "score_split", "must be train, valid or test, not '" + *s + "'");
-  d.max_examples = int_at_least(g, "max_examples", d.max_examples, 0);
-  d.synthetic_examples = int_at_least(g, "synthetic_examples", d.synthetic_examples, 1);
-  d.synthetic_train = int_at_least(g, "synthetic_train", d.synthetic_train, 1);
-  d.calibration = g.opt_str("calibration", d.calibration);
-  d.calibration_length = int_at_least(g, "calibration_length", d.calibration_length, 2);
-  d.calibration_samples = int_at_least(g, "calibration_samples", d.calibration_samples, 1);
+  g.only(data_source_table().keys(), "data field");
+  data_source_table().read(g, d);
   return d;
 }
 
@@ -461,9 +448,23 @@ void bind_checkpoints(py::module_& m) {
       py::arg("path"));
 }
 
+// The keywords of a request part read from an option table (util/options.h), for the Python layer's
+// own checks (headprune/__init__.py's data fields).
+std::vector<std::string> option_keys(const std::string& part) {
+  std::set<std::string> k;
+  if (part == "data") k = data_source_table().keys();
+  else if (part == "finetune") k = finetune_option_table().keys();
+  else if (part == "gate") k = gate_option_table().keys();
+  else if (part == "bench") k = bench_option_table().keys();
+  else if (part == "budget_shape") k = budget_shape_table().keys();
+  else throw std::invalid_argument("option_keys: no option table '" + part + "' (data, finetune, gate, bench, budget_shape)");
+  return {k.begin(), k.end()};
+}
+
 }  // namespace
 
 void register_jobs(py::module_& m) {
+  m.def("option_keys", &option_keys, py::arg("part"));
   bind_scoring(m);
   bind_printing<PruneRequest, PruneResult>(m, "run_prune", &prune_request, &run_prune);
   bind_printing<GatesRequest, GatesResult>(m, "run_gates", &gates_request, &run_gates);

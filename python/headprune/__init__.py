@@ -373,8 +373,7 @@ def _as_model(model: Union[Model, PathLike], device: Any, dtype: Optional[str]) 
 
 # ---- data ---------------------------------------------------------------------------------------
 
-_DATA_FIELDS = {"config", "data_root", "split", "score_split", "max_examples", "synthetic_examples",
-                "synthetic_train", "calibration", "calibration_length", "calibration_samples"}
+_DATA_FIELDS = set(_C.option_keys("data"))  # DataSource's option table (jobs/job.h)
 
 
 class _Data:

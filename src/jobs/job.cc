@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <ostream>
 #include <sstream>
+#include <stdexcept>
 
 #include "headprune/data/tasks.h"
 #include "headprune/io/files.h"
@@ -14,6 +15,47 @@
 #include "headprune/util/runtime.h"
 
 namespace hp {
+
+namespace {
+
+// A split's name as given: train, valid or test.
+std::string split_name(const std::string& s) {
+  if (s != "train" && s != "valid" && s != "test") throw std::invalid_argument("must be train, valid or test, not '" + s + "'");
+  return s;
+}
+
+}  // namespace
+
+const OptionTable<DataSource>& data_source_table() {
+  using D = DataSource;
+  using R = ValueRange;
+  static const OptionTable<D> t =
+      OptionTable<D>()
+          .text("config", "--config,--data", "run config whose data section to use (default: the built-in synthetic task)",
+                &D::config, false)
+          .parsed("split", "--split", "train, valid or test", [](D& d, const std::string& s) { d.split = split_name(s); },
+                  "valid")
+          .parsed("score_split", "--score-split",
+                  "the split head importance is computed on (default: --split); e.g. select heads on valid, report "
+                  "on test",
+                  [](D& d, const std::string& s) { d.score_split = split_name(s); }, "")
+          .text("data_root", "--data-root", "directory that relative data paths start from", &D::data_root)
+          .integer("max_examples", "--max-examples,--max-sentences", "use only the first N examples (0 = all)",
+                   &D::max_examples, R::at_least(0), false)
+          .integer("synthetic_examples", "--synthetic", "examples of the synthetic task when no --config",
+                   &D::synthetic_examples, R::at_least(1))
+          .integer("synthetic_train", "--synthetic-train", "training examples of the synthetic task for fine-tuning",
+                   &D::synthetic_train, R::at_least(1))
+          .text("calibration", "--calibration",
+                "calibration text file (read with the model's tokenizer) instead of a data config's split; 'random' "
+                "for random token ids (speed and memory checks only)",
+                &D::calibration, false)
+          .integer("calibration_length", "--calibration-length", "tokens per calibration sample", &D::calibration_length,
+                   R::between(2, 1 << 20))
+          .integer("calibration_samples", "--calibration-samples", "calibration samples", &D::calibration_samples,
+                   R::between(1, 1 << 20));
+  return t;
+}
 
 const OptionTable<FinetuneOptions>& finetune_option_table() {
   using F = FinetuneOptions;

@@ -150,6 +150,9 @@ def test_options_have_one_range_for_the_cli_and_python(tmp_path, cli, tiny):
          lambda: headprune.plan(tiny, {"synthetic_examples": 8}, budget="latency=0.9x", budget_shape={"margin": 0.7},
                                 progress=False),
          "must be a number in [0, 0.5], not"),
+        (["importance", tiny, "--method", "magnitude", "--calibration-length", "1"],
+         lambda: headprune.importance(tiny, {"calibration_length": 1}, methods=["magnitude"], progress=False),
+         "must be an integer in [2, 1048576], not"),
     ]
     for args, call, words in cases:
         r = cli(*args, check=False)

@@ -226,6 +226,7 @@ TEST(Cli, OptionTablesHaveOneRowPerOptionInBothFrontEnds) {
   check_option_table(finetune_option_table(), "prune");
   check_option_table(finetune_option_table(), "gates");
   check_option_table(gate_option_table(), "gates");
+  check_option_table(data_source_table(), "prune");
 }
 
 TEST(Cli, OptionTablesReadJsonWithTheRangesTheCommandLineChecks) {

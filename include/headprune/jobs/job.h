@@ -44,6 +44,10 @@ struct DataSource {
   int64_t calibration_samples = 16;
 };
 
+// DataSource's options: `--config`, `--split`, `--calibration` ... and Python's data={...}
+// (util/options.h). Subcommands take the rows that apply to them (cli/common.h).
+const OptionTable<DataSource>& data_source_table();
+
 // Recovery fine-tuning after pruning: the run config's training options with these overrides.
 struct FinetuneOptions {
   int64_t steps = 0;         // 0 = none
