@@ -8,18 +8,6 @@
 
 namespace hp::cli {
 
-namespace {
-
-// Strategy budget: the budget and where it is measured.
-void add_budget_options(CLI::App* sub, PlanSpec& plan) {
-  sub->add_option("--budget", plan.budget,
-                  "budget: latency=0.7x or =12ms (measured here), memory=2GiB or =0.8x (weights and key/value cache), "
-                  "kv-cache=..., params=0.75x or =80M; the plan keeps the most --method importance within it (implies --strategy budget)");
-  add_options(sub, plan.budget_shape, budget_shape_table());
-}
-
-}  // namespace
-
 void register_prune(CLI::App& app, Context& ctx) {
   auto r = std::make_shared<PruneRequest>();
   auto* sub = app.add_subcommand("prune", "Prune heads: score, plan, mask or remove, fine-tune, evaluate, save");
@@ -32,31 +20,8 @@ void register_prune(CLI::App& app, Context& ctx) {
         return st;
       },
       "score, iterative, random, layers, manual, plan or budget", "score");
-  add_parsed(sub, "--method", r->plan.method, parse_score_method, "scoring method for score and iterative", "gradient");
-  add_parsed(sub, "--target", r->plan.target, parse_target, "how many heads: a fraction (0.3 or 30%) or a count (12)");
-  sub->add_flag("--per-layer", r->plan.per_layer, "score: the target fraction of every layer instead of globally");
-  add_parsed(sub, "--unit", r->plan.unit, parse_plan_unit,
-             "score, grouped-query attention: head (query heads), group (whole key/value groups; the target counts "
-             "groups) or balanced (as many query heads from every group of a layer)",
-             "head");
-  sub->add_option("--min-per-layer", r->plan.min_per_layer, "keep at least this many heads in every layer")
-      ->check(at_least(0))
-      ->capture_default_str();
-  add_parsed(sub, "--layer-strategy", r->plan.layer_strategy, parse_layer_choice,
-             "random: uniform, avoid_middle, avoid_consecutive, top, bottom", "uniform");
-  sub->add_option("--step", r->plan.step, "iterative: fraction of the heads pruned per step")
-      ->check(real_range(0, 1, true))
-      ->capture_default_str();
-  sub->add_option("--min-ratio", r->plan.min_ratio, "iterative: stop before the metric falls below this fraction of the start")
-      ->check(finite_real());
-  sub->add_option("--heads", r->plan.heads, "manual: TYPE:LAYER:HEAD,... or HF's {\"layer\": [heads]} JSON");
-  add_parsed(sub, "--hf-type", r->plan.hf_type, parse_attn_type, "manual, HF form: the attention type its layers refer to");
-  add_parsed(sub, "--layers", r->plan.layers, parse_layer_list, "layers: TYPE:LAYER,... whole attention layers");
-  sub->add_option("--plan", r->plan.plan_file, "a plan JSON (an earlier prune's plan.json); implies --strategy plan");
-  sub->add_option("--scores", r->plan.scores_file,
-                  "score: take the --method map from this importance.json (headprune importance --out) instead of "
-                  "scoring again");
-  add_budget_options(sub, r->plan);
+  add_options(sub, r->plan, plan_option_table());
+  add_options(sub, r->plan.budget_shape, budget_shape_table());
   sub->add_flag("--mask-only", r->mask_only, "save the model with the heads masked instead of removing them");
   add_parsed(sub, "--metric", r->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
   sub->add_option("--beam", r->beam, "beam size for BLEU")->check(at_least(1))->capture_default_str();

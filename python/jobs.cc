@@ -203,26 +203,12 @@ void budget_shape(const JsonFields& g, BudgetShape& b) {
 // PlanSpec (prune/strategy.h) by field name; the strategy, when not named, follows from what is given
 // (a plan file, a budget, a plan given), as `prune --plan` and `prune --budget` imply it.
 PlanSpec plan_spec(const JsonFields& f) {
-  f.only({"strategy", "method", "target", "per_layer", "unit", "min_per_layer", "layer_strategy", "step", "min_ratio",
-          "heads", "hf_type", "layers", "plan_file", "scores_file", "given", "budget", "budget_shape"},
-         "plan field");
+  std::set<std::string> keys = plan_option_table().keys();
+  keys.insert({"strategy", "given", "budget_shape"});
+  f.only(keys, "plan field");
   PlanSpec p;
-  parsed(f, "method", p.method, parse_score_method);
-  parsed(f, "target", p.target, parse_target);
-  p.per_layer = f.opt_bool("per_layer", false);
-  parsed(f, "unit", p.unit, parse_plan_unit);
-  p.min_per_layer = int_at_least(f, "min_per_layer", 0, 0);
-  parsed(f, "layer_strategy", p.layer_strategy, parse_layer_choice);
-  p.step = f.opt_num("step", p.step);
-  if (!(p.step > 0 && p.step <= 1)) f.fail("step", "must be a number in (0, 1], not " + fmt(p.step));
-  if (f.has("min_ratio")) p.min_ratio = f.req_num("min_ratio");
-  p.heads = f.opt_str("heads", "");
-  parsed(f, "hf_type", p.hf_type, parse_attn_type);
-  parsed(f, "layers", p.layers, parse_layer_list);
-  p.plan_file = f.opt_str("plan_file", "");
-  p.scores_file = f.opt_str("scores_file", "");
+  plan_option_table().read(f, p);
   if (f.has("given")) p.given = PruningPlan::from_json(f.at("given"), "headprune: the plan given");
-  p.budget = f.opt_str("budget", "");
   if (f.has("budget_shape")) budget_shape(f.object("budget_shape"), p.budget_shape);
   if (f.has("strategy")) p.strategy = parse_plan_strategy(f.req_str("strategy"));
   else if (!p.plan_file.empty()) p.strategy = PlanStrategy::File;

@@ -3,10 +3,68 @@
 
 #include "headprune/prune/budget.h"
 
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
 namespace hp {
+
+namespace {
+
+double finite_number(const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size() || !std::isfinite(v)) throw std::invalid_argument("expected a finite number, got '" + s + "'");
+  return v;
+}
+
+}  // namespace
+
+const OptionTable<PlanSpec>& plan_option_table() {
+  using P = PlanSpec;
+  using R = ValueRange;
+  static const OptionTable<P> t =
+      OptionTable<P>()
+          .parsed("method", "--method", "scoring method for score and iterative",
+                  [](P& p, const std::string& s) { p.method = parse_score_method(s); }, "gradient")
+          .parsed("target", "--target", "how many heads: a fraction (0.3 or 30%) or a count (12)",
+                  [](P& p, const std::string& s) { p.target = parse_target(s); }, "")
+          .yes_no("per_layer", "--per-layer", "score: the target fraction of every layer instead of globally",
+                  &P::per_layer, FlagStyle::Sets)
+          .parsed("unit", "--unit",
+                  "score, grouped-query attention: head (query heads), group (whole key/value groups; the target "
+                  "counts groups) or balanced (as many query heads from every group of a layer)",
+                  [](P& p, const std::string& s) { p.unit = parse_plan_unit(s); }, "head")
+          .integer("min_per_layer", "--min-per-layer", "keep at least this many heads in every layer", &P::min_per_layer,
+                   R::at_least(0))
+          .parsed("layer_strategy", "--layer-strategy", "random: uniform, avoid_middle, avoid_consecutive, top, bottom",
+                  [](P& p, const std::string& s) { p.layer_strategy = parse_layer_choice(s); }, "uniform")
+          .real("step", "--step", "iterative: fraction of the heads pruned per step", &P::step, R::between(0, 1, true))
+          .parsed("min_ratio", "--min-ratio", "iterative: stop before the metric falls below this fraction of the start",
+                  [](P& p, const std::string& s) { p.min_ratio = finite_number(s); }, "")
+          .text("heads", "--heads", "manual: TYPE:LAYER:HEAD,... or HF's {\"layer\": [heads]} JSON", &P::heads, false)
+          .parsed("hf_type", "--hf-type", "manual, HF form: the attention type its layers refer to",
+                  [](P& p, const std::string& s) { p.hf_type = parse_attn_type(s); }, "")
+          .parsed("layers", "--layers", "layers: TYPE:LAYER,... whole attention layers",
+                  [](P& p, const std::string& s) { p.layers = parse_layer_list(s); }, "")
+          .text("plan_file", "--plan", "a plan JSON (an earlier prune's plan.json); implies --strategy plan", &P::plan_file,
+                false)
+          .text("scores_file", "--scores",
+                "score: take the --method map from this importance.json (headprune importance --out) instead of "
+                "scoring again",
+                &P::scores_file, false)
+          .text("budget", "--budget",
+                "budget: latency=0.7x or =12ms (measured here), memory=2GiB or =0.8x (weights and key/value cache), "
+                "kv-cache=..., params=0.75x or =80M; the plan keeps the most --method importance within it (implies "
+                "--strategy budget)",
+                &P::budget, false);
+  return t;
+}
 
 const NameTable<PlanStrategy>& plan_strategy_names() {
   static const NameTable<PlanStrategy> t{"strategy",

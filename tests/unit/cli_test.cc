@@ -21,6 +21,7 @@
 #include "headprune/model/remove_heads.h"
 #include "headprune/prune/budget.h"
 #include "headprune/prune/gates.h"
+#include "headprune/prune/strategy.h"
 #include "headprune/util/options.h"
 #include "test_util.h"
 
@@ -227,6 +228,7 @@ TEST(Cli, OptionTablesHaveOneRowPerOptionInBothFrontEnds) {
   check_option_table(finetune_option_table(), "gates");
   check_option_table(gate_option_table(), "gates");
   check_option_table(data_source_table(), "prune");
+  check_option_table(plan_option_table(), "prune");
 }
 
 TEST(Cli, OptionTablesReadJsonWithTheRangesTheCommandLineChecks) {

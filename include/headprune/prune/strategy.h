@@ -54,6 +54,11 @@ struct PlanSpec {
   BudgetShape budget_shape;                    // budget: where latency and the key/value cache are measured
 };
 
+// PlanSpec's options: `prune --method/--target/--plan/--budget ...` and Python's plan fields
+// (util/options.h). The strategy (each front end infers it from what is given), the plan given
+// (library and Python callers) and the budget's shape (budget_shape_table) are not rows.
+const OptionTable<PlanSpec>& plan_option_table();
+
 // "cross:1,decoder_self:0" -> {(cross, 1), (decoder_self, 0)}; errors name the item.
 std::vector<std::pair<AttnType, int64_t>> parse_layer_list(const std::string& s);
 
