@@ -2,7 +2,6 @@
 #include "common.h"
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -28,14 +27,6 @@ std::optional<long long> parse_integer(const std::string& s) {
   return v;
 }
 
-std::optional<double> parse_real(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (*end || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
 
 }  // namespace
 
@@ -46,7 +37,7 @@ CLI::Validator in_range(const ValueRange& r, bool integer) {
         if (integer) {
           if (const auto i = parse_integer(in)) v = static_cast<double>(*i);
         } else {
-          v = parse_real(in);
+          v = parse_finite_number(in);
         }
         if (!v || !r.contains(*v)) return "must be " + r.requirement(integer) + ", not " + as_typed(in);
         return "";

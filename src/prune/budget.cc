@@ -90,16 +90,9 @@ namespace {
 
 // The number in front of a suffix; the whole text must be used.
 double number_of(const std::string& num, const std::string& text) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(num, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != num.size() || !std::isfinite(v) || !(v > 0))
-    throw std::invalid_argument("--budget '" + text + "': '" + num + "' is not a positive number");
-  return v;
+  const auto v = parse_finite_number(num);
+  if (!v || !(*v > 0)) throw std::invalid_argument("--budget '" + text + "': '" + num + "' is not a positive number");
+  return *v;
 }
 
 }  // namespace

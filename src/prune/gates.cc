@@ -18,13 +18,9 @@ namespace hp {
 void set_concentrator(GateOptions& opts, const std::string& text) {
   opts.concentrator_adaptive = text == "adaptive";
   if (opts.concentrator_adaptive) return;
-  try {
-    size_t used = 0;
-    opts.concentrator_weight = std::stod(text, &used);
-    if (used != text.size()) throw std::invalid_argument("trailing characters");
-  } catch (const std::exception&) {
-    throw std::invalid_argument("expected 'adaptive' or a number, got '" + text + "'");
-  }
+  const auto w = parse_finite_number(text);
+  if (!w) throw std::invalid_argument("expected 'adaptive' or a number, got '" + text + "'");
+  opts.concentrator_weight = *w;
 }
 
 const OptionTable<GateOptions>& gate_option_table() {

@@ -3,27 +3,10 @@
 
 #include "headprune/prune/budget.h"
 
-#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
 namespace hp {
-
-namespace {
-
-double finite_number(const std::string& s) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size() || !std::isfinite(v)) throw std::invalid_argument("expected a finite number, got '" + s + "'");
-  return v;
-}
-
-}  // namespace
 
 const OptionTable<PlanSpec>& plan_option_table() {
   using P = PlanSpec;
@@ -46,7 +29,11 @@ const OptionTable<PlanSpec>& plan_option_table() {
                   [](P& p, const std::string& s) { p.layer_strategy = parse_layer_choice(s); }, "uniform")
           .real("step", "--step", "iterative: fraction of the heads pruned per step", &P::step, R::between(0, 1, true))
           .parsed("min_ratio", "--min-ratio", "iterative: stop before the metric falls below this fraction of the start",
-                  [](P& p, const std::string& s) { p.min_ratio = finite_number(s); }, "")
+                  [](P& p, const std::string& s) {
+                    p.min_ratio = parse_finite_number(s);
+                    if (!p.min_ratio) throw std::invalid_argument("expected a finite number, got '" + s + "'");
+                  },
+                  "")
           .text("heads", "--heads", "manual: TYPE:LAYER:HEAD,... or HF's {\"layer\": [heads]} JSON", &P::heads, false)
           .parsed("hf_type", "--hf-type", "manual, HF form: the attention type its layers refer to",
                   [](P& p, const std::string& s) { p.hf_type = parse_attn_type(s); }, "")

@@ -1,8 +1,11 @@
 // Option tables' ranges (see header).
 #include "headprune/util/options.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace hp {
 
@@ -20,6 +23,15 @@ std::string bound(double v) {
 }
 
 }  // namespace
+
+std::optional<double> parse_finite_number(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front()))) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
 
 bool ValueRange::contains(double v) const {
   if (!std::isfinite(v)) return false;

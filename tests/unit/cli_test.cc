@@ -260,6 +260,10 @@ TEST(Cli, OptionTablesReadJsonWithTheRangesTheCommandLineChecks) {
   const auto r = run_cli({"bench", "x", "--min-time", "4000"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("must be a number in [0, 3600], not '4000'"), std::string::npos) << r.err;
+  // The one number parser of option texts: the whole text, finite.
+  EXPECT_EQ(parse_finite_number("0.5"), 0.5);
+  EXPECT_EQ(parse_finite_number("-1e-3"), -1e-3);
+  for (const char* bad : {"", " 1", "1 ", "1x", "nan", "inf", "1e400", "--"}) EXPECT_FALSE(parse_finite_number(bad)) << bad;
   // A parsed value: the parser's words after the field's name.
   BudgetShape shape;
   try {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,10 @@ struct ValueRange {
   // What a value must be: "an integer >= 1", "a number in [0, 1]", "a finite number".
   std::string requirement(bool integer) const;
 };
+
+// The whole text as a finite number ("0.5", "1e-3"); nullopt for anything else ("", "1x", "nan", "inf").
+// One parser for every option value that is a number inside a text (targets, budgets, weights).
+std::optional<double> parse_finite_number(const std::string& text);
 
 // How a yes/no option is spelt on the command line: `--flag true|false`, a bare `--flag` that sets it,
 // or a bare flag that clears it ("!--no-gemm-probe"). In Python it is always `key=True|False`.
