@@ -5,7 +5,8 @@
 // module took a negative Hard Concrete temperature or fine-tuning rate that the command line refused.)
 //
 // A table is built next to the struct it fills (BenchOptions in eval/benchmark.h, BudgetShape in
-// prune/budget.h, GateOptions in prune/gates.h, FinetuneOptions in jobs/job.h):
+// prune/budget.h, GateOptions in prune/gates.h, PlanSpec in prune/strategy.h, FinetuneOptions and
+// DataSource in jobs/job.h):
 //
 //   static const OptionTable<BenchOptions> t = OptionTable<BenchOptions>()
 //       .integer("reps", "--reps", "timed repetitions per model and shape", &BenchOptions::reps, ValueRange::at_least(1))
@@ -51,7 +52,8 @@ struct ValueRange {
 };
 
 // The whole text as a finite number ("0.5", "1e-3"); nullopt for anything else ("", "1x", "nan", "inf").
-// One parser for every option value that is a number inside a text (targets, budgets, weights).
+// One parser for option values that are numbers inside a text (the plan's min_ratio, a budget's value,
+// the concentrator's weight, the command line's number checks).
 std::optional<double> parse_finite_number(const std::string& text);
 
 // How a yes/no option is spelt on the command line: `--flag true|false`, a bare `--flag` that sets it,
