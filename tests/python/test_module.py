@@ -134,8 +134,9 @@ def test_errors_carry_the_library_message(tmp_path, cli, tiny):
 
 def test_options_have_one_range_for_the_cli_and_python(tmp_path, cli, tiny):
     """Each option table (util/options.h) bounds an option once: the command line and the module refuse
-    the same value in the same words. Before the tables, Python took a negative Hard Concrete
-    temperature and a negative fine-tuning rate that the command line refused."""
+    the same value in the same words, before any work. Before the tables, Python refused a negative
+    Hard Concrete temperature or fine-tuning rate only when the job reached it, in other words than
+    the command line's."""
     out = str(tmp_path / "out")
     cases = [
         (["bench", tiny, "--reps", "0"], lambda: headprune.bench(tiny, reps=0, progress=False),

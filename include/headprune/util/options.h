@@ -2,7 +2,8 @@
 // the Python module's keyword arguments (python/jobs.cc, JSON). A row holds the keyword, the flag, the
 // help, the admissible values and where the value lives in the request, so that a name, a bound or a
 // default is written once. (Before, each front end restated them and they drifted apart: the Python
-// module took a negative Hard Concrete temperature or fine-tuning rate that the command line refused.)
+// module refused a negative Hard Concrete temperature only when the job reached it, in other words
+// than the command line's, and took a gate distillation temperature that the job then overwrote.)
 //
 // A table is built next to the struct it fills (BenchOptions in eval/benchmark.h, BudgetShape in
 // prune/budget.h, GateOptions in prune/gates.h, PlanSpec in prune/strategy.h, FinetuneOptions and
