@@ -38,11 +38,16 @@ Metric default_metric(Arch arch) {
   return Metric::Loss;
 }
 
+const std::string& split_name(const std::string& split) {
+  if (split != "train" && split != "valid" && split != "test")
+    throw std::invalid_argument("split '" + split + "' is not one of train, valid, test");
+  return split;
+}
+
 EvalSet load_eval_set(const ModelConfig& cfg, const std::optional<Tokenizer>& tokenizer, const nlohmann::json& spec,
                       const std::string& source, const std::string& split, const std::string& data_root,
                       int64_t max_examples, uint64_t seed) {
-  if (split != "train" && split != "valid" && split != "test")
-    throw std::invalid_argument("split '" + split + "' is not one of train, valid, test");
+  split_name(split);
   const bool synthetic = is_synthetic(spec);
   if (!synthetic && !tokenizer)
     throw std::runtime_error("the checkpoint has no tokenizer, but " + source + " needs one to read its data");

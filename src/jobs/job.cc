@@ -16,16 +16,6 @@
 
 namespace hp {
 
-namespace {
-
-// A split's name as given: train, valid or test.
-std::string split_name(const std::string& s) {
-  if (s != "train" && s != "valid" && s != "test") throw std::invalid_argument("must be train, valid or test, not '" + s + "'");
-  return s;
-}
-
-}  // namespace
-
 const OptionTable<DataSource>& data_source_table() {
   using D = DataSource;
   using R = ValueRange;

@@ -38,6 +38,11 @@ struct EvalSet {
   std::optional<Tokenizer> tokenizer;
 };
 
+// A split's name as given: "train", "valid" or "test"; any other is std::invalid_argument
+// ("split 'x' is not one of train, valid, test"). The one check of a split's name (load_eval_set, the
+// data options of jobs/job.h).
+const std::string& split_name(const std::string& split);
+
 // Loads `split` ("train", "valid" or "test") of a data spec (a run config's "data" section, or
 // synthetic_data_spec(); see data/tasks.h) with the checkpoint's tokenizer. `source` names the spec in
 // messages (its file, or "the synthetic task"). max_examples > 0 keeps the first examples only.
