@@ -28,6 +28,25 @@ CLI::Validator finite_real();                         // any finite number
 // The same from an option table's range (util/options.h): an integer or a finite number in it.
 CLI::Validator in_range(const ValueRange& r, bool integer);
 
+// A parsed row (a name, or a list of names) as an option whose function calls the row's parser; the
+// parser's error after the flag ("--split: split 'x' is not one of ...").
+template <class V, class S, class Set>
+CLI::Option* add_parsed_row(CLI::App* sub, S& s, const OptionField<S>& f, const Set& set, const std::string& shown) {
+  const std::string name = f.flag.substr(0, f.flag.find(','));
+  auto* o = sub->add_option_function<V>(
+      f.flag,
+      [&s, set, name](const V& v) {
+        try {
+          set(s, v);
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument(name + ": " + e.what());
+        }
+      },
+      f.help);
+  if (!shown.empty()) o->default_str(shown);
+  return o;
+}
+
 // Every row of an option table (util/options.h) with a flag, bound to its field of `s` (which must
 // outlive the parse): the table's help, range check and default. `keys`: only these rows (all when empty).
 template <class S>
@@ -47,21 +66,11 @@ void add_options(CLI::App* sub, S& s, const OptionTable<S>& table, const std::se
     } else if (auto* b = std::get_if<typename F::BoolRef>(&f.at)) {
       if (f.style == FlagStyle::Value) o = sub->add_option(f.flag, (*b)(s), f.help);
       else sub->add_flag((f.style == FlagStyle::Clears ? "!" : "") + f.flag, (*b)(s), f.help);
+    } else if (auto* p = std::get_if<typename F::Parsed>(&f.at)) {
+      o = add_parsed_row<std::string>(sub, s, f, p->set, p->shown);
     } else {
-      const auto& p = std::get<typename F::Parsed>(f.at);
-      auto set = p.set;
-      const std::string name = f.flag.substr(0, f.flag.find(','));
-      o = sub->add_option_function<std::string>(
-          f.flag,
-          [&s, set, name](const std::string& v) {
-            try {
-              set(s, v);
-            } catch (const std::invalid_argument& e) {  // the parser's words after the flag
-              throw std::invalid_argument(name + ": " + e.what());
-            }
-          },
-          f.help);
-      if (!p.shown.empty()) o->default_str(p.shown);
+      const auto& pl = std::get<typename F::ParsedList>(f.at);
+      o = add_parsed_row<std::vector<std::string>>(sub, s, f, pl.set, pl.shown);
     }
     if (o && f.show_default) o->capture_default_str();
   }

@@ -22,9 +22,7 @@ void register_prune(CLI::App& app, Context& ctx) {
       "score, iterative, random, layers, manual, plan or budget", "score");
   add_options(sub, r->plan, plan_option_table());
   add_options(sub, r->plan.budget_shape, budget_shape_table());
-  sub->add_flag("--mask-only", r->mask_only, "save the model with the heads masked instead of removing them");
-  add_parsed(sub, "--metric", r->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
-  sub->add_option("--beam", r->beam, "beam size for BLEU")->check(at_least(1))->capture_default_str();
+  add_options(sub, *r, prune_request_table());
   add_out_option(sub, r->out_dir, r->overwrite, "output directory: model/, plan.json, summary.json")->required();
   add_data_options(sub, r->data);
   add_score_split_option(sub, r->data);
@@ -36,21 +34,10 @@ void register_prune(CLI::App& app, Context& ctx) {
   });
 
   auto c = std::make_shared<CurveRequest>();
-  c->series = {parse_curve_series("gradient"), parse_curve_series("iterative:gradient"),
-                   parse_curve_series("random:uniform")};
   auto* cs = app.add_subcommand("curve", "Metric vs. fraction of heads pruned, for several strategies");
   cs->add_option("checkpoint", c->checkpoint, "checkpoint directory")->required();
-  add_parsed_list(cs, "--strategy", c->series, parse_curve_series,
-                  "METHOD[:per_layer|:group|:balanced], iterative[:METHOD], "
-                  "random[:uniform|avoid_middle|avoid_consecutive|top|bottom]; "
-                  "append @TYPE[+TYPE] to prune only those attention types (repeat for several)",
-                  "[gradient,iterative:gradient,random:uniform]");
   cs->add_option("--fractions", c->fractions, "fractions of heads pruned")->check(real_range(0, 1))->capture_default_str();
-  cs->add_option("--min-per-layer", c->min_per_layer, "score and iterative: keep this many heads per layer")
-      ->check(at_least(0))
-      ->capture_default_str();
-  add_parsed(cs, "--metric", c->metric, parse_metric, "accuracy, bleu, perplexity or loss (default: the task's)");
-  cs->add_option("--beam", c->beam, "beam size for BLEU")->check(at_least(1))->capture_default_str();
+  add_options(cs, *c, curve_request_table());
   add_out_option(cs, c->out_dir, c->overwrite, "write curve.json and curve.csv here");
   add_data_options(cs, c->data);
   add_score_split_option(cs, c->data);

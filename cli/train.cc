@@ -16,17 +16,8 @@ void register_train(CLI::App& app, Context& ctx) {
 
   auto r = std::make_shared<TrainRequest>();
   auto* sub = app.add_subcommand("train", "Train a model (from a JSON config, or on the built-in synthetic task)");
-  sub->add_option("--config", r->config, "run config JSON with model, data and train sections (see configs/)");
-  add_parsed(sub, "--family", r->family, parse_arch,
-             "built-in synthetic task when no --config: encoder_classifier, decoder_lm, encoder_decoder",
-             "encoder_classifier");
+  add_options(sub, *r, train_request_table());
   add_out_option(sub, r->out_dir, r->overwrite, "output directory (best/, last/, history.json)")->required();
-  sub->add_option("--data-root", r->data_root, "directory that relative data paths start from")->capture_default_str();
-  sub->add_flag("--resume", r->resume, "continue OUT's run from OUT/last (an error if there is none)");
-  sub->add_option("--max-steps", r->max_steps, "override the config's max_steps")->check(at_least(1));
-  sub->add_option("--keep-every", r->keep_every, "keep a model snapshot OUT/step-NNNNNN every N steps (0 = none)")
-      ->check(at_least(0));
-  sub->add_option("--eval-every", r->eval_every, "override the config's eval_every")->check(at_least(1));
   sub->callback([&ctx, r] { ctx.out << run_train(*r, start(ctx), stderr_events(ctx)).to_json().dump(2) << "\n"; });
 }
 

@@ -48,12 +48,6 @@ std::vector<int64_t> ints(const JsonFields& f, const std::string& key, int64_t l
   return out;
 }
 
-// dst = parse(text) when the argument is there (a string the library parses: an enum name, a target).
-template <typename T, typename Parse>
-void parsed(const JsonFields& f, const std::string& key, T& dst, Parse parse) {
-  if (f.has(key)) dst = parse(f.req_str(key));
-}
-
 // The data section: DataSource's fields by name (jobs/job.h).
 DataSource data_source(const JsonFields& f) {
   DataSource d;
@@ -77,33 +71,14 @@ FinetuneOptions finetune_options(const JsonFields& f) {
 
 ImportanceRequest importance_request(const nlohmann::json& j) {
   const JsonFields f = arguments(j, "importance");
-  f.only({"checkpoint", "out_dir", "overwrite", "methods", "units", "normalize", "granularity", "metric", "beam",
-          "bootstrap", "alpha", "special_ids", "cost", "layerwise", "pipeline", "data"});
+  std::set<std::string> keys = importance_request_table().keys();
+  keys.insert({"checkpoint", "out_dir", "overwrite", "data"});
+  f.only(keys);
   ImportanceRequest r;
   r.checkpoint = f.opt_str("checkpoint", "");
   r.out_dir = f.opt_str("out_dir", "");
   r.overwrite = f.opt_bool("overwrite", false);
-  if (f.has("methods")) {
-    r.methods.clear();
-    for (const auto& s : strings(f, "methods"))
-      for (ScoreMethod m : parse_score_methods(s)) r.methods.push_back(m);
-  }
-  if (f.has("units")) {
-    r.units.clear();
-    for (const auto& s : strings(f, "units")) r.units.push_back(parse_score_unit(s));
-  }
-  parsed(f, "normalize", r.normalize,
-         [](const std::string& s) { return s == "auto" ? std::optional<Normalization>() : parse_normalization(s); });
-  parsed(f, "granularity", r.granularity, [](const std::string& s) { return granularity_names().parse(s); });
-  parsed(f, "metric", r.metric, parse_metric);
-  r.beam = int_at_least(f, "beam", r.beam, 1);
-  r.bootstrap = int_at_least(f, "bootstrap", r.bootstrap, 1);
-  r.alpha = f.opt_num("alpha", r.alpha);
-  if (!(r.alpha > 0 && r.alpha < 1)) f.fail("alpha", "must be a number in (0, 1), not " + fmt(r.alpha));
-  if (f.has("special_ids")) r.special_ids = ints(f, "special_ids", 0);
-  r.cost = f.opt_bool("cost", false);
-  r.layerwise = f.opt_bool("layerwise", false);
-  r.pipeline = f.opt_bool("pipeline", false);
+  importance_request_table().read(f, r);
   r.data = data_source(f);
   return r;
 }
@@ -223,10 +198,10 @@ PruningPlan plan_job(const JsonFields& f, const Runtime& rt, const JobEvents& ev
   JobInputs in(f.req_str("checkpoint"), data_source(f), rt);
   PlanSpec spec = plan_spec(f.object("plan"));
   spec.seed = rt.seed;
-  std::optional<Metric> requested;
-  parsed(f, "metric", requested, parse_metric);
-  const Metric metric = metric_or_default(requested, in.config());
-  const int64_t beam = int_at_least(f, "beam", 1, 1);
+  PruneRequest asked;  // metric and beam, as prune reads them
+  prune_request_table().read(f, asked);
+  const Metric metric = metric_or_default(asked.metric, in.config());
+  const int64_t beam = asked.beam;
   ScoreOptions so;
   so.seed = rt.seed;
   so.metric = metric;
@@ -246,16 +221,17 @@ PruningPlan plan_job(const JsonFields& f, const Runtime& rt, const JobEvents& ev
 }
 
 // The arguments prune and gates share (a checkpoint in, a model written, evaluated and fine-tuned), after
-// checking that f holds only those and `own`.
+// checking that f holds only those, `table`'s keys and `own`; then `table`'s fields.
 template <class Request>
-void recovery_job_fields(const JsonFields& f, std::set<std::string> own, Request& r) {
-  own.insert({"checkpoint", "out_dir", "overwrite", "metric", "beam", "data", "finetune"});
+void recovery_job_fields(const JsonFields& f, const OptionTable<Request>& table, std::set<std::string> own, Request& r) {
+  const auto keys = table.keys();
+  own.insert(keys.begin(), keys.end());
+  own.insert({"checkpoint", "out_dir", "overwrite", "data", "finetune"});
   f.only(own);
   r.checkpoint = f.req_str("checkpoint");
   r.out_dir = f.req_str("out_dir");
   r.overwrite = f.opt_bool("overwrite", false);
-  parsed(f, "metric", r.metric, parse_metric);
-  r.beam = int_at_least(f, "beam", r.beam, 1);
+  table.read(f, r);
   r.data = data_source(f);
   r.finetune = finetune_options(f);
 }
@@ -263,9 +239,8 @@ void recovery_job_fields(const JsonFields& f, std::set<std::string> own, Request
 PruneRequest prune_request(const nlohmann::json& j) {
   const JsonFields f = arguments(j, "prune");
   PruneRequest r;
-  recovery_job_fields(f, {"plan", "mask_only"}, r);
+  recovery_job_fields(f, prune_request_table(), {"plan"}, r);
   if (f.has("plan")) r.plan = plan_spec(f.object("plan"));
-  r.mask_only = f.opt_bool("mask_only", false);
   return r;
 }
 
@@ -279,12 +254,8 @@ void gate_options(const JsonFields& g, GateOptions& o) {
 GatesRequest gates_request(const nlohmann::json& j) {
   const JsonFields f = arguments(j, "gates");
   GatesRequest r;
-  recovery_job_fields(f, {"gate", "target", "steps", "lr", "from_scratch"}, r);
+  recovery_job_fields(f, gates_request_table(), {"gate"}, r);
   if (f.has("gate")) gate_options(f.object("gate"), r.gate);
-  parsed(f, "target", r.prune, parse_target);
-  r.steps = int_at_least(f, "steps", r.steps, 1);
-  r.lr = f.opt_num("lr", r.lr);
-  r.from_scratch = f.opt_bool("from_scratch", false);
   return r;
 }
 
@@ -310,38 +281,25 @@ BenchRequest bench_request(const nlohmann::json& j) {
 
 ExportRequest export_request(const nlohmann::json& j) {
   const JsonFields f = arguments(j, "export");
-  f.only({"checkpoint", "hf_dir", "native_dir", "overwrite", "hf_layout", "gguf_path", "gguf_dtype", "onnx_path",
-          "onnx_attention"});
+  std::set<std::string> keys = export_request_table().keys();
+  keys.insert({"checkpoint", "overwrite"});
+  f.only(keys);
   ExportRequest r;
   r.checkpoint = f.req_str("checkpoint");
-  r.hf_dir = f.opt_str("hf_dir", "");
-  r.native_dir = f.opt_str("native_dir", "");
   r.overwrite = f.opt_bool("overwrite", false);
-  parsed(f, "hf_layout", r.hf_layout, parse_hf_layout);
-  r.gguf_path = f.opt_str("gguf_path", "");
-  r.gguf_dtype = f.opt_str("gguf_dtype", r.gguf_dtype);
-  if (r.gguf_dtype != "f32" && r.gguf_dtype != "f16" && r.gguf_dtype != "bf16")
-    f.fail("gguf_dtype", "must be f32, f16 or bf16, not '" + r.gguf_dtype + "'");
-  r.onnx_path = f.opt_str("onnx_path", "");
-  r.onnx_attention = f.opt_str("onnx_attention", r.onnx_attention);
-  if (r.onnx_attention != "auto" && r.onnx_attention != "fused" && r.onnx_attention != "standard")
-    f.fail("onnx_attention", "must be auto, fused or standard, not '" + r.onnx_attention + "'");
+  export_request_table().read(f, r);
   return r;
 }
 
 TrainRequest train_request(const nlohmann::json& j) {
   const JsonFields f = arguments(j, "train");
-  f.only({"config", "family", "out_dir", "data_root", "resume", "overwrite", "max_steps", "eval_every", "keep_every"});
+  std::set<std::string> keys = train_request_table().keys();
+  keys.insert({"out_dir", "overwrite"});
+  f.only(keys);
   TrainRequest r;
-  r.config = f.opt_str("config", "");
-  parsed(f, "family", r.family, parse_arch);
   r.out_dir = f.req_str("out_dir");
-  r.data_root = f.opt_str("data_root", r.data_root);
-  r.resume = f.opt_bool("resume", false);
   r.overwrite = f.opt_bool("overwrite", false);
-  r.max_steps = int_at_least(f, "max_steps", 0, 0);
-  r.eval_every = int_at_least(f, "eval_every", 0, 0);
-  r.keep_every = int_at_least(f, "keep_every", -1, -1);
+  train_request_table().read(f, r);
   return r;
 }
 

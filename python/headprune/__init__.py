@@ -829,11 +829,9 @@ def gates(model: Union[Model, PathLike], data: Any = None, *, method: Optional[s
           **gate_options: Any) -> GatesResult:
     """headprune gates: learned gates (hard_concrete, pass, passconc, dsp, cofi) trained with the model
     to `target` heads pruned, then applied as prune applies a plan. gate_options are GateOptions'
-    fields as the CLI names them: coef, hc_target, coef_growth, concentrator, concentrator_margin,
-    concentrator_max, concentrator_until, temperature, period, clip, reopen, reopen_decay, gate_lr,
-    init_log_alpha, dsp_tau_start, dsp_tau_end, straight_through, lagrangian_lr, cofi_warmup,
-    distill_weight (gate_distill_weight), distill_hidden_weight (gate_distill_hidden), extra_steps,
-    complete_by_rank. distill_temperature is both distillations' temperature."""
+    fields (the gate option table, prune/gates.h): <gate fields>. gate_distill_weight and
+    gate_distill_hidden are also taken for distill_weight and distill_hidden_weight;
+    distill_temperature is both distillations' temperature."""
     rt = _runtime(device, dtype, seed, threads, model)
     gate = dict(gate_options)
     if method is not None:
@@ -856,6 +854,10 @@ def gates(model: Union[Model, PathLike], data: Any = None, *, method: Optional[s
         warnings.warn(f"gates: kept {len(res.json['result'].get('kept', []))} heads, not the target "
                       f"(results saved; train longer, allow extra_steps or raise coef)", RuntimeWarning)
     return res
+
+
+if gates.__doc__:  # the gate keys from the table both front ends read, not a second list here
+    gates.__doc__ = gates.__doc__.replace("<gate fields>", ", ".join(_C.option_keys("gate")))
 
 
 def bench(*models: Union[Model, PathLike], batch_sizes: Optional[Sequence[int]] = None,

@@ -11,10 +11,46 @@
 #include "headprune/io/outputs.h"
 #include "headprune/io/gguf_model.h"
 #include "headprune/io/hf.h"
+#include "headprune/io/hf_family.h"
 #include "headprune/io/onnx_model.h"
 #include "headprune/version.h"
 
 namespace hp {
+
+const OptionTable<ExportRequest>& export_request_table() {
+  using E = ExportRequest;
+  static const OptionTable<E> t =
+      OptionTable<E>()
+          .text("hf_dir", "--hf", "HF output directory (config.json, model.safetensors)", &E::hf_dir, false)
+          .parsed("hf_layout", "--hf-layout",
+                  "auto, pruned_heads (HF v4's pruned_heads, sliced weights: transformers v4) or dense (every head "
+                  "count as configured, removed heads zero: every transformers version); auto is pruned_heads where "
+                  "the family has it: " +
+                      hf_families_summary(),
+                  [](E& e, const std::string& s) { e.hf_layout = parse_hf_layout(s); }, "auto")
+          .text("native_dir", "--native", "headprune checkpoint output directory", &E::native_dir, false)
+          .text("gguf_path", "--gguf",
+                "GGUF file for llama.cpp (LLaMA family; uneven head counts per layer as arch deci; the tokenizer inside)",
+                &E::gguf_path, false)
+          .parsed("gguf_dtype", "--dtype", "GGUF weights: f32, f16 or bf16 (norms and biases stay f32)",
+                  [](E& e, const std::string& s) {
+                    parse_gguf_dtype(s);
+                    e.gguf_dtype = s;
+                  },
+                  "f32")
+          .text("onnx_path", "--onnx", "ONNX file (encoder classifiers and decoder LMs, per-layer heads, dynamic batch "
+                "and length)", &E::onnx_path, false)
+          .parsed("onnx_attention", "--onnx-attention",
+                  "auto (ONNX Runtime's fused com.microsoft Attention where a layer allows it, else standard ops), "
+                  "fused (refused where a layer does not allow it) or standard (default-domain ops only: any ONNX "
+                  "runtime)",
+                  [](E& e, const std::string& s) {
+                    parse_onnx_attention(s);
+                    e.onnx_attention = s;
+                  },
+                  "auto");
+  return t;
+}
 
 namespace {
 

@@ -15,6 +15,21 @@
 
 namespace hp {
 
+const OptionTable<GatesRequest>& gates_request_table() {
+  using G = GatesRequest;
+  using R = ValueRange;
+  static const OptionTable<G> t =
+      metric_option_rows<G>()
+          .parsed("target", "--target",
+                  "heads to prune: a fraction (0.5 or 50%) or a count; required by pass, passconc, dsp and cofi",
+                  [](G& g, const std::string& s) { g.prune = parse_target(s); }, "")
+          .integer("steps", "--steps", "training steps with gates", &G::steps, R::at_least(1))
+          .real("lr", "--lr", "model learning rate (default: the run config's)", &G::lr, R::positive(), false)
+          .yes_no("from_scratch", "--from-scratch", "train the checkpoint's architecture with gates from a fresh init",
+                  &G::from_scratch, FlagStyle::Sets);
+  return t;
+}
+
 namespace {
 
 std::string kept_by_type(const ModelConfig& cfg, const std::vector<HeadId>& kept) {

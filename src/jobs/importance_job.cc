@@ -16,6 +16,54 @@
 
 namespace hp {
 
+const OptionTable<ImportanceRequest>& importance_request_table() {
+  using I = ImportanceRequest;
+  using R = ValueRange;
+  static const OptionTable<I> t =
+      metric_option_rows<I>("ablation metric: accuracy, bleu, perplexity or loss (default: the task's)",
+                            "beam size when the ablation metric is BLEU")
+          .parsed_list("methods", "--method", score_methods_help() + "; all for every one (repeat for several)",
+                       [](I& r, const std::vector<std::string>& v) {
+                         r.methods.clear();
+                         for (const auto& s : v)
+                           for (ScoreMethod m : parse_score_methods(s)) r.methods.push_back(m);
+                       },
+                       "[gradient]")
+          .parsed_list("units", "--unit",
+                       "head (query heads) and/or kv_group (key/value groups of grouped-query attention); repeat for both",
+                       [](I& r, const std::vector<std::string>& v) {
+                         r.units.clear();
+                         for (const auto& s : v) r.units.push_back(parse_score_unit(s));
+                       },
+                       "[head]")
+          .parsed("normalize", "--normalize", "auto (layer for gradient and lrp), none, layer or global",
+                  [](I& r, const std::string& s) {
+                    r.normalize = s == "auto" ? std::optional<Normalization>() : parse_normalization(s);
+                  },
+                  "auto")
+          .parsed("granularity", "--granularity", "gradient: example (|dL(x)/dxi| per example) or token",
+                  [](I& r, const std::string& s) { r.granularity = granularity_names().parse(s); }, "example")
+          .integer("bootstrap", "--bootstrap", "paired bootstrap resamples for the significance test", &I::bootstrap,
+                   R::at_least(1))
+          .real("alpha", "--alpha", "significance level", &I::alpha, R::between(0, 1, true, true))
+          .integers("special_ids", "--special-ids",
+                    "confidence: key token ids excluded (default: the tokenizer's eos / [SEP])", &I::special_ids,
+                    R::at_least(0))
+          .yes_no("cost", "--cost",
+                  "also time one forward and one forward+backward pass over the data and report each method's cost "
+                  "as a multiple of them",
+                  &I::cost, FlagStyle::Sets)
+          .yes_no("layerwise", "--layerwise",
+                  "gradient, taylor: one layer's graph at a time (memory: the weights and one layer; chosen by itself "
+                  "when the whole graph would not fit)",
+                  &I::layerwise, FlagStyle::Sets)
+          .yes_no("pipeline", "--pipeline",
+                  "gradient, several processes (launch, torchrun): each holds a contiguous slice of the layers and "
+                  "sees every batch, instead of each seeing a share of the batches",
+                  &I::pipeline, FlagStyle::Sets);
+  return t;
+}
+
 void ImportanceResult::print(std::ostream& out) const {
   for (const auto& s : maps) {
     print_heat_map(out, s, config);

@@ -19,6 +19,31 @@
 
 namespace hp {
 
+const OptionTable<PruneRequest>& prune_request_table() {
+  static const OptionTable<PruneRequest> t = metric_option_rows<PruneRequest>().yes_no(
+      "mask_only", "--mask-only", "save the model with the heads masked instead of removing them", &PruneRequest::mask_only,
+      FlagStyle::Sets);
+  return t;
+}
+
+const OptionTable<CurveRequest>& curve_request_table() {
+  using C = CurveRequest;
+  static const OptionTable<C> t =
+      metric_option_rows<C>()
+          .parsed_list("series", "--strategy",
+                       "METHOD[:per_layer|:group|:balanced], iterative[:METHOD], "
+                       "random[:uniform|avoid_middle|avoid_consecutive|top|bottom]; "
+                       "append @TYPE[+TYPE] to prune only those attention types (repeat for several)",
+                       [](C& c, const std::vector<std::string>& v) {
+                         c.series.clear();
+                         for (const auto& s : v) c.series.push_back(parse_curve_series(s));
+                       },
+                       "[gradient,iterative:gradient,random:uniform]")
+          .integer("min_per_layer", "--min-per-layer", "score and iterative: keep this many heads per layer",
+                   &C::min_per_layer, ValueRange::at_least(0));
+  return t;
+}
+
 namespace {
 
 // The files a plan specification reads (a given plan).

@@ -12,6 +12,27 @@
 
 namespace hp {
 
+const OptionTable<TrainRequest>& train_request_table() {
+  using T = TrainRequest;
+  using R = ValueRange;
+  static const OptionTable<T> t =
+      OptionTable<T>()
+          .text("config", "--config", "run config JSON with model, data and train sections (see configs/)", &T::config,
+                false)
+          .parsed("family", "--family",
+                  "built-in synthetic task when no --config: encoder_classifier, decoder_lm, encoder_decoder",
+                  [](T& r, const std::string& s) { r.family = parse_arch(s); }, "encoder_classifier")
+          .text("data_root", "--data-root", "directory that relative data paths start from", &T::data_root)
+          .yes_no("resume", "--resume", "continue OUT's run from OUT/last (an error if there is none)", &T::resume,
+                  FlagStyle::Sets)
+          .integer("max_steps", "--max-steps", "override the config's max_steps", &T::max_steps, R::at_least(1), false)
+          .integer("keep_every", "--keep-every", "keep a model snapshot OUT/step-NNNNNN every N steps (0 = none)",
+                   &T::keep_every, R::at_least(0), false)
+          .integer("eval_every", "--eval-every", "override the config's eval_every", &T::eval_every, R::at_least(1),
+                   false);
+  return t;
+}
+
 nlohmann::json TrainReport::to_json() const {
   return {{"steps", result.steps},
           {"last_train_loss", result.last_loss},

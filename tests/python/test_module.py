@@ -136,7 +136,8 @@ def test_options_have_one_range_for_the_cli_and_python(tmp_path, cli, tiny):
     """Each option table (util/options.h) bounds an option once: the command line and the module refuse
     the same value in the same words, before any work. Before the tables, Python refused a negative
     Hard Concrete temperature or fine-tuning rate only when the job reached it, in other words than
-    the command line's."""
+    the command line's, and took train(max_steps=0) and gates(lr=0) (the run config's), which the
+    command line refuses."""
     out = str(tmp_path / "out")
     cases = [
         (["bench", tiny, "--reps", "0"], lambda: headprune.bench(tiny, reps=0, progress=False),
@@ -154,6 +155,16 @@ def test_options_have_one_range_for_the_cli_and_python(tmp_path, cli, tiny):
         (["importance", tiny, "--method", "magnitude", "--calibration-length", "1"],
          lambda: headprune.importance(tiny, {"calibration_length": 1}, methods=["magnitude"], progress=False),
          "must be an integer in [2, 1048576], not"),
+        (["importance", tiny, "--method", "ablation", "--alpha", "1"],
+         lambda: headprune.importance(tiny, {"synthetic_examples": 8}, methods=["ablation"], alpha=1, progress=False),
+         "must be a number in (0, 1), not"),
+        (["gates", tiny, "--target", "0.5", "--lr", "0", "--out", out],
+         lambda: headprune.gates(tiny, target=0.5, lr=0, out=out, progress=False), "must be a number > 0, not"),
+        (["train", "--max-steps", "0", "--out", out], lambda: headprune.train(max_steps=0, out=out, progress=False),
+         "must be an integer >= 1, not"),
+        (["export", tiny, "--gguf", os.path.join(out, "m.gguf"), "--dtype", "f8"],
+         lambda: headprune.export(tiny, gguf=os.path.join(out, "m.gguf"), gguf_dtype="f8"),
+         "GGUF dtype 'f8': expected f32, f16 or bf16"),
     ]
     for args, call, words in cases:
         r = cli(*args, check=False)

@@ -17,7 +17,12 @@
 #include "app.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/eval/benchmark.h"
+#include "headprune/jobs/export_job.h"
+#include "headprune/jobs/gates_job.h"
+#include "headprune/jobs/importance_job.h"
 #include "headprune/jobs/job.h"
+#include "headprune/jobs/prune_job.h"
+#include "headprune/jobs/train_job.h"
 #include "headprune/model/remove_heads.h"
 #include "headprune/prune/budget.h"
 #include "headprune/prune/gates.h"
@@ -229,6 +234,12 @@ TEST(Cli, OptionTablesHaveOneRowPerOptionInBothFrontEnds) {
   check_option_table(gate_option_table(), "gates");
   check_option_table(data_source_table(), "prune");
   check_option_table(plan_option_table(), "prune");
+  check_option_table(prune_request_table(), "prune");
+  check_option_table(curve_request_table(), "curve");
+  check_option_table(gates_request_table(), "gates");
+  check_option_table(importance_request_table(), "importance");
+  check_option_table(export_request_table(), "export");
+  check_option_table(train_request_table(), "train");
 }
 
 TEST(Cli, OptionTablesReadJsonWithTheRangesTheCommandLineChecks) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/io/hf.h"
+#include "headprune/util/options.h"
 
 namespace hp {
 
@@ -28,6 +29,11 @@ struct ExportRequest {
   std::string onnx_path;    // "" = no ONNX file
   std::string onnx_attention = "auto";  // auto, fused or standard (io/onnx_model.h)
 };
+
+// ExportRequest's outputs and their forms (util/options.h); the checkpoint and --overwrite are the
+// request's own.
+const OptionTable<ExportRequest>& export_request_table();
+
 // One line per output written ("wrote DIR (gpt2, pruned_heads {...})", "wrote DIR (llama, dense)",
 // "wrote FILE (gguf deci, f32: query heads per layer [...], key/value heads [...])").
 std::string run_export(const ExportRequest& req);

@@ -33,6 +33,10 @@ struct GatesRequest {
   FinetuneOptions finetune;           // after the gates are fixed
 };
 
+// GatesRequest's own options (util/options.h): the target, training steps and rate, from scratch,
+// --metric and --beam. The gates' are gate_option_table() (prune/gates.h).
+const OptionTable<GatesRequest>& gates_request_table();
+
 struct GatesResult {
   std::string checkpoint, out_dir, data;
   bool from_scratch = false;

@@ -39,6 +39,11 @@ struct ImportanceRequest {
   DataSource data;
 };
 
+// ImportanceRequest's options (util/options.h): methods, units, normalization, granularity, the
+// ablation metric and its significance test, special ids, cost, layerwise, pipeline. The checkpoint,
+// the output and the data are the request's own.
+const OptionTable<ImportanceRequest>& importance_request_table();
+
 struct ImportanceResult {
   std::vector<HeadScores> maps;
   nlohmann::json json;  // importance.json: the maps, checkpoint, data, config

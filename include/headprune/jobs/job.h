@@ -63,6 +63,16 @@ struct FinetuneOptions {
 // FinetuneOptions' options: `--finetune-*`/`--distill-*` and Python's finetune={...} (util/options.h).
 const OptionTable<FinetuneOptions>& finetune_option_table();
 
+// The rows of every request that evaluates a metric (members `std::optional<Metric> metric` and
+// `int64_t beam`): --metric and --beam. A request's table starts from them.
+template <class S>
+OptionTable<S> metric_option_rows(const std::string& metric_help = "accuracy, bleu, perplexity or loss (default: the task's)",
+                                  const std::string& beam_help = "beam size for BLEU") {
+  return OptionTable<S>()
+      .parsed("metric", "--metric", metric_help, [](S& s, const std::string& v) { s.metric = parse_metric(v); }, "")
+      .integer("beam", "--beam", beam_help, &S::beam, ValueRange::at_least(1));
+}
+
 // How a running job reports. Both callbacks are optional (unset = silent).
 struct JobEvents {
   struct Progress {

@@ -33,6 +33,10 @@ struct PruneRequest {
   FinetuneOptions finetune;
 };
 
+// PruneRequest's own options (util/options.h): --metric, --beam and --mask-only. The plan's are
+// plan_option_table() and budget_shape_table() (prune/); the data's and fine-tuning's, jobs/job.h's.
+const OptionTable<PruneRequest>& prune_request_table();
+
 struct PruneResult {
   std::string checkpoint, out_dir;
   PruningPlan plan;
@@ -56,7 +60,9 @@ struct CurveRequest {
   std::string checkpoint;
   std::string out_dir;  // curve.json, curve.csv; "" = print only
   bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
-  std::vector<CurveSeries> series;  // seeds of random strategies are taken from the runtime
+  // Seeds of random strategies are taken from the runtime.
+  std::vector<CurveSeries> series = {parse_curve_series("gradient"), parse_curve_series("iterative:gradient"),
+                                     parse_curve_series("random:uniform")};
   std::vector<double> fractions = {0, .1, .2, .3, .4, .5, .6, .7, .8, .9};
   int64_t min_per_layer = 0;
   std::optional<Metric> metric;
@@ -64,6 +70,9 @@ struct CurveRequest {
   DataSource data;
   FinetuneOptions finetune;
 };
+
+// CurveRequest's options: the series (--strategy, repeatable), --min-per-layer, --metric, --beam.
+const OptionTable<CurveRequest>& curve_request_table();
 
 struct CurveResult {
   std::string checkpoint, data;

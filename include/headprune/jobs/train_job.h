@@ -26,6 +26,9 @@ struct TrainRequest {
   int64_t keep_every = -1;  // >= 0 overrides the config's (OUT/step-NNNNNN snapshots)
 };
 
+// TrainRequest's options (util/options.h); the output directory and --overwrite are the request's own.
+const OptionTable<TrainRequest>& train_request_table();
+
 struct TrainReport {
   TrainResult result;
   double wall_s = 0;

@@ -74,10 +74,16 @@ struct OptionField {
     std::function<void(S&, const std::string&)> set;
     std::string shown;
   };
+  // The same for a list of names: a repeatable flag on the command line, a list of strings in Python;
+  // the values given replace the default.
+  struct ParsedList {
+    std::function<void(S&, const std::vector<std::string>&)> set;
+    std::string shown;
+  };
   std::string key;   // Python keyword and JSON key ("min_seconds")
   std::string flag;  // CLI11's spelling ("--min-time", "--coef,--lambda"); "" = not on the command line
   std::string help;
-  std::variant<IntRef, RealRef, BoolRef, TextRef, IntsRef, Parsed> at;
+  std::variant<IntRef, RealRef, BoolRef, TextRef, IntsRef, Parsed, ParsedList> at;
   ValueRange range;  // numbers; for a list, each of its numbers
   bool show_default = true;
   FlagStyle style = FlagStyle::Value;
@@ -117,6 +123,11 @@ class OptionTable {
                typename Field::Parsed{std::move(set), std::move(shown)}, {}, false);
   }
 
+  OptionTable&& parsed_list(std::string key, std::string flag, std::string help,
+                            std::function<void(S&, const std::vector<std::string>&)> set, std::string shown) && {
+    return add(std::move(key), std::move(flag), std::move(help),
+               typename Field::ParsedList{std::move(set), std::move(shown)}, {}, false);
+  }
   const std::vector<Field>& fields() const { return fields_; }
   std::set<std::string> keys() const {
     std::set<std::string> k;
@@ -168,6 +179,19 @@ class OptionTable {
           f.fail(k, "must hold integers " + field.range.text() + ", not " + x.dump());
       }
       (*l)(s) = std::move(out);
+    } else if (auto* pl = std::get_if<typename Field::ParsedList>(&field.at)) {
+      const nlohmann::json& v = f.at(k);
+      if (!v.is_array()) f.fail(k, "must be a list of strings, got " + v.dump());
+      std::vector<std::string> names;
+      for (const auto& x : v) {
+        if (!x.is_string()) f.fail(k, "must be a list of strings, got " + x.dump() + " in it");
+        names.push_back(x.get<std::string>());
+      }
+      try {
+        pl->set(s, names);
+      } catch (const std::invalid_argument& e) {
+        f.fail(k, std::string("is not valid: ") + e.what());
+      }
     } else {
       const auto& p = std::get<typename Field::Parsed>(field.at);
       const nlohmann::json& v = f.at(k);
