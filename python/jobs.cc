@@ -26,17 +26,6 @@ namespace {
 
 // ---- arguments ----------------------------------------------------------------------------------
 
-std::vector<std::string> strings(const JsonFields& f, const std::string& key) {
-  const nlohmann::json& v = f.at(key);
-  if (!v.is_array()) f.fail(key, "must be a list of strings, got " + v.dump());
-  std::vector<std::string> out;
-  for (const auto& s : v) {
-    if (!s.is_string()) f.fail(key, "must be a list of strings, got " + s.dump() + " in it");
-    out.push_back(s.get<std::string>());
-  }
-  return out;
-}
-
 std::vector<int64_t> ints(const JsonFields& f, const std::string& key, int64_t lo) {
   const nlohmann::json& v = f.at(key);
   if (!v.is_array()) f.fail(key, "must be a list of integers, got " + v.dump());
@@ -267,11 +256,11 @@ BenchRequest bench_request(const nlohmann::json& j) {
   keys.insert({"checkpoints", "precisions", "textbook", "json_path"});
   f.only(keys);
   BenchRequest r;
-  r.checkpoints = strings(f, "checkpoints");
+  r.checkpoints = f.req_strings("checkpoints");
   if (r.checkpoints.empty()) f.fail("checkpoints", "must name at least one model");
   if (f.has("precisions")) {
     r.precisions.clear();
-    for (const auto& s : strings(f, "precisions")) r.precisions.push_back(parse_precision(s));
+    for (const auto& s : f.req_strings("precisions")) r.precisions.push_back(parse_precision(s));
   }
   r.textbook = f.opt_bool("textbook", false);
   r.json_path = f.opt_str("json_path", "");

@@ -71,6 +71,17 @@ std::string JsonFields::opt_str(const std::string& key, const std::string& dflt)
   return has(key) ? req_str(key) : dflt;
 }
 
+std::vector<std::string> JsonFields::req_strings(const std::string& key) const {
+  const auto& v = at(key);
+  if (!v.is_array()) fail(key, "must be a list of strings, got " + v.dump());
+  std::vector<std::string> out;
+  for (const auto& s : v) {
+    if (!s.is_string()) fail(key, "must be a list of strings, got " + s.dump() + " in it");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
 JsonFields JsonFields::object(const std::string& key) const {
   const auto& v = at(key);
   if (!v.is_object()) fail(key, "must be an object, got " + v.dump());

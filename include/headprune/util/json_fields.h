@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +42,8 @@ class JsonFields {
   bool opt_bool(const std::string& key, bool dflt) const;
   std::string req_str(const std::string& key) const;
   std::string opt_str(const std::string& key, const std::string& dflt) const;
+  // A list of strings ("must be a list of strings, got ..." otherwise).
+  std::vector<std::string> req_strings(const std::string& key) const;
   // A nested object, read with the same style; its fields are named "key.field".
   JsonFields object(const std::string& key) const;
   // Every key is one of `known` (else "... 'k' is not a known <noun>").

@@ -180,13 +180,7 @@ class OptionTable {
       }
       (*l)(s) = std::move(out);
     } else if (auto* pl = std::get_if<typename Field::ParsedList>(&field.at)) {
-      const nlohmann::json& v = f.at(k);
-      if (!v.is_array()) f.fail(k, "must be a list of strings, got " + v.dump());
-      std::vector<std::string> names;
-      for (const auto& x : v) {
-        if (!x.is_string()) f.fail(k, "must be a list of strings, got " + x.dump() + " in it");
-        names.push_back(x.get<std::string>());
-      }
+      const std::vector<std::string> names = f.req_strings(k);
       try {
         pl->set(s, names);
       } catch (const std::invalid_argument& e) {
