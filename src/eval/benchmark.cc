@@ -7,6 +7,7 @@
 #include <cmath>
 #include <chrono>
 #include <filesystem>
+#include <numeric>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -282,13 +283,15 @@ double run_once(BenchModel& m, const Batch& in, Workload w, const BenchOptions& 
   return ms;
 }
 
-// The timed rounds for BenchOptions::min_seconds, from one round's times (ms) per model: enough for its
-// fastest model, never fewer than opts.reps nor more than a million.
-int64_t rounds_for_min_time(const std::vector<double>& round_ms, const BenchOptions& opts) {
-  double fastest = round_ms.front();
-  for (double v : round_ms) fastest = std::min(fastest, v);
-  const double want = std::ceil(1000.0 * opts.min_seconds / std::max(fastest, 1e-3));
-  return std::max(opts.reps, static_cast<int64_t>(std::min(want, 1e6)));
+// Whether another timed round is needed after `timed` rounds: fewer than opts.reps, or (with
+// BenchOptions::min_seconds) some model's timed rounds sum to less than the least time asked for; at
+// most a million rounds. Decided on the measured sums, not on an estimate from a (cold) warm-up round.
+bool needs_another_round(int64_t timed, const std::vector<std::vector<double>>& ms, const BenchOptions& opts) {
+  if (timed < opts.reps) return true;
+  if (opts.min_seconds <= 0 || timed >= 1000000) return false;
+  for (const auto& m : ms)
+    if (std::accumulate(m.begin(), m.end(), 0.0) < 1000.0 * opts.min_seconds) return true;
+  return false;
 }
 
 // Runs every model on the same inputs at batch b x length t, round by round; starts the profiler
@@ -302,14 +305,11 @@ ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts,
     inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
   ShapeTimes times{std::vector<std::vector<double>>(models.size()), std::vector<int64_t>(models.size(), 0),
                    std::vector<int64_t>(models.size(), 0)};
-  int64_t reps = opts.reps;
-  std::vector<double> round_ms(models.size());
-  for (int64_t r = 0; r < opts.warmup + reps; ++r) {
+  for (int64_t r = 0; r < opts.warmup || needs_another_round(r - opts.warmup, times.ms, opts); ++r) {
     if (r == opts.warmup && !opts.profile_path.empty() && !profile) profile.emplace(trace);
     for (size_t i = 0; i < models.size(); ++i) {
       torch::Tensor logits;
       const double e = run_once(models[i], inputs[i], w, opts, logits, &times.kv_bytes[i]);
-      round_ms[i] = e;
       const auto device = inputs[i].input_ids.device();
       if (r >= opts.warmup) times.ms[i].push_back(e);
       times.device_peak[i] = std::max(times.device_peak[i], compat::peak_memory_bytes(device));
@@ -320,8 +320,6 @@ ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts,
                                                  {"logits", logits.to(torch::kCPU, torch::kFloat).contiguous()}},
                                                 {{"format", kBenchIoFormat}}));
     }
-    // The last warm-up round (or the first timed one, without warm-up) sets the rounds for min_seconds.
-    if (opts.min_seconds > 0 && r == std::max<int64_t>(opts.warmup, 1) - 1) reps = rounds_for_min_time(round_ms, opts);
   }
   return times;
 }

@@ -32,7 +32,7 @@ struct BenchOptions {
   int64_t warmup = 2;
   int64_t reps = 10;
   // When > 0: more rounds than `reps` where needed for every model to be timed for at least this many
-  // seconds at each shape (estimated from the last warm-up round's fastest model). A few repetitions
+  // seconds at each shape (rounds are added until every model's timed rounds sum to it). A few repetitions
   // of a model of milliseconds sample the machine's speed over a fraction of a second, which on a
   // shared machine moves by tens of percent from one second to the next.
   double min_seconds = 0;  // at most kMaxMinSeconds
