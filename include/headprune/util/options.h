@@ -7,7 +7,8 @@
 //
 // A table is built next to the struct it fills (BenchOptions in eval/benchmark.h, BudgetShape in
 // prune/budget.h, GateOptions in prune/gates.h, PlanSpec in prune/strategy.h, FinetuneOptions and
-// DataSource in jobs/job.h):
+// DataSource in jobs/job.h, and each job's request in its jobs/*_job.h: importance_request_table()
+// and the prune, curve, gates, export and train tables; docs/architecture.md "Job options"):
 //
 //   static const OptionTable<BenchOptions> t = OptionTable<BenchOptions>()
 //       .integer("reps", "--reps", "timed repetitions per model and shape", &BenchOptions::reps, ValueRange::at_least(1))
@@ -181,19 +182,21 @@ class OptionTable {
       (*l)(s) = std::move(out);
     } else if (auto* pl = std::get_if<typename Field::ParsedList>(&field.at)) {
       const std::vector<std::string> names = f.req_strings(k);
-      try {
-        pl->set(s, names);
-      } catch (const std::invalid_argument& e) {
-        f.fail(k, std::string("is not valid: ") + e.what());
-      }
+      parse_or_fail(f, k, [&] { pl->set(s, names); });
     } else {
       const auto& p = std::get<typename Field::Parsed>(field.at);
       const nlohmann::json& v = f.at(k);
-      try {
-        p.set(s, v.is_string() ? v.get<std::string>() : v.dump());
-      } catch (const std::invalid_argument& e) {  // the parser's words, after the field's name
-        f.fail(k, std::string("is not valid: ") + e.what());
-      }
+      parse_or_fail(f, k, [&] { p.set(s, v.is_string() ? v.get<std::string>() : v.dump()); });
+    }
+  }
+  // Runs a row's own parser; its std::invalid_argument becomes f.fail with the parser's words after the
+  // field's name.
+  template <class Parse>
+  static void parse_or_fail(const JsonFields& f, const std::string& k, Parse&& parse) {
+    try {
+      parse();
+    } catch (const std::invalid_argument& e) {
+      f.fail(k, std::string("is not valid: ") + e.what());
     }
   }
 
