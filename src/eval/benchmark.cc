@@ -7,7 +7,6 @@
 #include <cmath>
 #include <chrono>
 #include <filesystem>
-#include <numeric>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -284,14 +283,13 @@ double run_once(BenchModel& m, const Batch& in, Workload w, const BenchOptions& 
 }
 
 // Whether another timed round is needed after `timed` rounds: fewer than opts.reps, or (with
-// BenchOptions::min_seconds) some model's timed rounds sum to less than the least time asked for; at
-// most a million rounds. Decided on the measured sums, not on an estimate from a (cold) warm-up round.
-bool needs_another_round(int64_t timed, const std::vector<std::vector<double>>& ms, const BenchOptions& opts) {
+// BenchOptions::min_seconds) some model's timed rounds sum (`timed_ms`) to less than the least time asked
+// for; at most a million rounds. Decided on the measured sums, not on an estimate from a (cold) warm-up
+// round.
+bool needs_another_round(int64_t timed, const std::vector<double>& timed_ms, const BenchOptions& opts) {
   if (timed < opts.reps) return true;
   if (opts.min_seconds <= 0 || timed >= 1000000) return false;
-  for (const auto& m : ms)
-    if (std::accumulate(m.begin(), m.end(), 0.0) < 1000.0 * opts.min_seconds) return true;
-  return false;
+  return *std::min_element(timed_ms.begin(), timed_ms.end()) < 1000.0 * opts.min_seconds;
 }
 
 // Runs every model on the same inputs at batch b x length t, round by round; starts the profiler
@@ -305,13 +303,17 @@ ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts,
     inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
   ShapeTimes times{std::vector<std::vector<double>>(models.size()), std::vector<int64_t>(models.size(), 0),
                    std::vector<int64_t>(models.size(), 0)};
-  for (int64_t r = 0; r < opts.warmup || needs_another_round(r - opts.warmup, times.ms, opts); ++r) {
+  std::vector<double> timed_ms(models.size(), 0.0);  // each model's timed rounds, summed
+  for (int64_t r = 0; r < opts.warmup || needs_another_round(r - opts.warmup, timed_ms, opts); ++r) {
     if (r == opts.warmup && !opts.profile_path.empty() && !profile) profile.emplace(trace);
     for (size_t i = 0; i < models.size(); ++i) {
       torch::Tensor logits;
       const double e = run_once(models[i], inputs[i], w, opts, logits, &times.kv_bytes[i]);
       const auto device = inputs[i].input_ids.device();
-      if (r >= opts.warmup) times.ms[i].push_back(e);
+      if (r >= opts.warmup) {
+        times.ms[i].push_back(e);
+        timed_ms[i] += e;
+      }
       times.device_peak[i] = std::max(times.device_peak[i], compat::peak_memory_bytes(device));
       if (r == 0 && i == 0 && first_shape && !opts.io_path.empty() && !opts.train && w == Workload::Forward)
         write_output_file(bench_io_output(opts.io_path),
