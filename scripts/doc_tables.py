@@ -1288,6 +1288,7 @@ def llm7b_cuda():
 
 BUDGET = "bench/results/budget.json"
 METHODS = "bench/results/methods.json"
+METHODS_FULL = "bench/results/methods_full.json"  # the full-size study, run seed by seed over sessions
 
 
 ENGINES = "bench/results/engines.json"
@@ -1409,21 +1410,22 @@ METHOD_ROWS = [("score_gradient", "gradient importance (Michel)"), ("score_taylo
                ("budget", "budget planner at PASSCONC's latency")]
 
 
-def methods_table():
+def methods_table(path=METHODS):
     """Every method at half the heads, with and without distillation, over seeds (studies/methods.sh)."""
-    t = load(METHODS)
+    t = load(path)
     lines = []
     for model in t["models"].split():
         runs = [t[model][k] for k in sorted(t.get(model, {}), key=int)]
         if not runs:
             continue
-        names = [r["bench"]["records"] for r in runs]
+        def cell(xs, digits=4):  # one seed: its value (the header says "1 seed")
+            return fmt(xs[0], digits) if len(runs) == 1 else mean_sd(xs, digits)
         metric = runs[0]["plain"]["score_gradient"].get("metric", "metric")
-        lines += ["**%s** (%s; %d seed%s; mean ± s.d.)" % (model, metric, len(runs), "" if len(runs) == 1 else "s"), "",
+        lines += ["**%s** (%s; %s)" % (model, metric, "1 seed" if len(runs) == 1 else "%d seeds; mean ± s.d." % len(runs)), "",
                   "| method | heads kept | layers emptied | after pruning | fine-tuned | fine-tuned with distillation | latency share (batch %d × %d) |"
                   % tuple(t["bench"]), "|---|---:|---:|---:|---:|---:|---:|"]
         base = [stage(r["plain"]["score_gradient"], "before")["metric"] for r in runs]
-        lines.append("| unpruned | %d | 0 | %s | | | 1 |" % (stage(runs[0]["plain"]["score_gradient"], "before")["heads"], mean_sd(base)))
+        lines.append("| unpruned | %d | 0 | %s | | | 1 |" % (stage(runs[0]["plain"]["score_gradient"], "before")["heads"], cell(base)))
         for key, label in METHOD_ROWS:
             plain = [r["plain"][key] for r in runs if key in r["plain"]]
             kd = [r["kd"][key] for r in runs if key in r.get("kd", {})]
@@ -1450,8 +1452,8 @@ def methods_table():
                 rec = next((q for q in recs if q["model"] == x.get("model")), None)
                 if rec:
                     shares.append(1 / rec["paired_speedup"])
-            lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (label, heads, emptied, mean_sd(removed), mean_sd(ft),
-                                                                    mean_sd(ftk) if ftk else "-", mean_sd(shares, 3) if shares else "-"))
+            lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (label, heads, emptied, cell(removed), cell(ft),
+                                                                    cell(ftk) if ftk else "-", cell(shares, 3) if shares else "-"))
         lines.append("")
     lines.append("Heads kept per seed; in parentheses, what the gates kept by themselves where the ranking "
                  "(P(open); DSP and CoFi always, `--complete-by-rank` for PASSCONC) changed the count.")
@@ -1460,21 +1462,25 @@ def methods_table():
         run = t.get("runs", {}).get(model)
         if run is None:  # one run did every model
             run = {k: t[k] for k in ("command", "finetune_steps", "gate_steps", "steps_sst2", "steps_llama", "max_examples")}
-        what = []
-        if "steps_sst2" in run:
-            what.append("training steps: %d; fine-tuning %d steps; gates %d steps" % (
-                run["steps_sst2" if model == "sst2" else "steps_llama"], run["finetune_steps"], run["gate_steps"]))
-            if run.get("max_examples"):
-                what.append("every split cut to its first %s examples" % run["max_examples"])
-        if "cpu" in run:
-            what.append("%s, %s threads, %s" % (run["cpu"], run["threads"], run["date"]))
-        lines.append("%s: `%s`%s." % (model, run["command"], " (%s)" % "; ".join(what) if what else ""))
-        lines.append("")
+        records = run.get("earlier", []) + [run]  # a study run seed by seed: one record per run
+        for r in records:
+            what = []
+            if "settings" in r or "steps_sst2" in r:
+                cfg = r.get("settings") or dict(r, steps=r["steps_sst2" if model == "sst2" else "steps_llama"])
+                what.append("training steps: %d; fine-tuning %d steps; gates %d steps" % (
+                    cfg["steps"], cfg["finetune_steps"], cfg["gate_steps"]))
+                if cfg.get("max_examples"):
+                    what.append("every split cut to its first %s examples" % cfg["max_examples"])
+            if "cpu" in r:
+                what.append("%s, %s threads, %s" % (r["cpu"], r["threads"], r["date"]))
+            who = "%s seed%s %s" % (model, "s" if " " in r["seeds"] else "", r["seeds"]) if len(records) > 1 else model
+            lines.append("%s: `%s`%s." % (who, r["command"], " (%s)" % "; ".join(what) if what else ""))
+            lines.append("")
     return lines[:-1]
 
 
 TABLES = {"engines_bert": (ENGINES, engines_bert), "engines_llama": (ENGINES, engines_llama),
-          "engines_kv": (ENGINES, engines_kv), "engines_checks": (ENGINES, engines_checks), "budget": (BUDGET, budget_table), "budget_runs": (BUDGET, budget_runs_table), "methods": (METHODS, methods_table), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
+          "engines_kv": (ENGINES, engines_kv), "engines_checks": (ENGINES, engines_checks), "budget": (BUDGET, budget_table), "budget_runs": (BUDGET, budget_runs_table), "methods": (METHODS, methods_table), "methods_full": (METHODS_FULL, functools.partial(methods_table, METHODS_FULL)), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),
           "sst2_training": (SST2, sst2_training), "sst2_importance_top": (SST2, sst2_importance_top),

@@ -14,7 +14,9 @@
 # (`headprune bench`, batch BENCH_BATCH x BENCH_SEQ). Each step is skipped when its output exists.
 # Writes OUT.json: per model and seed the runs' summaries (metric before / after fine-tuning, heads
 # kept, emptied layers) and the bench records; scripts/doc_tables.py makes the table and
-# `headprune plot pareto` the figure.
+# `headprune plot pareto` the figure. A run adds to an existing OUT.json: the models it did not do, and
+# the seeds it did not do that ran with the same settings, are kept (so a study longer than a session
+# can run one seed at a time: SEEDS_SST2=1, then SEEDS_SST2=2, ...).
 #
 #   studies/methods.sh [RUN_ROOT] [OUT.json]     defaults: runs/methods  bench/results/methods.json
 # Needs ../shared/data. Environment: MODELS (default "sst2 llama"), SEEDS (default "1 2 3"; SEEDS_SST2 and
@@ -121,28 +123,52 @@ for v in MODELS SEEDS SEEDS_SST2 SEEDS_LLAMA STEPS_SST2 STEPS_LLAMA FT_STEPS GAT
   if [ -n "${!v:-}" ]; then env_+="$v=\"${!v}\" "; fi
 done
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-run_json="{\"command\": \"${env_//\"/\\\"}studies/methods.sh $root $out\", \"date\": \"$(date +%F)\", \"cpu\": \"$cpu\", \"threads\": \"${THREADS:-2}\"}"
+run_json() {  # this run's record for model $1: the command, the machine, its seeds and the settings a seed's results depend on
+  echo "{\"command\": \"${env_//\"/\\\"}studies/methods.sh $root $out\", \"date\": \"$(date +%F)\", \"cpu\": \"$cpu\", \"threads\": \"${THREADS:-2}\", \"seeds\": \"$(seeds_of "$1")\", \"settings\": {\"steps\": $(steps_of "$1"), \"finetune_steps\": $ft, \"gate_steps\": $gate_steps, \"gate_period\": $gate_period, \"max_examples\": \"${MAX_EXAMPLES:-}\", \"bench\": [$bench_batch, $bench_seq]}}"
+}
 runs_json=""
-for MODEL in $models; do runs_json+="${runs_json:+, }\"$MODEL\": $run_json"; done
+for MODEL in $models; do runs_json+="${runs_json:+, }\"$MODEL\": $(run_json "$MODEL")"; done
 earlier=""
 if [ -f "$out" ]; then earlier=$out.earlier; cp "$out" "$earlier"; fi
 collect "$root" "$out" "{\"command\": \"studies/methods.sh $root $out\", \"models\": \"$models\", \"runs\": {$runs_json}, \"seeds\": {$seed_json}, \"finetune_steps\": $ft, \"gate_steps\": $gate_steps, \"gate_period\": $gate_period, \"steps_sst2\": $(steps_of sst2), \"steps_llama\": $(steps_of llama), \"max_examples\": \"${MAX_EXAMPLES:-}\", \"bench\": [$bench_batch, $bench_seq]}" \
   "${parts[@]}"
-# Models this run did not do keep their results from the earlier OUT, with that run's record.
+# What OUT held before is kept where this run did not redo it: models this run did not do (with that run's
+# record), and seeds of a model this run did that were run with the same settings (a study too long for one
+# session is run seed by seed, e.g. SEEDS_SST2=2 after SEEDS_SST2=1, each run adding its seed to OUT; the
+# earlier runs' records are kept under the model's "earlier"). Earlier seeds run with other settings are
+# dropped, and the run says so.
 if [ -n "$earlier" ]; then
   python3 - "$earlier" "$out" <<'PY'
 import json, os, sys
 earlier, out = (json.load(open(p)) for p in sys.argv[1:])
 mine = out["models"].split()
 for model in earlier["models"].split():
-    if model in mine:
-        continue
-    out[model] = earlier[model]
     run = earlier.get("runs", {}).get(model) or {
         k: earlier[k] for k in ("command", "finetune_steps", "gate_steps", "gate_period", "steps_sst2", "steps_llama",
                                 "max_examples") if k in earlier}
-    out.setdefault("runs", {})[model] = run
-    out["seeds"][model] = earlier["seeds"][model] if isinstance(earlier["seeds"], dict) else earlier["seeds"]
+    old_seeds = earlier["seeds"][model] if isinstance(earlier["seeds"], dict) else earlier["seeds"]
+    if model not in mine:
+        out[model] = earlier[model]
+        out.setdefault("runs", {})[model] = run
+        out["seeds"][model] = old_seeds
+        continue
+    new = out["runs"][model]
+    keep = [s for s in old_seeds.split() if s not in new["seeds"].split() and s in earlier.get(model, {})]
+    if not keep:
+        continue
+    if run.get("settings") != new["settings"]:
+        print("methods.sh: %s seeds %s of %s were run with other settings (%s, not %s): not kept"
+              % (model, " ".join(keep), sys.argv[2], run.get("settings", "not recorded"), new["settings"]), file=sys.stderr)
+        continue
+    for s in keep:
+        out[model][s] = earlier[model][s]
+    records = []  # the earlier runs, each with the seeds of it that are kept
+    for r in run.pop("earlier", []) + [run]:
+        seeds_r = [s for s in r.get("seeds", old_seeds).split() if s in keep]
+        if seeds_r:
+            records.append(dict(r, seeds=" ".join(seeds_r)))
+    new["earlier"] = records
+    out["seeds"][model] = " ".join(sorted(set(keep) | set(new["seeds"].split()), key=int))
 mine = set(out["runs"])
 out["models"] = " ".join(m for m in ("sst2", "llama") if m in mine)
 tmp = sys.argv[2] + ".tmp"
