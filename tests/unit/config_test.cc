@@ -7,7 +7,7 @@
 namespace hp {
 namespace {
 
-std::string error_of(const nlohmann::json& j) {
+std::string config_error_of(const nlohmann::json& j) {
   try {
     ModelConfig::from_json(j);
   } catch (const std::invalid_argument& e) {
@@ -45,7 +45,7 @@ TEST(Config, ErrorsNameTheField) {
   auto with = [&](const std::string& k, const nlohmann::json& v) {
     auto x = j;
     x[k] = v;
-    return error_of(x);
+    return config_error_of(x);
   };
   EXPECT_NE(with("d_modle", 3).find("'d_modle' is not a known config key"), std::string::npos);
   EXPECT_NE(with("d_model", "big").find("'d_model'"), std::string::npos);
@@ -58,8 +58,8 @@ TEST(Config, ErrorsNameTheField) {
   EXPECT_NE(with("pad_id", 1000).find("'pad_id'"), std::string::npos);
   auto missing = j;
   missing.erase("vocab_size");
-  EXPECT_NE(error_of(missing).find("'vocab_size' is required"), std::string::npos);
-  EXPECT_NE(error_of(nlohmann::json::array()).find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(config_error_of(missing).find("'vocab_size' is required"), std::string::npos);
+  EXPECT_NE(config_error_of(nlohmann::json::array()).find("expected a JSON object"), std::string::npos);
 }
 
 TEST(Config, ActivationDropoutDefaultsToDropoutAndRoundTrips) {
@@ -80,7 +80,7 @@ TEST(Config, ActivationDropoutDefaultsToDropoutAndRoundTrips) {
   }
   for (double bad : {-0.1, 1.0}) {
     j["activation_dropout"] = bad;
-    EXPECT_NE(error_of(j).find("'activation_dropout' must be in [0, 1)"), std::string::npos) << bad;
+    EXPECT_NE(config_error_of(j).find("'activation_dropout' must be in [0, 1)"), std::string::npos) << bad;
   }
 }
 

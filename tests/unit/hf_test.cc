@@ -20,9 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fixture(const std::string& name) { return std::string(HP_FIXTURES_DIR) + "/hf/" + name; }
-
-TensorMap golden(const std::string& name) { return read_safetensors(fixture(name) + "/golden.safetensors").tensors; }
+TensorMap golden(const std::string& name) { return read_safetensors(test::hf_fixture(name) + "/golden.safetensors").tensors; }
 
 Batch golden_batch(const TensorMap& g) {
   Batch b;
@@ -42,7 +40,7 @@ using test::logits;
 TEST(HfImport, BertMatchesTheReferenceOutputs) {
   for (const char* name : {"bert", "bert_pruned"}) {
     SCOPED_TRACE(name);
-    auto hf = import_hf(fixture(name));
+    auto hf = import_hf(test::hf_fixture(name));
     EXPECT_EQ(hf.model_type, "bert");
     EXPECT_TRUE(hf.initialized.empty());
     const auto g = golden(name);
@@ -51,16 +49,16 @@ TEST(HfImport, BertMatchesTheReferenceOutputs) {
     EXPECT_LT(test::max_abs_diff(logits(*hf.model, b), g.at("logits")), 1e-5);
   }
   // pruned_heads {"0": [1], "1": [0, 3]} is honoured with original ids.
-  const auto cfg = import_hf(fixture("bert_pruned")).model->config();
+  const auto cfg = import_hf(test::hf_fixture("bert_pruned")).model->config();
   EXPECT_EQ(cfg.encoder_self_heads, (std::vector<std::vector<int64_t>>{{0, 2, 3}, {1, 2}}));
   // BERT has no dropout between the intermediate activation and the output dense; neither has GPT-2.
   EXPECT_GT(cfg.dropout, 0.0);
   EXPECT_EQ(cfg.ffn_dropout(), 0.0);
-  EXPECT_EQ(import_hf(fixture("gpt2_pruned")).model->config().ffn_dropout(), 0.0);
+  EXPECT_EQ(import_hf(test::hf_fixture("gpt2_pruned")).model->config().ffn_dropout(), 0.0);
 }
 
 TEST(HfImport, BertModelWithoutClassifierGetsAFreshOne) {
-  auto hf = import_hf(fixture("bert_base_model"));  // no "bert." prefix, no classifier
+  auto hf = import_hf(test::hf_fixture("bert_base_model"));  // no "bert." prefix, no classifier
   EXPECT_EQ(hf.initialized, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
   EXPECT_EQ(hf.model->config().n_classes, 3);  // from id2label
   const auto g = golden("bert_base_model");
@@ -70,22 +68,22 @@ TEST(HfImport, BertModelWithoutClassifierGetsAFreshOne) {
 TEST(HfImport, Gpt2MatchesTheReferenceOutputs) {
   for (const char* name : {"gpt2", "gpt2_pruned"}) {
     SCOPED_TRACE(name);
-    auto hf = import_hf(fixture(name));
+    auto hf = import_hf(test::hf_fixture(name));
     EXPECT_EQ(hf.model_type, "gpt2");
     EXPECT_TRUE(hf.model->config().tie_embeddings);
     const auto g = golden(name);
     EXPECT_LT(test::max_abs_diff(logits(*hf.model, golden_batch(g)), g.at("logits")), 1e-5);
   }
-  EXPECT_EQ(import_hf(fixture("gpt2_pruned")).model->config().decoder_self_heads,
+  EXPECT_EQ(import_hf(test::hf_fixture("gpt2_pruned")).model->config().decoder_self_heads,
             (std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {0, 1, 3}}));
   // Every command's loader takes the HF directory directly.
-  EXPECT_EQ(load_checkpoint(fixture("gpt2"))->config().arch, Arch::DecoderLM);
+  EXPECT_EQ(load_checkpoint(test::hf_fixture("gpt2"))->config().arch, Arch::DecoderLM);
 }
 
 TEST(HfRoundTrip, PruneExportReimportMatchesTheMaskedModel) {
   for (const char* name : {"bert", "gpt2_pruned"}) {
     SCOPED_TRACE(name);
-    auto hf = import_hf(fixture(name));
+    auto hf = import_hf(test::hf_fixture(name));
     const auto b = golden_batch(golden(name));
     const AttnType t = hf.model_type == "bert" ? AttnType::EncoderSelf : AttnType::DecoderSelf;
     const std::vector<HeadId> drop = {{t, 0, 1}, {t, 0, 3}, {t, 1, 0}};
@@ -105,7 +103,7 @@ TEST(HfRoundTrip, PruneExportReimportMatchesTheMaskedModel) {
   }
   if (true) {
     // pruned_heads accumulate: the existing {"1": [2]} plus the new ones, as original ids.
-    auto hf = import_hf(fixture("gpt2_pruned"));
+    auto hf = import_hf(test::hf_fixture("gpt2_pruned"));
     hf.model->mask_heads({{AttnType::DecoderSelf, 1, 0}});
     const auto e = to_hf(*hf.model, hf.config);
     EXPECT_EQ(e.config.at("pruned_heads"), nlohmann::json::parse(R"({"1": [0, 2]})"));
@@ -119,7 +117,7 @@ TEST(HfRoundTrip, PruneExportReimportMatchesTheMaskedModel) {
 TEST(HfRoundTrip, DenseExportKeepsEveryHeadCountAndTheMaskedModelsOutputs) {
   for (const char* name : {"bert_pruned", "gpt2_pruned"}) {
     SCOPED_TRACE(name);
-    auto hf = import_hf(fixture(name));
+    auto hf = import_hf(test::hf_fixture(name));
     const auto b = golden_batch(golden(name));
     const AttnType t = hf.model_type == "bert" ? AttnType::EncoderSelf : AttnType::DecoderSelf;
     hf.model->mask_heads({{t, 0, 2}});
@@ -134,12 +132,12 @@ TEST(HfRoundTrip, DenseExportKeepsEveryHeadCountAndTheMaskedModelsOutputs) {
       EXPECT_EQ(again.model->config().heads(t)[static_cast<size_t>(l)], (std::vector<int64_t>{0, 1, 2, 3}));
     EXPECT_TRUE(again.model->masked_heads().empty());
     EXPECT_LT(test::max_abs_diff(logits(*again.model, b), masked), 1e-5);
-    EXPECT_GT(test::max_abs_diff(logits(*import_hf(fixture(name)).model, b), masked), 1e-4) << "masking changed nothing";
+    EXPECT_GT(test::max_abs_diff(logits(*import_hf(test::hf_fixture(name)).model, b), masked), 1e-4) << "masking changed nothing";
   }
   EXPECT_EQ(parse_hf_layout("dense"), HfLayout::Dense);
   EXPECT_EQ(parse_hf_layout("pruned_heads"), HfLayout::PrunedHeads);
   EXPECT_NE(test::error_of([] { parse_hf_layout("sliced"); }).find("auto, pruned_heads or dense"), std::string::npos);
-  auto llama = import_hf(fixture("llama_gqa"));
+  auto llama = import_hf(test::hf_fixture("llama_gqa"));
   EXPECT_NE(test::error_of([&] { to_hf(*llama.model, llama.config, HfLayout::PrunedHeads); }).find("dense"),
             std::string::npos);
 }
@@ -162,7 +160,7 @@ TEST(HfRoundTrip, HeadpruneModelsExportWhenHfCanExpressThem) {
 fs::path copy_fixture(const fs::path& dir, const std::string& name) {
   const fs::path d = dir / name;
   fs::create_directories(d);
-  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(fixture(name) + "/" + f, d / f);
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(test::hf_fixture(name) + "/" + f, d / f);
   return d;
 }
 
@@ -241,8 +239,8 @@ TEST(HfImport, BadInputIsAClearError) {
   auto copy_fixture = [&](const std::string& name) {
     const std::string d = dir / name;
     fs::create_directories(d);
-    fs::copy(fixture(name) + "/config.json", d + "/config.json");
-    fs::copy(fixture(name) + "/model.safetensors", d + "/model.safetensors");
+    fs::copy(test::hf_fixture(name) + "/config.json", d + "/config.json");
+    fs::copy(test::hf_fixture(name) + "/model.safetensors", d + "/model.safetensors");
     return d;
   };
   auto expect_error = [](const std::function<void()>& f, const std::string& needle) {

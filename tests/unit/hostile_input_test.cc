@@ -276,11 +276,9 @@ TEST(HostileInput, BpeTokenIdOfInt64MaxIsAnErrorNotAnOverflow) {
             std::string::npos);
 }
 
-std::string hf_fixture(const std::string& name) { return std::string(HP_FIXTURES_DIR) + "/hf/" + name; }
-
 TEST(HostileInput, HfConfigFaultsNameConfigJson) {
   test::TempDir tmp;
-  test::copy_tree(hf_fixture("bert"), tmp.path);
+  test::copy_tree(test::hf_fixture("bert"), tmp.path);
   nlohmann::json cfg = read_json_file(tmp / "config.json");
   cfg["hidden_act"] = 3;
   write_json_file(tmp / "config.json", cfg);
@@ -295,7 +293,7 @@ TEST(HostileInput, HfConfigFaultsNameConfigJson) {
 
 TEST(HostileInput, BertClassifierUnderThePrefixIsReadNotMapAt) {
   test::TempDir tmp;
-  test::copy_tree(hf_fixture("bert"), tmp.path);
+  test::copy_tree(test::hf_fixture("bert"), tmp.path);
   auto f = read_safetensors(tmp / "model.safetensors");
   TensorMap renamed;
   for (auto& [k, v] : f.tensors) renamed[k.rfind("classifier.", 0) == 0 ? "bert." + k : k] = v;
@@ -312,7 +310,7 @@ TEST(HostileInput, BertClassifierUnderThePrefixIsReadNotMapAt) {
 
 TEST(HostileInput, PickleOnlyDirectoryNeverSuggestsAnUnsafeLoad) {
   test::TempDir tmp;
-  fs::copy(hf_fixture("bert") + "/config.json", tmp / "config.json");
+  fs::copy(test::hf_fixture("bert") + "/config.json", tmp / "config.json");
   write(tmp / "pytorch_model.bin", "not opened");
   const std::string e = error_of([&] { import_hf(tmp.path); });
   EXPECT_NE(e.find("torch.load('pytorch_model.bin', weights_only=True)"), std::string::npos) << e;

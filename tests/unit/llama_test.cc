@@ -30,15 +30,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fixture(const std::string& name) { return std::string(HP_FIXTURES_DIR) + "/hf/" + name; }
-
-const char* const kFixtures[] = {"llama_gqa",  "qwen2_tied",    "mistral_window",     "llama_sharded_bf16",
+const char* const kLlamaFixtures[] = {"llama_gqa",  "qwen2_tied",    "mistral_window",     "llama_sharded_bf16",
                                  "phi3_fused", "qwen3_qk_norm", "phi3_partial_rotary"};
 
-struct Golden {
+struct LlamaGolden {
   TensorMap t;
   Batch batch;
-  explicit Golden(const std::string& name) : t(read_safetensors(fixture(name) + "/golden.safetensors").tensors) {
+  explicit LlamaGolden(const std::string& name) : t(read_safetensors(test::hf_fixture(name) + "/golden.safetensors").tensors) {
     batch.input_ids = t.at("input_ids");
     batch.attention_mask = t.at("attention_mask");
   }
@@ -63,15 +61,15 @@ std::vector<HeadId> zeros_of(const torch::Tensor& mask) {
 TEST(LlamaHf, MatchesTheReferenceWithHeadsAndGroupsMasked) {
   LoadOptions fp32;  // the references are computed in fp32 (the BF16 fixture's too)
   fp32.dtype = torch::kFloat;
-  for (const char* name : kFixtures) {
+  for (const char* name : kLlamaFixtures) {
     SCOPED_TRACE(name);
-    auto hf = import_hf(fixture(name), fp32);
+    auto hf = import_hf(test::hf_fixture(name), fp32);
     const auto& cfg = hf.model->config();
     EXPECT_EQ(cfg.positional, Positional::Rotary);
     EXPECT_EQ(cfg.norm_kind, NormKind::RmsNorm);
     EXPECT_TRUE(cfg.gated_ffn);
     EXPECT_LT(cfg.effective_kv_heads(), cfg.n_heads) << "fixtures use grouped-query attention";
-    const Golden g(name);
+    const LlamaGolden g(name);
     EXPECT_LT(g.diff(logits(*hf.model, g.batch), "logits"), 1e-4);
     for (const char* which : {"q", "group"}) {
       SCOPED_TRACE(which);
@@ -86,10 +84,10 @@ TEST(LlamaHf, MatchesTheReferenceWithHeadsAndGroupsMasked) {
       EXPECT_LT(g.diff(logits(*pruned, g.batch), std::string("logits_masked_") + which), 1e-4);
     }
   }
-  const auto qwen = import_hf(fixture("qwen2_tied")).model->config();
+  const auto qwen = import_hf(test::hf_fixture("qwen2_tied")).model->config();
   EXPECT_TRUE(qwen.tie_embeddings && qwen.qkv_bias && !qwen.o_bias);
-  EXPECT_EQ(import_hf(fixture("mistral_window")).model->config().sliding_window, 3);
-  EXPECT_EQ(import_hf(fixture("llama_gqa")).model->config().rope_scaling.type, RopeScalingType::Llama3);
+  EXPECT_EQ(import_hf(test::hf_fixture("mistral_window")).model->config().sliding_window, 3);
+  EXPECT_EQ(import_hf(test::hf_fixture("llama_gqa")).model->config().rope_scaling.type, RopeScalingType::Llama3);
 }
 
 // The address ranges of this process's mappings of files whose path ends with `suffix`.
@@ -108,7 +106,7 @@ std::vector<std::pair<uintptr_t, uintptr_t>> mappings_of(const std::string& suff
 TEST(LlamaHf, Bf16WeightsStayBf16InTheMappedFiles) {
   // Loaded as stored: every weight is BF16 and lies inside a mapping of a shard file (no fp32 copy,
   // no copy at all); computed in bf16, the logits are the fp32 reference's to bf16's precision.
-  auto hf = import_hf(fixture("llama_sharded_bf16"));
+  auto hf = import_hf(test::hf_fixture("llama_sharded_bf16"));
   std::vector<std::pair<uintptr_t, uintptr_t>> maps;
   for (const char* shard : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}) {
     const auto m = mappings_of(shard);
@@ -121,7 +119,7 @@ TEST(LlamaHf, Bf16WeightsStayBf16InTheMappedFiles) {
     const auto at = reinterpret_cast<uintptr_t>(p.value().data_ptr());
     EXPECT_TRUE(std::any_of(maps.begin(), maps.end(), [&](const auto& r) { return at >= r.first && at < r.second; }));
   }
-  const Golden g("llama_sharded_bf16");
+  const LlamaGolden g("llama_sharded_bf16");
   const auto out = logits(*hf.model, g.batch);
   EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
   const double scale = g.t.at("logits").abs().max().item<double>();
@@ -141,8 +139,8 @@ TEST(LlamaHf, Bf16WeightsStayBf16InTheMappedFiles) {
 
 TEST(LlamaHf, PrunedCheckpointAndDenseExportRoundTrip) {
   test::TempDir tmp;
-  auto hf = import_hf(fixture("llama_gqa"));
-  const Golden g("llama_gqa");
+  auto hf = import_hf(test::hf_fixture("llama_gqa"));
+  const LlamaGolden g("llama_gqa");
   // Query heads within groups (layer 0 head 1; layer 1 head 3) and the whole group 0 of layer 1.
   const std::vector<HeadId> drop = {{AttnType::DecoderSelf, 0, 1}, {AttnType::DecoderSelf, 1, 0},
                                     {AttnType::DecoderSelf, 1, 1}, {AttnType::DecoderSelf, 1, 3}};
@@ -174,29 +172,29 @@ TEST(LlamaHf, PrunedCheckpointAndDenseExportRoundTrip) {
   export_hf(tmp / "hf_masked", *hf.model, hf.config);
   EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "hf_masked").model, g.batch), masked), 1e-5);
   // Qwen2 (biases on q, k, v; tied) exports as Qwen2.
-  auto qwen = import_hf(fixture("qwen2_tied"));
+  auto qwen = import_hf(test::hf_fixture("qwen2_tied"));
   qwen.model->set_head_mask({AttnType::DecoderSelf, 0, 4}, 0.0);
   export_hf(tmp / "qwen", *qwen.model, qwen.config);
   EXPECT_EQ(read_json_file(tmp / "qwen/config.json").at("model_type"), "qwen2");
-  const Golden gq("qwen2_tied");
+  const LlamaGolden gq("qwen2_tied");
   EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "qwen").model, gq.batch), logits(*qwen.model, gq.batch)), 1e-5);
   // A pruned Mistral saved as a headprune checkpoint has no HF config left: its sliding window says
   // Mistral (the transformers client check found it exported as a Llama and refused).
-  auto mistral = import_hf(fixture("mistral_window"));
+  auto mistral = import_hf(test::hf_fixture("mistral_window"));
   auto mistral_pruned = remove_heads(*mistral.model, {{AttnType::DecoderSelf, 1, 2}});
   save_checkpoint(tmp / "mistral_pruned", *mistral_pruned);
   export_hf(tmp / "mistral_hf", *load_checkpoint(tmp / "mistral_pruned"));
   const auto mc = read_json_file(tmp / "mistral_hf/config.json");
   EXPECT_EQ(mc.at("model_type"), "mistral");
   EXPECT_EQ(mc.at("sliding_window"), 3);
-  const Golden gm("mistral_window");
+  const LlamaGolden gm("mistral_window");
   EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "mistral_hf").model, gm.batch), logits(*mistral_pruned, gm.batch)),
             1e-5);
 }
 
 // An export of a fixture's unpruned model holds the fixture's tensors, tensor for tensor; returns them.
 TensorMap expect_export_unchanged(const std::string& name, const std::string& exported) {
-  const auto original = read_safetensors(fixture(name) + "/model.safetensors").tensors;
+  const auto original = read_safetensors(test::hf_fixture(name) + "/model.safetensors").tensors;
   const auto written = read_safetensors(exported + "/model.safetensors").tensors;
   EXPECT_EQ(written.size(), original.size());
   for (const auto& [tensor, t] : original) {
@@ -213,7 +211,7 @@ TensorMap expect_export_unchanged(const std::string& name, const std::string& ex
 // no head) and re-imports to the masked logits, from a native checkpoint too.
 TEST(LlamaHf, Qwen3QkNormRoundTrips) {
   test::TempDir tmp;
-  auto q = import_hf(fixture("qwen3_qk_norm"));
+  auto q = import_hf(test::hf_fixture("qwen3_qk_norm"));
   EXPECT_EQ(q.model_type, "qwen3");
   const auto& cfg = q.model->config();
   EXPECT_TRUE(cfg.qk_norm);
@@ -221,7 +219,7 @@ TEST(LlamaHf, Qwen3QkNormRoundTrips) {
   EXPECT_FALSE(cfg.qkv_bias);
   export_hf(tmp / "same", *q.model, q.config);
   const auto original = expect_export_unchanged("qwen3_qk_norm", tmp / "same");
-  const Golden g("qwen3_qk_norm");
+  const LlamaGolden g("qwen3_qk_norm");
   const std::vector<HeadId> drop = {{AttnType::DecoderSelf, 0, 0}, {AttnType::DecoderSelf, 1, 2}, {AttnType::DecoderSelf, 1, 3}};
   q.model->mask_heads(drop);
   const auto masked = logits(*q.model, g.batch);
@@ -237,7 +235,7 @@ TEST(LlamaHf, Qwen3QkNormRoundTrips) {
   EXPECT_EQ(dense.at("model.layers.1.self_attn.q_proj.weight").sizes().vec(), (std::vector<int64_t>{64, 32}));
   EXPECT_LT(test::max_abs_diff(logits(*import_hf(tmp / "pruned").model, g.batch), masked), 1e-5);
   // Another LLaMA-family config cannot carry the norms: refused by name rather than dropped.
-  auto as_llama = read_json_file(fixture("qwen3_qk_norm") + "/config.json");
+  auto as_llama = read_json_file(test::hf_fixture("qwen3_qk_norm") + "/config.json");
   as_llama["model_type"] = "llama";
   try {
     export_hf(tmp / "llama", *q.model, as_llama);
@@ -251,7 +249,7 @@ TEST(LlamaHf, Qwen3QkNormRoundTrips) {
 // split on import and fuse on export, unchanged; a pruned model exports dense as Phi-3.
 TEST(LlamaHf, Phi3FusedTensorsSplitAndFuseBack) {
   test::TempDir tmp;
-  auto phi = import_hf(fixture("phi3_fused"));
+  auto phi = import_hf(test::hf_fixture("phi3_fused"));
   EXPECT_EQ(phi.model_type, "phi3");
   EXPECT_EQ(phi.model->config().sliding_window, 4);
   export_hf(tmp / "same", *phi.model, phi.config);
@@ -261,7 +259,7 @@ TEST(LlamaHf, Phi3FusedTensorsSplitAndFuseBack) {
   EXPECT_EQ(cfg.at("architectures"), nlohmann::json::array({"Phi3ForCausalLM"}));
   EXPECT_EQ(cfg.at("sliding_window"), 4);
 
-  const Golden g("phi3_fused");
+  const LlamaGolden g("phi3_fused");
   const std::vector<HeadId> drop = {{AttnType::DecoderSelf, 0, 1}, {AttnType::DecoderSelf, 1, 2}, {AttnType::DecoderSelf, 1, 3}};
   phi.model->mask_heads(drop);
   const auto masked = logits(*phi.model, g.batch);
@@ -274,11 +272,11 @@ TEST(LlamaHf, Phi3FusedTensorsSplitAndFuseBack) {
 
   // What Phi-3 models headprune cannot compute are refused by name.
   auto with = [&](const char* key, const nlohmann::json& value) {
-    auto c = read_json_file(fixture("phi3_fused") + "/config.json");
+    auto c = read_json_file(test::hf_fixture("phi3_fused") + "/config.json");
     c[key] = value;
     return c;
   };
-  const auto tensors = read_safetensors(fixture("phi3_fused") + "/model.safetensors").tensors;
+  const auto tensors = read_safetensors(test::hf_fixture("phi3_fused") + "/model.safetensors").tensors;
   try {
     import_hf(with("partial_rotary_factor", 0.3), tensors, "x");  // 0.3 x 8 = 2.4 -> 2 channels: accepted
     import_hf(with("partial_rotary_factor", 0.1), tensors, "x");  // 0 channels
@@ -298,10 +296,10 @@ TEST(LlamaHf, Phi3FusedTensorsSplitAndFuseBack) {
 // rotate, the others pass; read as rotary_dim, written back as the factor; other families refuse it.
 TEST(LlamaHf, Phi3PartialRotaryRoundTrips) {
   test::TempDir tmp;
-  auto phi = import_hf(fixture("phi3_partial_rotary"));
+  auto phi = import_hf(test::hf_fixture("phi3_partial_rotary"));
   EXPECT_EQ(phi.model->config().rotary_dim, 4);
   EXPECT_EQ(phi.model->config().head_dim, 8);
-  const Golden g("phi3_partial_rotary");
+  const LlamaGolden g("phi3_partial_rotary");
   auto full = phi.model->config();
   full.rotary_dim = 0;  // rotating every channel instead moves the logits
   Transformer other(full);
@@ -321,7 +319,7 @@ TEST(LlamaHf, Phi3PartialRotaryRoundTrips) {
   b.input_ids = torch::tensor(all).unsqueeze(0);
   const auto best = logits(*phi.model, b).argmax(-1)[0];
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(best[static_cast<int64_t>(prompt.size() + i - 1)].item<int64_t>(), ids[i]);
-  auto as_llama = read_json_file(fixture("phi3_partial_rotary") + "/config.json");
+  auto as_llama = read_json_file(test::hf_fixture("phi3_partial_rotary") + "/config.json");
   as_llama["model_type"] = "llama";
   EXPECT_THROW(export_hf(tmp / "llama", *phi.model, as_llama), std::invalid_argument);
 }
@@ -330,7 +328,7 @@ TEST(LlamaHf, BadInputGetsClearErrors) {
   test::TempDir tmp;
   auto copy_fixture = [&](const std::string& name) {
     const std::string dst = tmp / name;
-    test::copy_tree(fixture(name), dst);
+    test::copy_tree(test::hf_fixture(name), dst);
     return dst;
   };
   auto error_of = [](const std::function<void()>& f) -> std::string {
@@ -355,7 +353,7 @@ TEST(LlamaHf, BadInputGetsClearErrors) {
   }
   {
     const auto d = tmp / "yarn";
-    test::copy_tree(fixture("llama_gqa"), d);
+    test::copy_tree(test::hf_fixture("llama_gqa"), d);
     edit_config(d, [](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
     const auto e = error_of([&] { import_hf(d); });
     EXPECT_NE(e.find("rope_scaling type 'yarn' is not supported (default, linear, llama3)"), std::string::npos) << e;
@@ -369,7 +367,7 @@ TEST(LlamaHf, BadInputGetsClearErrors) {
   }
   {
     const auto d = tmp / "absent";
-    test::copy_tree(fixture("llama_sharded_bf16"), d);
+    test::copy_tree(test::hf_fixture("llama_sharded_bf16"), d);
     auto index = read_json_file(d + "/model.safetensors.index.json");
     index["weight_map"]["model.layers.9.mlp.up_proj.weight"] = "model-00001-of-00002.safetensors";
     write_json_file(d + "/model.safetensors.index.json", index);
@@ -381,8 +379,8 @@ TEST(LlamaHf, BadInputGetsClearErrors) {
   {
     const auto d = tmp / "no_lm_head";
     fs::create_directories(d);
-    fs::copy(fixture("llama_gqa") + "/config.json", d + "/config.json");
-    auto t = read_safetensors(fixture("llama_gqa") + "/model.safetensors").tensors;
+    fs::copy(test::hf_fixture("llama_gqa") + "/config.json", d + "/config.json");
+    auto t = read_safetensors(test::hf_fixture("llama_gqa") + "/model.safetensors").tensors;
     t.erase("lm_head.weight");
     write_safetensors(d + "/model.safetensors", t);
     const auto e = error_of([&] { import_hf(d); });

@@ -16,16 +16,14 @@
 namespace hp {
 namespace {
 
-std::string fixture() { return std::string(HP_FIXTURES_DIR) + "/hf/marian_tiny"; }
-
-struct Golden : test::Seq2SeqGolden {
-  Golden() : Seq2SeqGolden(fixture()) {}
+struct MarianGolden : test::Seq2SeqGolden {
+  MarianGolden() : Seq2SeqGolden(test::hf_fixture("marian_tiny")) {}
 };
 
 using test::logits;
 
 TEST(MarianHf, MatchesTheReferenceWithHeadsOfEveryTypeMaskedAndRemoved) {
-  auto hf = import_hf(fixture());
+  auto hf = import_hf(test::hf_fixture("marian_tiny"));
   EXPECT_EQ(hf.model_type, "marian");
   const auto& cfg = hf.model->config();
   EXPECT_EQ(cfg.arch, Arch::EncoderDecoder);
@@ -35,7 +33,7 @@ TEST(MarianHf, MatchesTheReferenceWithHeadsOfEveryTypeMaskedAndRemoved) {
   EXPECT_FALSE(cfg.embed_layer_norm);
   EXPECT_EQ(cfg.activation, Activation::Silu);
   EXPECT_EQ(cfg.pad_id, 66);
-  const Golden g;
+  const MarianGolden g;
   auto pruned = g.expect_matches_masked_and_removed(*hf.model);
   EXPECT_EQ(pruned->config().n_heads_kept(AttnType::DecoderSelf), 6);
   // Interleaved positions (headprune's own encoder-decoders) are not Marian's: the logits move.
@@ -48,9 +46,9 @@ TEST(MarianHf, MatchesTheReferenceWithHeadsOfEveryTypeMaskedAndRemoved) {
 
 TEST(MarianHf, ExportsUnchangedAndPrunedDense) {
   test::TempDir tmp;
-  auto hf = import_hf(fixture());
+  auto hf = import_hf(test::hf_fixture("marian_tiny"));
   export_hf(tmp / "same", *hf.model, hf.config);
-  test::expect_same_tensors(fixture() + "/model.safetensors", tmp / "same/model.safetensors");
+  test::expect_same_tensors(test::hf_fixture("marian_tiny") + "/model.safetensors", tmp / "same/model.safetensors");
   auto c = read_json_file(tmp / "same/config.json");
   EXPECT_EQ(c.at("model_type"), "marian");
   EXPECT_EQ(c.at("share_encoder_decoder_embeddings"), true);
@@ -59,7 +57,7 @@ TEST(MarianHf, ExportsUnchangedAndPrunedDense) {
   EXPECT_EQ(c.at("bad_words_ids"), nlohmann::json::parse("[[66]]"));  // the base config's fields stay
 
   // Pruned: through a native checkpoint, exported dense (one head count per stack in HF), re-imported.
-  const Golden g;
+  const MarianGolden g;
   const auto heads = g.masked();
   auto pruned = remove_heads(*hf.model, heads);
   save_checkpoint(tmp / "native", *pruned);
@@ -75,14 +73,14 @@ TEST(MarianHf, ExportsUnchangedAndPrunedDense) {
 
 TEST(MarianHf, EmbeddingsMovedApartExportAsTwoTables) {
   test::TempDir tmp;
-  auto hf = import_hf(fixture());
+  auto hf = import_hf(test::hf_fixture("marian_tiny"));
   // Imported, model.shared is one parameter that both stacks read.
   EXPECT_TRUE(hf.model->config().share_embeddings);
   EXPECT_TRUE(hf.model->decoder->embed_tokens->weight.is_same(hf.model->encoder->embed_tokens->weight));
   EXPECT_FALSE(state_dict(*hf.model).count("decoder.embed_tokens.weight"));
   // A model with a table per stack that differ (as a headprune model without share_embeddings may end).
   auto two = test::with_two_tables(*hf.model, 0.25);
-  const Golden g;
+  const MarianGolden g;
   const auto want = logits(*two, g.batch);
   EXPECT_GT(g.diff(want, "logits"), 1e-3);
   export_hf(tmp / "two", *two, hf.config);
@@ -95,14 +93,14 @@ TEST(MarianHf, EmbeddingsMovedApartExportAsTwoTables) {
 }
 
 TEST(MarianHf, CachedGreedyDecodingAgreesWithTheFullForwardPass) {
-  auto hf = import_hf(fixture());
-  Golden().expect_cached_greedy_matches_full(*hf.model, /*start (pad)=*/66, /*eos=*/0, /*max_len=*/8);
+  auto hf = import_hf(test::hf_fixture("marian_tiny"));
+  MarianGolden().expect_cached_greedy_matches_full(*hf.model, /*start (pad)=*/66, /*eos=*/0, /*max_len=*/8);
 }
 
 TEST(MarianHf, RefusesWhatHeadpruneCannotHoldByField) {
   test::TempDir tmp;
-  const auto config = read_json_file(fixture() + "/config.json");
-  const auto tensors = read_safetensors(fixture() + "/model.safetensors").tensors;
+  const auto config = read_json_file(test::hf_fixture("marian_tiny") + "/config.json");
+  const auto tensors = read_safetensors(test::hf_fixture("marian_tiny") + "/model.safetensors").tensors;
   const auto refused = test::expect_import_refused;
   auto c = config;
   c["decoder_attention_heads"] = 2;

@@ -37,7 +37,7 @@ std::string write_gz(const std::string& path, const std::string& content) {
 
 // The message of the std::runtime_error that `f` throws ("" if none).
 template <typename F>
-std::string error_of(F f) {
+std::string runtime_error_of(F f) {
   try {
     f();
   } catch (const std::runtime_error& e) {
@@ -73,12 +73,12 @@ TEST(Readers, LinesGzipped) {
 
 TEST(Readers, LinesErrorsNameThePath) {
   Scratch d;
-  EXPECT_TRUE(contains(error_of([&] { read_lines(d / "missing.txt"); }), d / "missing.txt"));
-  EXPECT_TRUE(contains(error_of([&] { read_lines(d / "missing.gz"); }), d / "missing.gz"));
-  EXPECT_TRUE(contains(error_of([&] { read_lines(d.path); }), "directory"));
+  EXPECT_TRUE(contains(runtime_error_of([&] { read_lines(d / "missing.txt"); }), d / "missing.txt"));
+  EXPECT_TRUE(contains(runtime_error_of([&] { read_lines(d / "missing.gz"); }), d / "missing.gz"));
+  EXPECT_TRUE(contains(runtime_error_of([&] { read_lines(d.path); }), "directory"));
   // Plain text under a .gz name is not silently read as text.
   const std::string fake = write_plain(d / "fake.gz", "not gzip\n");
-  EXPECT_TRUE(contains(error_of([&] { read_lines(fake); }), fake + ": not gzip data"));
+  EXPECT_TRUE(contains(runtime_error_of([&] { read_lines(fake); }), fake + ": not gzip data"));
   // A gzip stream cut in half.
   std::string big;
   for (int i = 0; i < 5000; ++i) big += std::to_string(i * 7919 % 10007) + " words\n";
@@ -86,7 +86,7 @@ TEST(Readers, LinesErrorsNameThePath) {
   std::ifstream in(d / "full.gz", std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string cut = write_plain(d / "cut.gz", bytes.substr(0, bytes.size() / 2));
-  EXPECT_TRUE(contains(error_of([&] { read_lines(cut); }), cut + ": corrupt or truncated gzip"));
+  EXPECT_TRUE(contains(runtime_error_of([&] { read_lines(cut); }), cut + ": corrupt or truncated gzip"));
 }
 
 TEST(Readers, TsvSingleSentences) {
@@ -144,39 +144,39 @@ TEST(Readers, TsvStringLabels) {
   EXPECT_EQ(ex[0].label, 1);
   EXPECT_EQ(ex[1].label, 0);
   const std::string q = write_plain(d / "bad.tsv", "sentence\tlabel\na\tneutral\n");
-  EXPECT_EQ(error_of([&] { read_tsv_classification(q, cols); }),
+  EXPECT_EQ(runtime_error_of([&] { read_tsv_classification(q, cols); }),
             q + ":2: label 'neutral' in column 'label' is not one of the data spec's labels ['entailment', 'not_entailment']");
   // numbers are not names: a file with class numbers and a spec with names disagree
   const std::string n = write_plain(d / "num.tsv", "sentence\tlabel\na\t0\n");
-  EXPECT_TRUE(contains(error_of([&] { read_tsv_classification(n, cols); }), "label '0'"));
+  EXPECT_TRUE(contains(runtime_error_of([&] { read_tsv_classification(n, cols); }), "label '0'"));
 }
 
 TEST(Readers, TsvMalformed) {
   Scratch d;
   const std::string fields = write_plain(d / "fields.tsv", "sentence\tlabel\na\t0\nb\tc\t1\n");
-  EXPECT_EQ(error_of([&] { read_tsv_classification(fields); }),
+  EXPECT_EQ(runtime_error_of([&] { read_tsv_classification(fields); }),
             fields + ":3: expected 2 tab-separated fields, got 3");
   const std::string blank = write_plain(d / "blank.tsv", "sentence\tlabel\na\t0\n\nb\t1\n");
-  EXPECT_EQ(error_of([&] { read_tsv_classification(blank); }),
+  EXPECT_EQ(runtime_error_of([&] { read_tsv_classification(blank); }),
             blank + ":3: expected 2 tab-separated fields, got 1");
 
   const std::string header = write_plain(d / "header.tsv", "sentence\tgold\na\t0\n");
-  const std::string msg = error_of([&] { read_tsv_classification(header); });
+  const std::string msg = runtime_error_of([&] { read_tsv_classification(header); });
   EXPECT_TRUE(contains(msg, header + ":1: expected a column 'label'")) << msg;
   EXPECT_TRUE(contains(msg, "'sentence', 'gold'")) << msg;
   TsvColumns pair;
   pair.text_b = "hypothesis";
-  EXPECT_TRUE(contains(error_of([&] { read_tsv_classification(header, pair); }), "'hypothesis'"));
+  EXPECT_TRUE(contains(runtime_error_of([&] { read_tsv_classification(header, pair); }), "'hypothesis'"));
 
   for (const std::string bad : {"positive", "1.0", "-1", "", "2x", "99999999999999999999"}) {
     const std::string p = write_plain(d / "label.tsv", "sentence\tlabel\nok\t1\nbad\t" + bad + "\n");
-    EXPECT_EQ(error_of([&] { read_tsv_classification(p); }),
+    EXPECT_EQ(runtime_error_of([&] { read_tsv_classification(p); }),
               p + ":3: expected a non-negative integer label in column 'label', got '" + bad +
                   "' (for classes named by strings, list them in the data spec: \"labels\": [...])");
   }
   const std::string empty = write_plain(d / "empty.tsv", "");
-  EXPECT_TRUE(contains(error_of([&] { read_tsv_classification(empty); }), empty + ": empty file"));
-  EXPECT_TRUE(contains(error_of([&] { read_tsv_classification(d / "nope.tsv"); }), d / "nope.tsv"));
+  EXPECT_TRUE(contains(runtime_error_of([&] { read_tsv_classification(empty); }), empty + ": empty file"));
+  EXPECT_TRUE(contains(runtime_error_of([&] { read_tsv_classification(d / "nope.tsv"); }), d / "nope.tsv"));
   TsvColumns no_text;
   no_text.text_a = "";
   EXPECT_THROW(read_tsv_classification(fields, no_text), std::invalid_argument);
@@ -197,14 +197,14 @@ TEST(Readers, ParallelMalformed) {
   Scratch d;
   const std::string src = write_plain(d / "s.txt", "a\nb\nc\n");
   const std::string tgt = write_plain(d / "t.txt", "x\ny\n");
-  const std::string msg = error_of([&] { read_parallel(src, tgt); });
+  const std::string msg = runtime_error_of([&] { read_parallel(src, tgt); });
   EXPECT_TRUE(contains(msg, "3 in " + src) && contains(msg, "2 in " + tgt)) << msg;
 
   const std::string gap = write_plain(d / "gap.txt", "x\n\nz\n");
-  EXPECT_EQ(error_of([&] { read_parallel(src, gap); }), gap + ":2: empty sentence");
+  EXPECT_EQ(runtime_error_of([&] { read_parallel(src, gap); }), gap + ":2: empty sentence");
   const std::string spaces = write_plain(d / "spaces.txt", " \t \nb\nc\n");
-  EXPECT_EQ(error_of([&] { read_parallel(spaces, src); }), spaces + ":1: empty sentence");
-  EXPECT_TRUE(contains(error_of([&] { read_parallel(src, d / "missing.de"); }), d / "missing.de"));
+  EXPECT_EQ(runtime_error_of([&] { read_parallel(spaces, src); }), spaces + ":1: empty sentence");
+  EXPECT_TRUE(contains(runtime_error_of([&] { read_parallel(src, d / "missing.de"); }), d / "missing.de"));
 }
 
 // --- the shipped data sets ---------------------------------------------------------------------

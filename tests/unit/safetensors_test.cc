@@ -11,7 +11,7 @@
 namespace hp {
 namespace {
 
-std::string error_of(const std::string& bytes) {
+std::string parse_error_of(const std::string& bytes) {
   try {
     parse_safetensors(bytes, "f.safetensors");
   } catch (const std::runtime_error& e) {
@@ -68,27 +68,27 @@ TEST(Safetensors, ReadsAHandWrittenFile) {
 TEST(Safetensors, MalformedFilesAreClearErrors) {
   const std::string ok_header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   const std::string data(8, '\0');
-  EXPECT_NE(error_of("abc").find("too short"), std::string::npos);
+  EXPECT_NE(parse_error_of("abc").find("too short"), std::string::npos);
   auto good = make_file(ok_header, data);
-  EXPECT_NE(error_of(good.substr(0, 20)).find("exceeds the file size"), std::string::npos);
-  EXPECT_NE(error_of(good.substr(0, good.size() - 3)).find("beyond the end of the data section"), std::string::npos);
-  EXPECT_NE(error_of(make_file("{\"w\": [1, 2", data)).find("not valid JSON"), std::string::npos);
-  EXPECT_NE(error_of(make_file("[1]", data)).find("must be a JSON object"), std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"w":{"dtype":"F99","shape":[2],"data_offsets":[0,8]}})", data)).find("unknown dtype 'F99'"),
+  EXPECT_NE(parse_error_of(good.substr(0, 20)).find("exceeds the file size"), std::string::npos);
+  EXPECT_NE(parse_error_of(good.substr(0, good.size() - 3)).find("beyond the end of the data section"), std::string::npos);
+  EXPECT_NE(parse_error_of(make_file("{\"w\": [1, 2", data)).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(parse_error_of(make_file("[1]", data)).find("must be a JSON object"), std::string::npos);
+  EXPECT_NE(parse_error_of(make_file(R"({"w":{"dtype":"F99","shape":[2],"data_offsets":[0,8]}})", data)).find("unknown dtype 'F99'"),
             std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data)).find("needs 12 bytes"),
+  EXPECT_NE(parse_error_of(make_file(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data)).find("needs 12 bytes"),
             std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data)).find("non-negative"),
+  EXPECT_NE(parse_error_of(make_file(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data)).find("non-negative"),
             std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"w":{"dtype":"F32","shape":[2]}})", data)).find("tensor 'w'"), std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+  EXPECT_NE(parse_error_of(make_file(R"({"w":{"dtype":"F32","shape":[2]}})", data)).find("tensor 'w'"), std::string::npos);
+  EXPECT_NE(parse_error_of(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                                R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                                data))
                 .find("overlap"),
             std::string::npos);
   std::string huge(8, '\xff');
-  EXPECT_NE(error_of(huge).find("implausibly large"), std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"__metadata__":{"a":1}})", "")).find("must be a string"), std::string::npos);
+  EXPECT_NE(parse_error_of(huge).find("implausibly large"), std::string::npos);
+  EXPECT_NE(parse_error_of(make_file(R"({"__metadata__":{"a":1}})", "")).find("must be a string"), std::string::npos);
 }
 
 TEST(Safetensors, WriteIsAtomicAndReadNamesThePath) {

@@ -20,17 +20,15 @@
 namespace hp {
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(HP_FIXTURES_DIR) + "/hf/" + name; }
-
-const char* const kFixtures[] = {"t5_relu", "t5_gated"};
+const char* const kT5Fixtures[] = {"t5_relu", "t5_gated"};
 
 using test::logits;
 
 TEST(T5Hf, PositionBucketsAreT5s) {
-  for (const char* name : kFixtures) {
+  for (const char* name : kT5Fixtures) {
     SCOPED_TRACE(name);
-    const test::Seq2SeqGolden g(fixture(name));
-    const auto cfg = read_json_file(fixture(name) + "/config.json");
+    const test::Seq2SeqGolden g(test::hf_fixture(name));
+    const auto cfg = read_json_file(test::hf_fixture(name) + "/config.json");
     const int64_t buckets = cfg.at("relative_attention_num_buckets"), distance = cfg.at("relative_attention_max_distance");
     const auto rel = torch::arange(16).unsqueeze(0) - torch::arange(16).unsqueeze(1);
     EXPECT_TRUE(torch::equal(relative_position_buckets(rel, true, buckets, distance), g.t.at("buckets_bidirectional")));
@@ -39,26 +37,26 @@ TEST(T5Hf, PositionBucketsAreT5s) {
 }
 
 TEST(T5Hf, MatchesTheReferenceWithHeadsOfEveryTypeMaskedAndRemoved) {
-  for (const char* name : kFixtures) {
+  for (const char* name : kT5Fixtures) {
     SCOPED_TRACE(name);
-    auto hf = import_hf(fixture(name));
+    auto hf = import_hf(test::hf_fixture(name));
     EXPECT_EQ(hf.model_type, "t5");
     const auto& cfg = hf.model->config();
     EXPECT_EQ(cfg.positional, Positional::Relative);
     EXPECT_FALSE(cfg.scaled_attention);
     EXPECT_EQ(cfg.norm_kind, NormKind::RmsNorm);
     EXPECT_FALSE(cfg.qkv_bias || cfg.o_bias || cfg.mlp_bias);
-    const test::Seq2SeqGolden g(fixture(name));
+    const test::Seq2SeqGolden g(test::hf_fixture(name));
     auto pruned = g.expect_matches_masked_and_removed(*hf.model);
     // The stack's table keeps every head's column: encoder layer 1 still reads head 1's, which layer 0 lost.
     EXPECT_EQ(pruned->encoder->relative_attention_bias->weight.size(1), cfg.n_heads);
     EXPECT_EQ(pruned->attention(AttnType::EncoderSelf, 0).kept_heads(), (std::vector<int64_t>{0, 2, 3}));
     g.expect_cached_greedy_matches_full(*pruned, /*start (pad)=*/0, /*eos=*/1, /*max_len=*/10);
   }
-  const auto relu = import_hf(fixture("t5_relu")).model->config();
+  const auto relu = import_hf(test::hf_fixture("t5_relu")).model->config();
   EXPECT_TRUE(relu.tie_embeddings && !relu.gated_ffn && relu.activation == Activation::Relu);
   EXPECT_DOUBLE_EQ(relu.output_scale, 1.0 / std::sqrt(32.0));
-  const auto gated = import_hf(fixture("t5_gated")).model->config();
+  const auto gated = import_hf(test::hf_fixture("t5_gated")).model->config();
   EXPECT_TRUE(!gated.tie_embeddings && gated.gated_ffn && gated.activation == Activation::GeluTanh);
   EXPECT_EQ(gated.head_dim, 12);
   EXPECT_EQ(gated.n_decoder_layers, 3);
@@ -66,16 +64,16 @@ TEST(T5Hf, MatchesTheReferenceWithHeadsOfEveryTypeMaskedAndRemoved) {
 }
 
 TEST(T5Hf, ExportsUnchangedAndPrunedDense) {
-  for (const char* name : kFixtures) {
+  for (const char* name : kT5Fixtures) {
     SCOPED_TRACE(name);
     test::TempDir tmp;
-    auto hf = import_hf(fixture(name));
+    auto hf = import_hf(test::hf_fixture(name));
     export_hf(tmp / "same", *hf.model, hf.config);
-    test::expect_same_tensors(fixture(name) + "/model.safetensors", tmp / "same/model.safetensors");
+    test::expect_same_tensors(test::hf_fixture(name) + "/model.safetensors", tmp / "same/model.safetensors");
     const auto c = read_json_file(tmp / "same/config.json");
-    EXPECT_EQ(c.at("feed_forward_proj"), read_json_file(fixture(name) + "/config.json").at("feed_forward_proj"));
+    EXPECT_EQ(c.at("feed_forward_proj"), read_json_file(test::hf_fixture(name) + "/config.json").at("feed_forward_proj"));
 
-    const test::Seq2SeqGolden g(fixture(name));
+    const test::Seq2SeqGolden g(test::hf_fixture(name));
     auto pruned = remove_heads(*hf.model, g.masked());
     save_checkpoint(tmp / "native", *pruned);
     export_hf(tmp / "pruned", *load_checkpoint(tmp / "native"));  // no base config: every key from the model
@@ -87,8 +85,8 @@ TEST(T5Hf, ExportsUnchangedAndPrunedDense) {
 }
 
 TEST(T5Hf, RefusesWhatHeadpruneCannotHoldByKey) {
-  const auto config = read_json_file(fixture("t5_gated") + "/config.json");
-  const auto tensors = read_safetensors(fixture("t5_gated") + "/model.safetensors").tensors;
+  const auto config = read_json_file(test::hf_fixture("t5_gated") + "/config.json");
+  const auto tensors = read_safetensors(test::hf_fixture("t5_gated") + "/model.safetensors").tensors;
   const auto refused = test::expect_import_refused;
   auto c = config;
   c["feed_forward_proj"] = "gated-mish";
@@ -105,7 +103,7 @@ TEST(T5Hf, RefusesWhatHeadpruneCannotHoldByKey) {
   missing.erase("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight");
   refused(config, missing, "relative_attention_bias");
   // A model whose encoder and decoder tables differ cannot be one shared table.
-  auto hf = import_hf(fixture("t5_relu"));
+  auto hf = import_hf(test::hf_fixture("t5_relu"));
   EXPECT_TRUE(hf.model->config().share_embeddings);
   test::TempDir tmp;
   export_hf(tmp / "equal", *test::with_two_tables(*hf.model, 0.0), hf.config);  // equal tables are one

@@ -60,6 +60,8 @@ void copy_tree(const std::string& src, const std::string& dst) {
   });
 }
 
+std::string hf_fixture(const std::string& name) { return std::string(HP_FIXTURES_DIR) + "/hf/" + name; }
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();

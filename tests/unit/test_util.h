@@ -50,6 +50,9 @@ torch::Device device();
 // Compares on the host, whatever devices a and b are on.
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);
 
+// tests/fixtures/hf/<name>: the small HF checkpoints written by tests/fixtures/hf/make_*.py.
+std::string hf_fixture(const std::string& name);
+
 // The message of what `f` throws (a test failure when it does not throw).
 std::string error_of(const std::function<void()>& f);
 

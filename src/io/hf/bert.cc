@@ -20,7 +20,7 @@ int64_t bert_classes(const JsonFields& c, const hf_detail::HfTensors& t) {
   return c.opt_int("num_labels", 2);
 }
 
-void configure(const JsonFields& c, hf_detail::HfTensors& t, ModelConfig& cfg) {
+void bert_configure(const JsonFields& c, hf_detail::HfTensors& t, ModelConfig& cfg) {
   cfg.arch = Arch::EncoderClassifier;
   cfg.activation_dropout = 0.0;  // BertIntermediate's activation goes to BertOutput's dense undropped
   if (cfg.n_heads <= 0 || cfg.d_model % cfg.n_heads != 0)
@@ -33,7 +33,7 @@ void configure(const JsonFields& c, hf_detail::HfTensors& t, ModelConfig& cfg) {
   cfg.n_classes = bert_classes(c, t);
 }
 
-void check(const ModelConfig& cfg) {
+void bert_check(const ModelConfig& cfg) {
   check_classic_block(cfg, "BERT");
   auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
   if (cfg.norm != NormPosition::Post || !cfg.embed_layer_norm || cfg.n_segments < 1)
@@ -41,7 +41,7 @@ void check(const ModelConfig& cfg) {
 }
 
 // id2label / label2id for the model's classes, unless the base config's fit.
-void extras(const ModelConfig& cfg, const TransformerImpl&, nlohmann::json& c) {
+void bert_extras(const ModelConfig& cfg, const TransformerImpl&, nlohmann::json& c) {
   if (c.contains("id2label") && c.at("id2label").size() == static_cast<size_t>(cfg.n_classes)) return;
   c["id2label"] = nlohmann::json::object();
   c["label2id"] = nlohmann::json::object();
@@ -91,10 +91,10 @@ const HfFamily& bert_family() {
       /*deferred_init=*/false,
       [](const ModelConfig& cfg) { return cfg.positional != Positional::Rotary && cfg.arch == Arch::EncoderClassifier; },
       [](const ModelConfig&) { return true; },
-      configure,
+      bert_configure,
       {},
-      check,
-      extras,
+      bert_check,
+      bert_extras,
       {}};
   return f;
 }

@@ -11,7 +11,7 @@ namespace {
 using hf_detail::check_classic_block;
 using hf_detail::fail;
 
-void configure(const JsonFields& c, hf_detail::HfTensors& t, ModelConfig& cfg) {
+void gpt2_configure(const JsonFields& c, hf_detail::HfTensors& t, ModelConfig& cfg) {
   cfg.arch = Arch::DecoderLM;
   cfg.activation_dropout = 0.0;  // GPT2MLP drops after c_proj (resid_pdrop), not after the activation
   if (cfg.n_heads <= 0 || cfg.d_model % cfg.n_heads != 0) fail(c.source(), "n_embd must be a multiple of n_head");
@@ -26,7 +26,7 @@ void configure(const JsonFields& c, hf_detail::HfTensors& t, ModelConfig& cfg) {
   if (cfg.tie_embeddings && lm_head.defined()) t.take("lm_head.weight");
 }
 
-void check(const ModelConfig& cfg) {
+void gpt2_check(const ModelConfig& cfg) {
   check_classic_block(cfg, "GPT-2");
   auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
   if (cfg.norm != NormPosition::Pre || cfg.embed_layer_norm)
@@ -83,9 +83,9 @@ const HfFamily& gpt2_family() {
       /*deferred_init=*/false,
       [](const ModelConfig& cfg) { return cfg.positional != Positional::Rotary && cfg.arch == Arch::DecoderLM; },
       [](const ModelConfig&) { return true; },
-      configure,
+      gpt2_configure,
       {},
-      check,
+      gpt2_check,
       {},
       {}};
   return f;

@@ -52,7 +52,7 @@ HfConfigKey twin_key(std::string key, int64_t M::*field, int64_t dflt, std::stri
           [field](const M& cfg) { return nlohmann::json(cfg.*field); }};
 }
 
-void configure(const JsonFields& c, HfTensors& t, M& cfg) {
+void marian_configure(const JsonFields& c, HfTensors& t, M& cfg) {
   cfg.arch = Arch::EncoderDecoder;
   cfg.positional = Positional::Sinusoidal;
   cfg.split_sinusoid = true;
@@ -80,7 +80,7 @@ void configure(const JsonFields& c, HfTensors& t, M& cfg) {
 // The embeddings as HF ties them: model.shared for both sides when the file has it (copies stored beside
 // it are the same parameter), else each side's own; an output layer tied to them is not read. Then
 // final_logits_bias ([1, V]; absent: zeros, as HF initializes it).
-void finish(const M& cfg, HfTensors& t, TensorMap& s) {
+void marian_finish(const M& cfg, HfTensors& t, TensorMap& s) {
   const int64_t C = cfg.d_model, V = cfg.vocab_size, W = cfg.effective_tgt_vocab();
   if (cfg.share_embeddings) {  // one parameter: the decoder reads the encoder's table
     s["encoder.embed_tokens.weight"] =
@@ -94,7 +94,7 @@ void finish(const M& cfg, HfTensors& t, TensorMap& s) {
                                                       : torch::zeros({W}, s.at("final_logits_bias").options());
 }
 
-void check(const M& cfg) {
+void marian_check(const M& cfg) {
   auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: Marian " + w); };
   if (cfg.arch != Arch::EncoderDecoder || cfg.positional != Positional::Sinusoidal || !cfg.split_sinusoid)
     bad("is an encoder-decoder with sinusoidal positions in sin | cos halves");
@@ -109,7 +109,7 @@ void check(const M& cfg) {
 
 // Without a base config, generation as every opus-mt config sets it: decoding starts from the padding
 // id, </s> (id 0 in every Marian vocabulary) ends it, and padding is never generated.
-void extras(const M& cfg, const TransformerImpl&, nlohmann::json& c) {
+void marian_extras(const M& cfg, const TransformerImpl&, nlohmann::json& c) {
   if (!c.contains("decoder_start_token_id")) c["decoder_start_token_id"] = cfg.pad_id;
   if (!c.contains("eos_token_id")) c["eos_token_id"] = 0;
   if (!c.contains("forced_eos_token_id")) c["forced_eos_token_id"] = 0;
@@ -119,7 +119,7 @@ void extras(const M& cfg, const TransformerImpl&, nlohmann::json& c) {
 
 // One model.shared when the model has one table (share_embeddings, as imported) or two equal ones, else
 // each side's own (share_encoder_decoder_embeddings false); final_logits_bias [1, V].
-void export_tensors(const M& cfg, const std::function<LazyTensor(const std::string&)>& ours, nlohmann::json& c,
+void marian_export_tensors(const M& cfg, const std::function<LazyTensor(const std::string&)>& ours, nlohmann::json& c,
                     std::map<std::string, LazyTensor>& out) {
   const LazyTensor enc = ours("encoder.embed_tokens.weight");
   const LazyTensor dec = cfg.share_embeddings ? enc : ours("decoder.embed_tokens.weight");
@@ -171,11 +171,11 @@ const HfFamily& marian_family() {
                             return cfg.arch == Arch::EncoderDecoder && cfg.positional == Positional::Sinusoidal && cfg.split_sinusoid;
                           },
                           [](const M&) { return true; },
-                          configure,
-                          finish,
-                          check,
-                          extras,
-                          export_tensors};
+                          marian_configure,
+                          marian_finish,
+                          marian_check,
+                          marian_extras,
+                          marian_export_tensors};
   return f;
 }
 

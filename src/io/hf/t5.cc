@@ -39,7 +39,7 @@ std::vector<HfTensorName> t5_tensor_names() {
         rows.push_back({scope, hf + "1.EncDecAttention." + p, {ours + "cross_attn." + p + "_proj"}});
       rows.push_back({scope, hf + "1.layer_norm", {ours + "cross_attn_norm"}});
     }
-    // The feed-forward's weights: finish / export_tensors (wi, or wi_0 and wi_1, by feed_forward_proj).
+    // The feed-forward's weights: t5_finish / t5_export_tensors (wi, or wi_0 and wi_1, by feed_forward_proj).
     rows.push_back({scope, hf + (scope == S::EncoderLayer ? "1" : "2") + ".layer_norm", {ours + "ffn_norm"}});
     rows.push_back({S::Model, stack + ".final_layer_norm", {stack + ".final_norm"}});
   }
@@ -70,7 +70,7 @@ nlohmann::json write_feed_forward(const M& cfg) {
   return (cfg.gated_ffn ? "gated-" : "") + act;
 }
 
-void configure(const JsonFields& c, HfTensors&, M& cfg) {
+void t5_configure(const JsonFields& c, HfTensors&, M& cfg) {
   cfg.arch = Arch::EncoderDecoder;
   cfg.positional = Positional::Relative;
   cfg.norm = NormPosition::Pre;
@@ -88,7 +88,7 @@ void configure(const JsonFields& c, HfTensors&, M& cfg) {
 
 // The shared table (copies under encoder/decoder.embed_tokens are the same parameter), an output tied to
 // it not read, and each layer's feed-forward.
-void finish(const M& cfg, HfTensors& t, TensorMap& s) {
+void t5_finish(const M& cfg, HfTensors& t, TensorMap& s) {
   const int64_t C = cfg.d_model, V = cfg.vocab_size, F = cfg.d_ff;
   s["encoder.embed_tokens.weight"] = hf_detail::take_shared(t, {"shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}, {V, C});
   if (cfg.tie_embeddings && t.has("lm_head.weight")) t.take("lm_head.weight", {V, C});
@@ -105,7 +105,7 @@ void finish(const M& cfg, HfTensors& t, TensorMap& s) {
     }
 }
 
-void check(const M& cfg) {
+void t5_check(const M& cfg) {
   auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: T5 " + w); };
   if (cfg.arch != Arch::EncoderDecoder || cfg.positional != Positional::Relative)
     bad("is an encoder-decoder with relative positions");
@@ -121,14 +121,14 @@ void check(const M& cfg) {
     bad("scales the decoder output by d_model^-0.5 exactly when the output is tied (tie_word_embeddings)");
 }
 
-void extras(const M& cfg, const TransformerImpl&, nlohmann::json& c) {
+void t5_extras(const M& cfg, const TransformerImpl&, nlohmann::json& c) {
   if (!c.contains("decoder_start_token_id")) c["decoder_start_token_id"] = cfg.pad_id;
   if (!c.contains("eos_token_id")) c["eos_token_id"] = 1;
   c["is_encoder_decoder"] = true;
 }
 
 // One shared table (both stacks must still hold the same one) and every layer's feed-forward.
-void export_tensors(const M& cfg, const std::function<LazyTensor(const std::string&)>& ours, nlohmann::json&,
+void t5_export_tensors(const M& cfg, const std::function<LazyTensor(const std::string&)>& ours, nlohmann::json&,
                     std::map<std::string, LazyTensor>& out) {
   const LazyTensor enc = ours("encoder.embed_tokens.weight");
   if (!cfg.share_embeddings && !torch::equal(enc.make(), ours("decoder.embed_tokens.weight").make()))
@@ -175,11 +175,11 @@ const HfFamily& t5_family() {
                           /*deferred_init=*/true,
                           [](const M& cfg) { return cfg.arch == Arch::EncoderDecoder && cfg.positional == Positional::Relative; },
                           [](const M&) { return true; },
-                          configure,
-                          finish,
-                          check,
-                          extras,
-                          export_tensors};
+                          t5_configure,
+                          t5_finish,
+                          t5_check,
+                          t5_extras,
+                          t5_export_tensors};
   return f;
 }
 
