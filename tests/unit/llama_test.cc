@@ -31,7 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* const kLlamaFixtures[] = {"llama_gqa",  "qwen2_tied",    "mistral_window",     "llama_sharded_bf16",
-                                 "phi3_fused", "qwen3_qk_norm", "phi3_partial_rotary"};
+                                      "phi3_fused", "qwen3_qk_norm", "phi3_partial_rotary"};
 
 struct LlamaGolden {
   TensorMap t;
