@@ -16,14 +16,16 @@
 namespace hp {
 namespace {
 
+std::string marian_dir() { return test::hf_fixture("marian_tiny"); }
+
 struct MarianGolden : test::Seq2SeqGolden {
-  MarianGolden() : Seq2SeqGolden(test::hf_fixture("marian_tiny")) {}
+  MarianGolden() : Seq2SeqGolden(marian_dir()) {}
 };
 
 using test::logits;
 
 TEST(MarianHf, MatchesTheReferenceWithHeadsOfEveryTypeMaskedAndRemoved) {
-  auto hf = import_hf(test::hf_fixture("marian_tiny"));
+  auto hf = import_hf(marian_dir());
   EXPECT_EQ(hf.model_type, "marian");
   const auto& cfg = hf.model->config();
   EXPECT_EQ(cfg.arch, Arch::EncoderDecoder);
@@ -46,9 +48,9 @@ TEST(MarianHf, MatchesTheReferenceWithHeadsOfEveryTypeMaskedAndRemoved) {
 
 TEST(MarianHf, ExportsUnchangedAndPrunedDense) {
   test::TempDir tmp;
-  auto hf = import_hf(test::hf_fixture("marian_tiny"));
+  auto hf = import_hf(marian_dir());
   export_hf(tmp / "same", *hf.model, hf.config);
-  test::expect_same_tensors(test::hf_fixture("marian_tiny") + "/model.safetensors", tmp / "same/model.safetensors");
+  test::expect_same_tensors(marian_dir() + "/model.safetensors", tmp / "same/model.safetensors");
   auto c = read_json_file(tmp / "same/config.json");
   EXPECT_EQ(c.at("model_type"), "marian");
   EXPECT_EQ(c.at("share_encoder_decoder_embeddings"), true);
@@ -73,7 +75,7 @@ TEST(MarianHf, ExportsUnchangedAndPrunedDense) {
 
 TEST(MarianHf, EmbeddingsMovedApartExportAsTwoTables) {
   test::TempDir tmp;
-  auto hf = import_hf(test::hf_fixture("marian_tiny"));
+  auto hf = import_hf(marian_dir());
   // Imported, model.shared is one parameter that both stacks read.
   EXPECT_TRUE(hf.model->config().share_embeddings);
   EXPECT_TRUE(hf.model->decoder->embed_tokens->weight.is_same(hf.model->encoder->embed_tokens->weight));
@@ -93,14 +95,14 @@ TEST(MarianHf, EmbeddingsMovedApartExportAsTwoTables) {
 }
 
 TEST(MarianHf, CachedGreedyDecodingAgreesWithTheFullForwardPass) {
-  auto hf = import_hf(test::hf_fixture("marian_tiny"));
+  auto hf = import_hf(marian_dir());
   MarianGolden().expect_cached_greedy_matches_full(*hf.model, /*start (pad)=*/66, /*eos=*/0, /*max_len=*/8);
 }
 
 TEST(MarianHf, RefusesWhatHeadpruneCannotHoldByField) {
   test::TempDir tmp;
-  const auto config = read_json_file(test::hf_fixture("marian_tiny") + "/config.json");
-  const auto tensors = read_safetensors(test::hf_fixture("marian_tiny") + "/model.safetensors").tensors;
+  const auto config = read_json_file(marian_dir() + "/config.json");
+  const auto tensors = read_safetensors(marian_dir() + "/model.safetensors").tensors;
   const auto refused = test::expect_import_refused;
   auto c = config;
   c["decoder_attention_heads"] = 2;
