@@ -205,9 +205,8 @@ HfFamily member(std::string type, std::string architecture) {
 
 namespace hp {
 
-using namespace hf_detail;
-
 const HfFamily& llama_family() {
+  using namespace hf_detail;  // inside the function: a unity build's later files do not see it
   static const HfFamily f = [] {
     HfFamily f = member("llama", "LlamaForCausalLM");
     f.keys.push_back(attention_bias_key());
@@ -224,6 +223,7 @@ const HfFamily& llama_family() {
 }
 
 const HfFamily& mistral_family() {
+  using namespace hf_detail;  // inside the function: a unity build's later files do not see it
   static const HfFamily f = [] {
     HfFamily f = member("mistral", "MistralForCausalLM");
     f.keys.push_back(attention_bias_key());
@@ -241,6 +241,7 @@ const HfFamily& mistral_family() {
 }
 
 const HfFamily& qwen2_family() {
+  using namespace hf_detail;  // inside the function: a unity build's later files do not see it
   static const HfFamily f = [] {
     HfFamily f = member("qwen2", "Qwen2ForCausalLM");
     f.keys.push_back(use_sliding_window_key());

@@ -7,8 +7,6 @@
 
 namespace hp {
 
-using namespace hf_detail;
-
 namespace {
 
 // partial_rotary_factor: the first int(head_dim x factor) channels of each head rotate (Phi-4-mini: 0.75).
@@ -27,6 +25,7 @@ void read_partial_rotary(const JsonFields& c, ModelConfig& cfg) {
 }  // namespace
 
 const HfFamily& phi3_family() {
+  using namespace hf_detail;  // inside the function: a unity build's later files do not see it
   using S = HfScope;
   static const HfFamily f = [] {
     const std::string L = "layers.{L}.", O = "decoder.layers.{L}.";

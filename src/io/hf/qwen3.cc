@@ -6,9 +6,8 @@
 
 namespace hp {
 
-using namespace hf_detail;
-
 const HfFamily& qwen3_family() {
+  using namespace hf_detail;  // inside the function: a unity build's later files do not see it
   static const HfFamily f = [] {
     auto names = llama_block_tensor_names();
     for (const char* norm : {"q_norm", "k_norm"})
