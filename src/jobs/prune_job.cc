@@ -89,7 +89,10 @@ void PruneResult::print(std::ostream& out) const {
         << fmt(budget["measured"].get<double>(), 4) << " (error " << fmt(100 * budget["error"].get<double>(), 1) << " %)"
         << (budget.contains("measured_unpruned")
                 ? ", unpruned " + fmt(budget["measured_unpruned"].get<double>(), 4) + " beside it (" +
-                      fmt(100 * budget["drift"].get<double>(), 1) + " % from the table's)"
+                      fmt(100 * budget["drift"].get<double>(), 1) + " % from the table's); share of the unpruned model predicted " +
+                      fmt(budget["predicted_share"].get<double>(), 4) + ", measured " +
+                      fmt(budget["measured_share"].get<double>(), 4) + " (error " +
+                      fmt(100 * budget["share_error"].get<double>(), 1) + " %)"
                 : std::string())
         << (budget["met"].get<bool>() ? "; met" : "; NOT met") << "\n";
   out << "checkpoint " << bytes_before << " -> " << bytes_after << " bytes; saved " << out_dir << "/model and "
