@@ -39,13 +39,17 @@ p pareto_sst2 "$S#/bench" "$S#/prune_50" "$S#/gates_keep16/pass" "$S#/gates_keep
   "$S#/gates_keep8/passconc" --label "SST-2" --label "gradient 50%, fine-tuned" --label "PASS 16 heads" \
   --label "PASSCONC 16 heads" --label "PASS 8 heads" --label "PASSCONC 8 heads" --only pareto --batch 16
 p bench_bert_base "$B" --label "BERT-base, Michel Table 4"
-M=$results/methods.json      # studies/methods.sh: every method at half the heads, SST-2 seed 1
-m=("$M#/sst2/1/bench") ml=(--label "SST-2 unpruned")
-for k in plain/score_gradient plain/score_taylor plain/score_activation plain/score_magnitude plain/score_layer_drop \
-  plain/gates_passconc plain/gates_dsp plain/gates_cofi plain/budget kd/score_gradient kd/gates_cofi kd/budget; do
-  m+=("$M#/sst2/1/$k") ml+=(--label "${k//\// }")
-done
-p pareto_methods "${m[@]}" "${ml[@]}" --only pareto --batch 16
+M=$results/methods_full.json  # studies/methods.sh (full size): every method at half the heads, seed 1
+methods_pareto() {  # methods_pareto DIR MODEL LABEL: each method's model beside the unpruned one
+  local m=("$M#/$2/1/bench") ml=(--label "$3 unpruned")
+  for k in plain/score_gradient plain/score_taylor plain/score_activation plain/score_magnitude plain/score_layer_drop \
+    plain/gates_passconc plain/gates_dsp plain/gates_cofi plain/budget kd/score_gradient kd/gates_cofi kd/budget; do
+    m+=("$M#/$2/1/$k") ml+=(--label "${k//\// }")
+  done
+  p "$1" "${m[@]}" "${ml[@]}" --only pareto --batch 16
+}
+methods_pareto pareto_methods sst2 SST-2
+methods_pareto pareto_methods_llama llama "LLaMA LM"
 p history "$S#/train/history" "$L#/train/history" --label "SST-2" --label "LLaMA-GQA" --kind history
 # figures.json names the tool's version; the figures themselves are what the docs show
 echo "figures in $out: $(find "$out" -name '*.svg' | wc -l)"

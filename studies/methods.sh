@@ -18,7 +18,7 @@
 # the seeds it did not do that ran with the same settings, are kept (so a study longer than a session
 # can run one seed at a time: SEEDS_SST2=1, then SEEDS_SST2=2, ...).
 #
-#   studies/methods.sh [RUN_ROOT] [OUT.json]     defaults: runs/methods  bench/results/methods.json
+#   studies/methods.sh [RUN_ROOT] [OUT.json]     defaults: runs/methods_full  bench/results/methods_full.json
 # Needs ../shared/data. Environment: MODELS (default "sst2 llama"), SEEDS (default "1 2 3"; SEEDS_SST2 and
 # SEEDS_LLAMA for one model), STEPS_SST2
 # (default 1200), STEPS_LLAMA (default 600), FT_STEPS (default 100), GATE_STEPS (default 300),
@@ -28,8 +28,8 @@
 set -euo pipefail
 models=${MODELS:-sst2 llama}
 seeds=${SEEDS:-1 2 3}
-root=${1:-runs/methods}
-out=${2:-bench/results/methods.json}
+root=${1:-runs/methods_full}
+out=${2:-bench/results/methods_full.json}
 ft=${FT_STEPS:-100}
 gate_steps=${GATE_STEPS:-300}
 gate_period=${GATE_PERIOD:-50}

@@ -28,7 +28,7 @@ sst2_seeds|90|6|data|sst2_seeds
 llama_gqa|25|5|data|llama_gqa
 multi30k|185|8|data|multi30k
 lm_seeds|395|22|data|lm_seeds_gpt, lm_seeds_llama, lm_seeds_wikitext
-methods|300|15|data|methods, budget
+methods|300|15|data|methods_full, budget
 engines|35|10|data|engines
 distributed|5|1|no|distributed"
 
@@ -127,7 +127,7 @@ run_study() {  # NAME: the study's command at full or quick size
     methods)
       if [ $q = 1 ]; then
         env SEEDS="1 2" STEPS_SST2=40 STEPS_LLAMA=40 FT_STEPS=5 GATE_STEPS=40 GATE_PERIOD=10 MAX_EXAMPLES=64 REPS=2 \
-          bash studies/methods.sh "$work/methods" "$results/methods.json"
+          bash studies/methods.sh "$work/methods" "$results/methods_full.json"
         REPS=2 bash bench/budget.sh "$work/budget" "$results/budget.json"
       else bash studies/methods.sh && bash bench/budget.sh "$work/budget"; fi ;;
     engines)  # ONNX Runtime and llama.cpp beside headprune (tests/clients' npm packages; Mistral's tokenizer)
@@ -166,7 +166,8 @@ done <<< "$STUDIES"
 
 if [ $quick = 1 ]; then
   python3 scripts/doc_tables.py --results "$results" --print
-  if [ -f "$results/sst2_study.json" ] && [ -f "$results/llama_gqa.json" ] && [ -f "$results/bert_base_table4.json" ]; then
+  if [ -f "$results/sst2_study.json" ] && [ -f "$results/llama_gqa.json" ] && [ -f "$results/bert_base_table4.json" ] \
+     && [ -f "$results/methods_full.json" ]; then
     RESULTS=$results bash scripts/figures.sh "$work/figures" && echo "figures drawn into $work/figures" >&2
   fi
 else
