@@ -1386,7 +1386,8 @@ BUDGET_RUNS = [("one rotation, 15 rounds per model (d0b07f0)", "bench/results/bu
                ("one rotation, ≥ 2 s per model (6ddc094)", "bench/results/budget_earlier.json"),
                ("one rotation, ≥ 2 s per model, first of three in a row", "bench/results/budget_run1.json"),
                ("the same, second", "bench/results/budget_run2.json"),
-               ("the same, third (the table above)", BUDGET)]
+               ("the same, third (the table above)", BUDGET),
+               ("one rotation, ≥ 2 s per model, AMD EPYC, 2026-12-02", "bench/results/budget_amd.json")]
 
 
 def budget_runs_table():
