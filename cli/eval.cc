@@ -25,6 +25,11 @@ void register_eval(CLI::App& app, Context& ctx) {
   sub->add_option("--hyps", r->hyps_path, "write the translations of the last beam size to this file");
   sub->add_flag("--overwrite", r->overwrite, "replace an existing --hyps file (refused without it)");
   sub->add_flag("--unigram-baseline", r->unigram_baseline, "LM: also report a unigram model's perplexity");
+  add_parsed(sub, "--graphs", r->graphs, parse_graph_replay,
+             "off, cuda (the loss's forward passes replayed from CUDA graphs, batches padded to power-of-two "
+             "buckets; --device cuda) or emulate (the same buckets and static buffers without a recording, any "
+             "device: a check)",
+             "off");
   sub->callback([&ctx, r, precision] {
     Runtime rt = start(ctx);
     rt.precision = *precision;

@@ -7,7 +7,8 @@
 #   scripts/gpu.sh build           there: unpack .gpu/debs, configure and build build-gpu/
 #   scripts/gpu.sh test [OUT]      there: HP_TEST_DEVICE=cuda on the device-aware suites (JUnit XML in OUT)
 #   scripts/gpu.sh table4 [OUT]    there: BERT-base 50 % pruned, batch 1/4/16/64 x 128, fp32 and bf16,
-#                                  headprune and PyTorch eager on the same weights -> OUT/gpu_table4.json
+#                                  headprune (eager and replayed from CUDA graphs, --graphs cuda) and
+#                                  PyTorch eager on the same weights -> OUT/gpu_table4.json
 #   scripts/gpu.sh hf [OUT]        there: transformers loads headprune's HF exports -> OUT/hf_client.json
 #   scripts/gpu.sh llm7b [OUT]     there: a Mistral-7B-shaped bf16 checkpoint through info, importance,
 #                                  prune and export on the GPU -> OUT/llm7b_cuda.json (LAYERS=N: fewer layers)
@@ -70,7 +71,7 @@ case $step in
   test)
     unpack
     mkdir -p "$out"
-    suites=${FILTER:-'*PruneEquivalence*:*CheckpointRoundTrip*:*GradientImportance*:*TrainerResume*:*InferencePath*:Runtime.Autocast*'}
+    suites=${FILTER:-'*PruneEquivalence*:*CheckpointRoundTrip*:*GradientImportance*:*TrainerResume*:*InferencePath*:Runtime.Autocast*:*GraphReplayOnTheTestDevice*:ShapeGraphs.*'}
     CUBLAS_WORKSPACE_CONFIG=:4096:8 HP_TEST_DEVICE=cuda "$build/tests/headprune_tests" --gtest_filter="$suites" \
       --gtest_output="xml:$out/gpu_tests.xml"
     ;;
@@ -99,6 +100,15 @@ case $step in
         python3 bench/eager/eager.py "$d" --device cuda --dtype "$p" --batch 1 4 16 64 --seq 128 --reps "$reps" \
           --warmup 5 --json "$work/eager_${p}_$m.json"
       done
+      # The same models replayed from CUDA graphs (one recording per model and batch), after a check that
+      # the replayed logits are the eager ones (fp32, the unpruned model's --save-io file above).
+      if [[ $p == fp32 ]]; then
+        hp bench "${models[0]}" --batch 2 --seq 128 --reps 1 --warmup 0 --graphs cuda \
+          --save-io "$work/io_graphs.safetensors" > /dev/null
+      fi
+      log "headprune bench $p --graphs cuda"
+      hp bench "${models[@]}" --precision "$p" --batch 1 --batch 4 --batch 16 --batch 64 --seq 128 --reps "$reps" \
+        --warmup 5 --graphs cuda --json "$work/headprune_graphs_$p.json"
     done
     python3 bench/gpu_table4.py "$work" --out "$out/gpu_table4.json"
     ;;

@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include "headprune/decode/search.h"
+#include "headprune/eval/graph_forward.h"
 #include "headprune/io/files.h"
 #include "headprune/io/formats.h"
 #include "headprune/io/safetensors.h"
@@ -62,7 +63,12 @@ const OptionTable<BenchOptions>& bench_option_table() {
           .integer("new_tokens", "--new-tokens", "--generate: tokens decoded per sequence", &B::new_tokens,
                    R::at_least(1))
           .integer("decode_after", "--decode-after", "--generate: prompt length before decoding", &B::decode_after,
-                   R::at_least(1));
+                   R::at_least(1))
+          .parsed("graphs", "--graphs",
+                  "off, cuda (each model's forward pass recorded once per shape as a CUDA graph, untimed, and its "
+                  "replays timed; --device cuda) or emulate (the replay's static buffers without a recording, any "
+                  "device: a check of the outputs, not a speed-up)",
+                  [](B& b, const std::string& s) { b.graphs = parse_graph_replay(s); }, "off");
   return t;
 }
 
@@ -143,7 +149,8 @@ nlohmann::json BenchRecord::to_json() const {
           {"ideal_speedup", ideal_speedup},
           {"measured_speedup", measured_speedup},
           {"paired_speedup", paired_speedup},
-          {"device_peak_mib", static_cast<double>(device_peak_bytes) / (1024.0 * 1024.0)}};
+          {"device_peak_mib", static_cast<double>(device_peak_bytes) / (1024.0 * 1024.0)},
+          {"graphs", graphs}};
 }
 
 int64_t peak_rss_kb() {
@@ -217,6 +224,9 @@ void prepare_models(std::vector<BenchModel>& models, const BenchOptions& opts) {
   for (auto b : opts.batch_sizes)
     if (b < 1) throw std::invalid_argument("bench: batch sizes must be >= 1");
   for (auto& m : models) {
+    if (opts.graphs != GraphReplay::Off && (opts.train || opts.generation || m.run))
+      throw std::invalid_argument("bench: --graphs replays the inference forward pass of a model's own path; not with "
+                                  "--train, --generate or a baseline (" + m.name + ")");
     if (opts.train && !m.run) throw std::invalid_argument("bench: training steps need a step function for " + m.name);
     if (opts.train) {
       m.model->train();
@@ -259,8 +269,8 @@ enum class Workload { Forward, Prompt, Decode };
 
 // One run of model m on `in`: its logits (forward) and the milliseconds it took. Decoding fills the
 // cache with the prompt before the clock starts; *kv_bytes receives the cache's size at the end.
-double run_once(BenchModel& m, const Batch& in, Workload w, const BenchOptions& opts, torch::Tensor& logits,
-                int64_t* kv_bytes) {
+double run_once(BenchModel& m, GraphForward* replay, const Batch& in, Workload w, const BenchOptions& opts,
+                torch::Tensor& logits, int64_t* kv_bytes) {
   const auto device = in.input_ids.device();
   std::optional<LmSession> session;
   torch::Tensor next;
@@ -270,7 +280,7 @@ double run_once(BenchModel& m, const Batch& in, Workload w, const BenchOptions& 
   compat::reset_peak_memory(device);
   const auto t0 = std::chrono::steady_clock::now();
   if (w == Workload::Forward) {
-    logits = m.run ? m.run(in) : m.model->forward(in).logits;
+    logits = m.run ? m.run(in) : replay ? replay->logits(in) : m.model->forward(in).logits;
   } else if (w == Workload::Prompt) {
     logits = session->feed(in.input_ids);
   } else {
@@ -295,12 +305,14 @@ bool needs_another_round(int64_t timed, const std::vector<double>& timed_ms, con
 // Runs every model on the same inputs at batch b x length t, round by round; starts the profiler
 // (when asked) at the first timed round, and on the first shape writes the first model's inputs and
 // logits (--save-io).
-ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts, int64_t b, int64_t t, Workload w,
-                      bool first_shape, std::optional<torch::autograd::profiler::RecordProfile>& profile,
-                      std::ostream& trace) {
+ShapeTimes time_shape(std::vector<BenchModel>& models, std::vector<std::unique_ptr<GraphForward>>& replays,
+                      const BenchOptions& opts, int64_t b, int64_t t, Workload w, bool first_shape,
+                      std::optional<torch::autograd::profiler::RecordProfile>& profile, std::ostream& trace) {
   std::vector<Batch> inputs;  // generated on the CPU (same ids on every device), moved to each model's device
   for (auto& m : models)
     inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
+  for (size_t i = 0; i < models.size(); ++i)  // each model's recording at this shape, before any round
+    if (replays[i]) replays[i]->logits(inputs[i]);
   ShapeTimes times{std::vector<std::vector<double>>(models.size()), std::vector<int64_t>(models.size(), 0),
                    std::vector<int64_t>(models.size(), 0)};
   std::vector<double> timed_ms(models.size(), 0.0);  // each model's timed rounds, summed
@@ -308,7 +320,7 @@ ShapeTimes time_shape(std::vector<BenchModel>& models, const BenchOptions& opts,
     if (r == opts.warmup && !opts.profile_path.empty() && !profile) profile.emplace(trace);
     for (size_t i = 0; i < models.size(); ++i) {
       torch::Tensor logits;
-      const double e = run_once(models[i], inputs[i], w, opts, logits, &times.kv_bytes[i]);
+      const double e = run_once(models[i], replays[i].get(), inputs[i], w, opts, logits, &times.kv_bytes[i]);
       const auto device = inputs[i].input_ids.device();
       if (r >= opts.warmup) {
         times.ms[i].push_back(e);
@@ -362,6 +374,7 @@ void add_records(std::vector<BenchModel>& models, const BenchOptions& opts, int6
     for (size_t r = 0; r < ms[i].size(); ++r) ratios.push_back(ms[0][r] / ms[i][r]);
     rec.paired_speedup = quantile(ratios, 0.5);
     rec.device_peak_bytes = times.device_peak[i];
+    rec.graphs = graph_replay_name(opts.graphs);
     out.push_back(rec);
   }
 }
@@ -387,9 +400,13 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
     for (auto b : opts.batch_sizes) shapes.emplace_back(b, t, opts.generation ? Workload::Prompt : Workload::Forward);
   if (opts.generation)
     for (auto b : opts.batch_sizes) shapes.emplace_back(b, opts.decode_after, Workload::Decode);
+  std::vector<std::unique_ptr<GraphForward>> replays(models.size());  // one per model, its shapes recorded in turn
+  if (opts.graphs != GraphReplay::Off)
+    for (size_t i = 0; i < models.size(); ++i)
+      replays[i] = std::make_unique<GraphForward>(*models[i].model, opts.graphs, /*buckets=*/false);
   int64_t done = 0;
   for (const auto& [b, t, w] : shapes) {
-    const ShapeTimes times = time_shape(models, opts, b, t, w, out.empty(), profile, trace);
+    const ShapeTimes times = time_shape(models, replays, opts, b, t, w, out.empty(), profile, trace);
     add_records(models, opts, b, t, w, times, peak, out);
     if (progress) progress(++done, static_cast<int64_t>(shapes.size()));
   }

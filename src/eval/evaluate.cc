@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/data/tasks.h"
+#include "headprune/eval/graph_forward.h"
 #include "headprune/util/dist.h"
 
 namespace hp {
@@ -26,13 +27,15 @@ nlohmann::json EvalResult::to_json() const {
 }
 
 void forward_batches(TransformerImpl& model, const std::vector<Example>& examples, int64_t batch_tokens,
-                     int64_t max_batch, const BatchFn& fn, bool this_ranks_share) {
+                     int64_t max_batch, const BatchFn& fn, bool this_ranks_share, GraphReplay graphs) {
   const bool was_training = model.is_training();
   model.eval();
   torch::NoGradGuard no_grad;
   const auto& cfg = model.config();
   const auto device = model.parameters().front().device();
   try {
+    std::unique_ptr<GraphForward> replay;
+    if (graphs != GraphReplay::Off) replay = std::make_unique<GraphForward>(model, graphs, /*buckets=*/true);
     const auto batches = make_token_batches(examples, batch_tokens, max_batch, false, 0);
     for (size_t k = 0; k < batches.size(); ++k) {
       if (this_ranks_share && !dist::owns(static_cast<int64_t>(k))) continue;
@@ -40,7 +43,13 @@ void forward_batches(TransformerImpl& model, const std::vector<Example>& example
       std::vector<const Example*> ex;
       for (size_t i : idx) ex.push_back(&examples[i]);
       Batch b = collate(ex, cfg.arch, cfg.pad_id).to(device);
-      fn(idx, b, model.forward(b));
+      if (replay) {
+        ModelOutput out;
+        out.logits = replay->logits(b);
+        fn(idx, b, out);
+      } else {
+        fn(idx, b, model.forward(b));
+      }
     }
   } catch (...) {
     model.train(was_training);
@@ -133,7 +142,7 @@ EvalResult evaluate(TransformerImpl& model, const std::vector<Example>& examples
                       order.push_back(idx);
                     }
                   },
-                  /*this_ranks_share=*/true);
+                  /*this_ranks_share=*/true, opts.graphs);
   double total = 0;
   if (!weighted.empty()) {
     const auto w = torch::stack(weighted).to(torch::kCPU).contiguous();

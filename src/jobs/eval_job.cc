@@ -37,7 +37,10 @@ EvalReport run_eval(const EvalRequest& req, const Runtime& rt, const JobEvents& 
   out["data"] = req.data.config.empty() ? "synthetic" : req.data.config;
   out["split"] = req.data.split;
   out["precision"] = to_string(rt.precision);
-  auto r = evaluate(*model, set.examples);
+  EvalOptions eo;
+  eo.graphs = req.graphs;
+  auto r = evaluate(*model, set.examples, eo);
+  if (req.graphs != GraphReplay::Off) out["graphs"] = graph_replay_name(req.graphs);
   out.update(r.to_json());
   if (!std::isfinite(r.loss)) {  // JSON has no NaN: say so instead of a bare null
     out["loss_non_finite"] = std::isnan(r.loss) ? "nan" : "inf";
@@ -104,6 +107,8 @@ void BenchReport::print(std::ostream& out) const {
   if (env.contains("fp32_gemm")) out << env["fp32_gemm"].get<std::string>() << "\n";
   const double peak = env.value("gemm_peak_gflop_per_s", 0.0);
   if (peak > 0) out << "fp32 GEMM probe (1536^3, best of 8, these threads): " << fmt(peak, 1) << " GFLOP/s\n";
+  if (!records.empty() && records.front().graphs != "off")
+    out << "forward passes replayed per shape (--graphs " << records.front().graphs << "; recorded untimed)\n";
   out << std::left << std::setw(34) << "model" << std::right << std::setw(6) << "batch" << std::setw(5) << "seq"
       << std::setw(7) << "heads" << std::setw(11) << "median ms" << std::setw(19) << "p10-p90 ms" << std::setw(10)
       << "ex/s" << std::setw(11) << "tok/s" << std::setw(9) << "GFLOP" << std::setw(8) << "ideal" << std::setw(10)

@@ -9,8 +9,11 @@
 #include <ATen/autocast_mode.h>
 
 #ifdef HP_HAVE_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -122,6 +125,68 @@ uint64_t device_free_bytes(const torch::Device& device) {
   (void)device;
 #endif
   return 0;
+}
+
+#ifdef HP_HAVE_CUDA
+struct CudaGraph::Impl {
+  at::cuda::CUDAGraph graph;
+  bool captured = false;
+};
+bool has_cuda_graphs() { return true; }
+#else
+struct CudaGraph::Impl {};
+bool has_cuda_graphs() { return false; }
+#endif
+
+CudaGraph::CudaGraph() : impl_(std::make_unique<Impl>()) {}
+CudaGraph::~CudaGraph() = default;
+
+void CudaGraph::capture(const std::function<void()>& fn, const torch::Device& device, int warmup) {
+#ifdef HP_HAVE_CUDA
+  if (!device.is_cuda()) throw std::invalid_argument("CUDA graphs record work on a CUDA device, not " + device.str());
+  if (impl_->captured) throw std::logic_error("CudaGraph::capture: already captured");
+  c10::cuda::CUDAGuard guard(device.index() < 0 ? 0 : device.index());
+  // Recording needs a stream other than the default one; the side stream waits for the work queued
+  // so far, and the current stream waits for the side stream at the end.
+  const auto current = c10::cuda::getCurrentCUDAStream();
+  const auto side = c10::cuda::getStreamFromPool();
+  at::cuda::CUDAEvent queued;
+  queued.record(current);
+  queued.block(side);
+  {
+    c10::cuda::CUDAStreamGuard on_side(side);
+    for (int i = 0; i < warmup; ++i) fn();
+    impl_->graph.capture_begin();
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      try {
+        impl_->graph.capture_end();  // leaves capture mode; throws for the invalidated capture
+      } catch (const std::exception&) {
+      }
+      throw std::runtime_error(std::string("CUDA graph capture failed (the forward pass synchronised with the host "
+                                           "or launched work the recording cannot hold): ") + e.what());
+    }
+    impl_->graph.capture_end();
+  }
+  at::cuda::CUDAEvent recorded;
+  recorded.record(side);
+  recorded.block(current);
+  impl_->captured = true;
+#else
+  (void)fn, (void)device, (void)warmup;
+  throw std::invalid_argument("CUDA graphs need a LibTorch built with CUDA; this one (" + torch_build() +
+                              ") runs on the CPU only");
+#endif
+}
+
+void CudaGraph::replay() {
+#ifdef HP_HAVE_CUDA
+  if (!impl_->captured) throw std::logic_error("CudaGraph::replay: nothing captured");
+  impl_->graph.replay();
+#else
+  throw std::logic_error("CudaGraph::replay: this build has no CUDA");
+#endif
 }
 
 namespace {

@@ -20,6 +20,7 @@
 #include "headprune/model/geometry.h"  // forward_flops
 #include "headprune/model/transformer.h"
 #include "headprune/util/options.h"
+#include "headprune/util/shape_graphs.h"
 
 namespace hp {
 
@@ -56,6 +57,10 @@ struct BenchOptions {
   // decode_after tokens.
   bool generation = false;
   int64_t new_tokens = 128, decode_after = 128;
+  // Whole forward passes replayed per shape (eval/graph_forward.h, at the exact shapes): Cuda records
+  // each model's pass at each shape once as a CUDA graph (untimed) and times its replays. Inference
+  // forward passes of the models' own path only (not --train, --generate or a baseline).
+  GraphReplay graphs = GraphReplay::Off;
 };
 
 // BenchOptions' options for `bench` and Python's bench(): keyword, flag, help and range per field
@@ -86,6 +91,7 @@ struct BenchRecord {
   // On a CUDA device: the most memory its tensors held while this model ran at this shape (weights
   // included), in bytes; 0 on the CPU, whose process-wide peak is the report's peak_rss_kb.
   int64_t device_peak_bytes = 0;
+  std::string graphs = "off";  // BenchOptions::graphs
   nlohmann::json to_json() const;
 };
 

@@ -14,12 +14,16 @@
 #include "headprune/decode/search.h"
 #include "headprune/eval/metrics.h"
 #include "headprune/model/transformer.h"
+#include "headprune/util/shape_graphs.h"
 
 namespace hp {
 
 struct EvalOptions {
   int64_t batch_tokens = 8192;
   int64_t max_batch = 256;
+  // Forward passes replayed per batch shape (eval/graph_forward.h): CUDA graphs on a GPU, batches
+  // padded up to power-of-two buckets of rows and lengths.
+  GraphReplay graphs = GraphReplay::Off;
 };
 
 struct EvalResult {
@@ -35,10 +39,12 @@ struct EvalResult {
 // Calls fn(indices into examples, batch, output) for each length-sorted token batch, with the
 // model in eval mode and no gradients (its train/eval mode is restored afterwards). With
 // `this_ranks_share`, only the batches this process owns in a run of several (dist::owns); the
-// caller sums its results across ranks.
+// caller sums its results across ranks. With `graphs` other than Off, the outputs carry logits only,
+// from GraphForward with buckets.
 using BatchFn = std::function<void(const std::vector<size_t>&, const Batch&, const ModelOutput&)>;
 void forward_batches(TransformerImpl& model, const std::vector<Example>& examples, int64_t batch_tokens,
-                     int64_t max_batch, const BatchFn& fn, bool this_ranks_share = false);
+                     int64_t max_batch, const BatchFn& fn, bool this_ranks_share = false,
+                     GraphReplay graphs = GraphReplay::Off);
 
 // Per example of a batch: the summed negative log-likelihood of its targets [B] and the number
 // of targets that count [B] (1 for classification; label smoothing off).

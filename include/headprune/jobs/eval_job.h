@@ -25,6 +25,7 @@ struct EvalRequest {
   std::string hyps_path;  // write the translations of the last beam size here ("" = no)
   bool overwrite = false;  // replace an existing file at hyps_path (plain text carries no marker)
   bool unigram_baseline = false;  // language models: also a unigram model's perplexity
+  GraphReplay graphs = GraphReplay::Off;  // the loss's forward passes replayed per bucket (EvalOptions)
 };
 
 struct EvalReport {

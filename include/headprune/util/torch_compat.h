@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include <torch/torch.h>
@@ -53,5 +55,28 @@ void reset_peak_memory(const torch::Device& device);
 int64_t peak_memory_bytes(const torch::Device& device);
 // Free memory of a GPU plus what this process's caching allocator holds unused (0 without CUDA).
 uint64_t device_free_bytes(const torch::Device& device);
+
+// CUDA graphs (builds with CUDA): the kernels `fn` launches on a GPU, recorded once and launched
+// again by one call. capture() runs fn `warmup` times on a side stream (lazy initialisation, cuBLAS
+// workspaces and caches happen outside the recording), then records one more run of it into the
+// graph, with its memory from a pool of the graph's own; replay() launches the recorded kernels on
+// the current stream, on the same memory: fn's inputs and outputs are the tensors it used while
+// recorded. fn must not synchronise with the host while recorded (.item(), a copy to the CPU):
+// capture() then throws, naming the error. Without CUDA, has_cuda_graphs() is false and capture()
+// throws.
+bool has_cuda_graphs();
+class CudaGraph {
+ public:
+  CudaGraph();
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  void capture(const std::function<void()>& fn, const torch::Device& device, int warmup);
+  void replay();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace hp::compat
