@@ -73,6 +73,11 @@ void register_generate(CLI::App& app, Context& ctx) {
   sub->add_option("--top-p", r->decode.top_p, "sample from the smallest set with this probability")
       ->check(real_range(0, 1, true))
       ->capture_default_str();
+  add_parsed(sub, "--graphs", r->decode.graphs, parse_graph_replay,
+             "decoder LMs: off, cuda (each decoding step after the prompt replayed from a CUDA graph, on key/value "
+             "caches of fixed size; --device cuda) or emulate (the same caches without a recording, any device: a "
+             "check)",
+             "off");
   sub->add_flag("--json", *json, "print ids, text and speed as JSON");
   sub->callback([&ctx, r, json] {
     Runtime rt = start(ctx);

@@ -9,10 +9,14 @@
 #   scripts/gpu.sh table4 [OUT]    there: BERT-base 50 % pruned, batch 1/4/16/64 x 128, fp32 and bf16,
 #                                  headprune (eager and replayed from CUDA graphs, --graphs cuda) and
 #                                  PyTorch eager on the same weights -> OUT/gpu_table4.json
+#   scripts/gpu.sh decode [OUT]    there: a LLaMA-style 127 M model (random weights, bench/engines.py's shape)
+#                                  and half of its key/value groups removed: prompt 1 x 128 and 128 greedy
+#                                  tokens, fp32 and bf16, eager and with --graphs cuda (after checking that
+#                                  generate gives the same ids both ways) -> OUT/gpu_decode_*.json
 #   scripts/gpu.sh hf [OUT]        there: transformers loads headprune's HF exports -> OUT/hf_client.json
 #   scripts/gpu.sh llm7b [OUT]     there: a Mistral-7B-shaped bf16 checkpoint through info, importance,
 #                                  prune and export on the GPU -> OUT/llm7b_cuda.json (LAYERS=N: fewer layers)
-#   scripts/gpu.sh all [OUT]       build, test, table4, hf
+#   scripts/gpu.sh all [OUT]       build, test, table4, decode, hf
 #   FILTER=T scripts/gpu.sh debug  there: run test T under cuda-gdb and print the stack where it stops
 #
 # Environment: DEPS (default /tmp/hp-deps: where the .debs are unpacked), BUILD (default build-gpu),
@@ -71,7 +75,7 @@ case $step in
   test)
     unpack
     mkdir -p "$out"
-    suites=${FILTER:-'*PruneEquivalence*:*CheckpointRoundTrip*:*GradientImportance*:*TrainerResume*:*InferencePath*:Runtime.Autocast*:*GraphReplayOnTheTestDevice*:ShapeGraphs.*'}
+    suites=${FILTER:-'*PruneEquivalence*:*CheckpointRoundTrip*:*GradientImportance*:*TrainerResume*:*InferencePath*:Runtime.Autocast*:*GraphReplayOnTheTestDevice*:*ReplayedDecoding*:ShapeGraphs.*'}
     CUBLAS_WORKSPACE_CONFIG=:4096:8 HP_TEST_DEVICE=cuda "$build/tests/headprune_tests" --gtest_filter="$suites" \
       --gtest_output="xml:$out/gpu_tests.xml"
     ;;
@@ -112,6 +116,37 @@ case $step in
     done
     python3 bench/gpu_table4.py "$work" --out "$out/gpu_table4.json"
     ;;
+  decode)
+    unpack
+    mkdir -p "$out" "$work"
+    hp() { "$build/headprune" --device cuda --log-level warn "$@"; }
+    llama=$work/llama127m
+    if [[ ! -f $llama/model.safetensors ]]; then
+      python3 tests/clients/make_random_llama.py "$llama" - '{"hidden_size": 768, "num_hidden_layers": 12,
+        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 48, "intermediate_size": 2048,
+        "max_position_embeddings": 4096, "vocab_size": 32000, "initializer_range": 0.02}'
+    fi
+    heads=$(python3 -c 'print(",".join(f"decoder_self:{l}:{h}" for l in range(12) for h in range(8)))')
+    [[ -f $work/groups50/model/config.json ]] || hp prune "$llama" --strategy manual --heads "$heads" \
+      --calibration random --out "$work/groups50" --overwrite
+    for g in off cuda; do  # the same greedy ids with the steps replayed as without
+      hp generate "$llama" --ids 1 2 3 4 5 6 7 8 --max-new 64 --graphs "$g" --json > "$work/generate_$g.json"
+    done
+    python3 - "$work" "$out/gpu_decode_check.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f"{sys.argv[1]}/generate_{g}.json"))["ids"] for g in ("off", "cuda"))
+json.dump({"same_ids": a == b, "n": len(a), "first_difference": next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)},
+          open(sys.argv[2], "w"), indent=2)
+print("generate --graphs cuda gives the same ids:", a == b)
+PY
+    for p in fp32 bf16; do
+      for g in off cuda; do
+        log "headprune bench --generate $p --graphs $g"
+        hp bench "$llama" "$work/groups50/model" --generate --precision "$p" --batch 1 --seq 128 --new-tokens 128 \
+          --decode-after 128 --reps "$reps" --warmup 3 --graphs "$g" --json "$out/gpu_decode_${p}_$g.json"
+      done
+    done
+    ;;
   hf)
     unpack
     mkdir -p "$out"
@@ -128,11 +163,12 @@ case $step in
     rc=0
     "$0" test "$out" || { rc=1; log "unit tests on the GPU FAILED (see above)"; }
     "$0" table4 "$out" || { rc=1; log "table4 FAILED"; }
+    "$0" decode "$out" || { rc=1; log "decode FAILED"; }
     "$0" hf "$out" || { rc=1; log "hf client check FAILED"; }
     exit $rc
     ;;
   *)
-    echo "usage: scripts/gpu.sh deps|build|test|table4|hf|llm7b|all [OUT]" >&2
+    echo "usage: scripts/gpu.sh deps|build|test|table4|decode|hf|llm7b|all [OUT]" >&2
     exit 2
     ;;
 esac

@@ -865,10 +865,12 @@ def bench(*models: Union[Model, PathLike], batch_sizes: Optional[Sequence[int]] 
           min_seconds: Optional[float] = None, precisions: Optional[Sequence[str]] = None, textbook: bool = False, json_path: Optional[PathLike] = None,
           train: bool = False, gemm_probe: Optional[bool] = None, generation: bool = False,
           new_tokens: Optional[int] = None, decode_after: Optional[int] = None, save_io: Optional[PathLike] = None,
-          profile: Optional[PathLike] = None, progress: Progress = True, device: Any = None,
-          dtype: Optional[str] = None, seed: int = 1234, threads: Optional[int] = None) -> BenchResult:
+          profile: Optional[PathLike] = None, graphs: Optional[str] = None, progress: Progress = True,
+          device: Any = None, dtype: Optional[str] = None, seed: int = 1234,
+          threads: Optional[int] = None) -> BenchResult:
     """headprune bench: the models timed side by side (speedups against the first) over batch sizes
-    and sequence lengths, at each precision (fp32, bf16, int8)."""
+    and sequence lengths, at each precision (fp32, bf16, int8). graphs: "cuda" replays each model's
+    forward pass (or decoding step) from a CUDA graph per shape; "emulate" the same buffers anywhere."""
     rt = _runtime(device, dtype, seed, threads, models[0] if models else None)
     req = _fields(checkpoints=[_checkpoint(m) for m in models],
                   precisions=None if precisions is None else list(precisions), textbook=textbook,
@@ -877,7 +879,7 @@ def bench(*models: Union[Model, PathLike], batch_sizes: Optional[Sequence[int]] 
                   seq_lens=None if seq_lens is None else [int(s) for s in seq_lens], warmup=warmup, reps=reps,
                   min_seconds=min_seconds, train=train, gemm_probe=gemm_probe, generation=generation, new_tokens=new_tokens,
                   decode_after=decode_after, io_path=None if save_io is None else os.fspath(save_io),
-                  profile_path=None if profile is None else os.fspath(profile))
+                  profile_path=None if profile is None else os.fspath(profile), graphs=graphs)
     j, text = _run(_C.run_bench, json.dumps(req), rt, progress=progress)
     return BenchResult(json.loads(j), text)
 

@@ -141,8 +141,8 @@ def bench(*models: Union[Model, PathLike], batch_sizes: Optional[Sequence[int]] 
           min_seconds: Optional[float] = ..., precisions: Optional[Sequence[str]] = ..., textbook: bool = ..., json_path: Optional[PathLike] = ...,
           train: bool = ..., gemm_probe: Optional[bool] = ..., generation: bool = ..., new_tokens: Optional[int] = ...,
           decode_after: Optional[int] = ..., save_io: Optional[PathLike] = ..., profile: Optional[PathLike] = ...,
-          progress: Progress = ..., device: Device = ..., dtype: Optional[str] = ..., seed: int = ...,
-          threads: Optional[int] = ...) -> BenchResult: ...
+          graphs: Optional[str] = ..., progress: Progress = ..., device: Device = ..., dtype: Optional[str] = ...,
+          seed: int = ..., threads: Optional[int] = ...) -> BenchResult: ...
 
 def export(model: Union[Model, PathLike], *, hf: Optional[PathLike] = ..., gguf: Optional[PathLike] = ...,
            onnx: Optional[PathLike] = ..., native: Optional[PathLike] = ..., hf_layout: Optional[str] = ...,

@@ -167,13 +167,80 @@ std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch&
   return out;
 }
 
-LmSession::LmSession(TransformerImpl& model) : model_(model) {
-  if (model.config().arch != Arch::DecoderLM) throw std::invalid_argument("LmSession: needs a decoder_lm model");
+LmSession::LmSession(TransformerImpl& model, GraphReplay graphs, int64_t capacity)
+    : model_(model), graphs_(graphs), capacity_(capacity) {
+  const auto& cfg = model.config();
+  if (cfg.arch != Arch::DecoderLM) throw std::invalid_argument("LmSession: needs a decoder_lm model");
+  if (graphs == GraphReplay::Off) return;
+  if (capacity < 2 || capacity > cfg.max_positions)
+    throw std::invalid_argument("LmSession: a replayed session's capacity (" + std::to_string(capacity) +
+                                " positions) must be between 2 and max_positions (" +
+                                std::to_string(cfg.max_positions) + ")");
+  if (cfg.positional == Positional::Relative)
+    throw std::invalid_argument("LmSession: replayed decoding steps need absolute or rotary positions, not relative");
+  replay_ = std::make_unique<ShapeGraphs>(
+      [this](const std::vector<torch::Tensor>& in) {  // in: ids [N, 1], the position [1]
+        for (auto& c : caches_)
+          if (c.k_buf.defined()) c.write_at = in[1];
+        const auto& w = model_.decoder->embed_tokens->weight;
+        const auto mask = causal_mask_at(in[1], capacity_, w.scalar_type(), model_.config().sliding_window);
+        auto h = model_.decoder->forward(in[0], {}, mask, {}, {}, nullptr, nullptr, 0, &caches_, nullptr, in[1]);
+        return std::vector<torch::Tensor>{model_.output_projection(h.select(1, -1))};
+      },
+      graphs);
+}
+
+LmSession::~LmSession() = default;
+
+// Moves every layer's cache into buffers of the fixed capacity: zeros after the cached positions, never
+// garbage (a blocked position's weight is exactly 0, and 0 times NaN would not be).
+void LmSession::to_fixed_capacity() {
+  for (auto& c : caches_) {
+    if (!c.k.defined()) continue;  // a layer without heads caches nothing
+    auto grow = [&](const torch::Tensor& t) {
+      auto b = torch::zeros({t.size(0), t.size(1), capacity_, t.size(3)}, t.options());
+      b.narrow(2, 0, t.size(2)).copy_(t);
+      return b;
+    };
+    c.k_buf = grow(c.k);
+    c.v_buf = grow(c.v);
+    c.k = c.k_buf;
+    c.v = c.v_buf;
+  }
+  fixed_ = true;
+}
+
+torch::Tensor LmSession::fixed_step(const torch::Tensor& ids) {
+  if (position_ >= capacity_)
+    throw std::invalid_argument("LmSession: position " + std::to_string(position_) + " is past the replayed session's " +
+                                std::to_string(capacity_) + " positions");
+  if (!fixed_) to_fixed_capacity();
+  const auto pos = torch::full({1}, position_, ids.options().dtype(torch::kLong));  // filled on the device
+  const auto& out = (*replay_)({ids, pos});
+  position_ += 1;
+  return out.front();
+}
+
+void LmSession::rewind(int64_t position) {
+  if (position < 0 || position > position_)
+    throw std::invalid_argument("LmSession::rewind: position " + std::to_string(position) + " is outside [0, " +
+                                std::to_string(position_) + "]");
+  if (!fixed_)
+    for (auto& c : caches_)
+      if (c.k.defined()) {
+        c.k = c.k.narrow(2, 0, position);
+        c.v = c.v.narrow(2, 0, position);
+      }
+  position_ = position;
 }
 
 torch::Tensor LmSession::feed(const torch::Tensor& ids) {
   const auto& cfg = model_.config();
   const int64_t T = ids.size(1);
+  if (replay_ && T == 1 && position_ > 0) return fixed_step(ids);
+  if (fixed_)
+    throw std::invalid_argument("LmSession: a replayed session takes one token per row after its prompt, not " +
+                                std::to_string(T));
   const auto& w = model_.decoder->embed_tokens->weight;
   // A single new token sees every cached position: only a sliding window needs a mask then.
   const auto mask = (T > 1 || cfg.sliding_window > 0)
@@ -186,12 +253,23 @@ torch::Tensor LmSession::feed(const torch::Tensor& ids) {
 
 int64_t LmSession::kv_cache_bytes() const {
   int64_t bytes = 0;
-  for (const auto& c : caches_)
-    if (c.k.defined()) bytes += (c.k.numel() + c.v.numel()) * static_cast<int64_t>(c.k.element_size());
+  for (const auto& c : caches_) {
+    if (!c.k.defined()) continue;
+    // At a fixed capacity the positions fed so far, not the whole buffers.
+    const int64_t n = fixed_ ? c.k.numel() / c.k.size(2) * position_ : c.k.numel();
+    bytes += 2 * n * static_cast<int64_t>(c.k.element_size());
+  }
   return bytes;
 }
 
-void LmSession::reorder(const torch::Tensor& idx) { reorder_caches(caches_, idx); }
+void LmSession::reorder(const torch::Tensor& idx) {
+  if (!fixed_) return reorder_caches(caches_, idx);
+  for (auto& c : caches_)  // in place: the recordings read these buffers
+    if (c.k.defined()) {
+      c.k_buf.copy_(c.k_buf.index_select(0, idx.to(c.k_buf.device())));
+      c.v_buf.copy_(c.v_buf.index_select(0, idx.to(c.v_buf.device())));
+    }
+}
 
 std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>& prompt, const DecodeOptions& o) {
   const auto& cfg = model.config();
@@ -210,7 +288,7 @@ std::vector<int64_t> generate(TransformerImpl& model, const std::vector<int64_t>
   const bool was_training = model.is_training();
   model.eval();
   torch::NoGradGuard no_grad;
-  LmSession session(model);
+  LmSession session(model, o.graphs, P + max_len);
   const auto device = model.decoder->embed_tokens->weight.device();
   auto logp_of = [&](const torch::Tensor& ids) { return torch::log_softmax(session.feed(ids.to(device)).to(torch::kFloat), -1); };
   auto first = logp_of(torch::tensor(prompt, torch::kLong).unsqueeze(0).repeat({K, 1}));

@@ -65,9 +65,9 @@ const OptionTable<BenchOptions>& bench_option_table() {
           .integer("decode_after", "--decode-after", "--generate: prompt length before decoding", &B::decode_after,
                    R::at_least(1))
           .parsed("graphs", "--graphs",
-                  "off, cuda (each model's forward pass recorded once per shape as a CUDA graph, untimed, and its "
-                  "replays timed; --device cuda) or emulate (the replay's static buffers without a recording, any "
-                  "device: a check of the outputs, not a speed-up)",
+                  "off, cuda (each model's forward pass, or with --generate its decoding step, recorded once per "
+                  "shape as a CUDA graph, untimed, and its replays timed; --device cuda) or emulate (the replay's "
+                  "static buffers without a recording, any device: a check of the outputs, not a speed-up)",
                   [](B& b, const std::string& s) { b.graphs = parse_graph_replay(s); }, "off");
   return t;
 }
@@ -224,9 +224,9 @@ void prepare_models(std::vector<BenchModel>& models, const BenchOptions& opts) {
   for (auto b : opts.batch_sizes)
     if (b < 1) throw std::invalid_argument("bench: batch sizes must be >= 1");
   for (auto& m : models) {
-    if (opts.graphs != GraphReplay::Off && (opts.train || opts.generation || m.run))
-      throw std::invalid_argument("bench: --graphs replays the inference forward pass of a model's own path; not with "
-                                  "--train, --generate or a baseline (" + m.name + ")");
+    if (opts.graphs != GraphReplay::Off && (opts.train || m.run))
+      throw std::invalid_argument("bench: --graphs replays the inference of a model's own path; not with --train or "
+                                  "a baseline (" + m.name + ")");
     if (opts.train && !m.run) throw std::invalid_argument("bench: training steps need a step function for " + m.name);
     if (opts.train) {
       m.model->train();
@@ -267,20 +267,34 @@ struct ShapeTimes {
 // What a shape times: whole forward passes, or generation's prompt or decoding steps.
 enum class Workload { Forward, Prompt, Decode };
 
+// With BenchOptions::graphs: a model's forward pass replayed per shape, and at a decoding shape a session
+// whose prompt is fed (and first step recorded) before any round; each round rewinds it to the prompt.
+struct ModelReplay {
+  std::unique_ptr<GraphForward> forward;
+  std::unique_ptr<LmSession> decode;
+  torch::Tensor first;  // decode: the first new token (the prompt's arg-max)
+};
+
 // One run of model m on `in`: its logits (forward) and the milliseconds it took. Decoding fills the
 // cache with the prompt before the clock starts; *kv_bytes receives the cache's size at the end.
-double run_once(BenchModel& m, GraphForward* replay, const Batch& in, Workload w, const BenchOptions& opts,
+double run_once(BenchModel& m, ModelReplay& replay, const Batch& in, Workload w, const BenchOptions& opts,
                 torch::Tensor& logits, int64_t* kv_bytes) {
   const auto device = in.input_ids.device();
-  std::optional<LmSession> session;
+  std::optional<LmSession> fresh;
   torch::Tensor next;
-  if (w != Workload::Forward) session.emplace(*m.model);
-  if (w == Workload::Decode) next = session->feed(in.input_ids).argmax(-1, true);
+  if (w == Workload::Prompt || (w == Workload::Decode && !replay.decode)) fresh.emplace(*m.model);
+  LmSession* session = replay.decode && w == Workload::Decode ? replay.decode.get() : fresh ? &*fresh : nullptr;
+  if (w == Workload::Decode && replay.decode) {
+    replay.decode->rewind(opts.decode_after);
+    next = replay.first;
+  } else if (w == Workload::Decode) {
+    next = session->feed(in.input_ids).argmax(-1, true);
+  }
   synchronize(device);
   compat::reset_peak_memory(device);
   const auto t0 = std::chrono::steady_clock::now();
   if (w == Workload::Forward) {
-    logits = m.run ? m.run(in) : replay ? replay->logits(in) : m.model->forward(in).logits;
+    logits = m.run ? m.run(in) : replay.forward ? replay.forward->logits(in) : m.model->forward(in).logits;
   } else if (w == Workload::Prompt) {
     logits = session->feed(in.input_ids);
   } else {
@@ -305,14 +319,22 @@ bool needs_another_round(int64_t timed, const std::vector<double>& timed_ms, con
 // Runs every model on the same inputs at batch b x length t, round by round; starts the profiler
 // (when asked) at the first timed round, and on the first shape writes the first model's inputs and
 // logits (--save-io).
-ShapeTimes time_shape(std::vector<BenchModel>& models, std::vector<std::unique_ptr<GraphForward>>& replays,
-                      const BenchOptions& opts, int64_t b, int64_t t, Workload w, bool first_shape,
+ShapeTimes time_shape(std::vector<BenchModel>& models, std::vector<ModelReplay>& replays, const BenchOptions& opts,
+                      int64_t b, int64_t t, Workload w, bool first_shape,
                       std::optional<torch::autograd::profiler::RecordProfile>& profile, std::ostream& trace) {
   std::vector<Batch> inputs;  // generated on the CPU (same ids on every device), moved to each model's device
   for (auto& m : models)
     inputs.push_back(random_batch(m.model->config(), b, t, opts.seed).to(m.model->parameters().front().device()));
-  for (size_t i = 0; i < models.size(); ++i)  // each model's recording at this shape, before any round
-    if (replays[i]) replays[i]->logits(inputs[i]);
+  for (size_t i = 0; i < models.size(); ++i) {  // each model's recording at this shape, before any round
+    auto& r = replays[i];
+    if (r.forward && w == Workload::Forward) r.forward->logits(inputs[i]);
+    r.decode.reset();
+    if (opts.graphs != GraphReplay::Off && w == Workload::Decode) {
+      r.decode = std::make_unique<LmSession>(*models[i].model, opts.graphs, opts.decode_after + opts.new_tokens);
+      r.first = r.decode->feed(inputs[i].input_ids).argmax(-1, true);
+      r.decode->feed(r.first);  // records the step
+    }
+  }
   ShapeTimes times{std::vector<std::vector<double>>(models.size()), std::vector<int64_t>(models.size(), 0),
                    std::vector<int64_t>(models.size(), 0)};
   std::vector<double> timed_ms(models.size(), 0.0);  // each model's timed rounds, summed
@@ -320,7 +342,7 @@ ShapeTimes time_shape(std::vector<BenchModel>& models, std::vector<std::unique_p
     if (r == opts.warmup && !opts.profile_path.empty() && !profile) profile.emplace(trace);
     for (size_t i = 0; i < models.size(); ++i) {
       torch::Tensor logits;
-      const double e = run_once(models[i], replays[i].get(), inputs[i], w, opts, logits, &times.kv_bytes[i]);
+      const double e = run_once(models[i], replays[i], inputs[i], w, opts, logits, &times.kv_bytes[i]);
       const auto device = inputs[i].input_ids.device();
       if (r >= opts.warmup) {
         times.ms[i].push_back(e);
@@ -374,7 +396,7 @@ void add_records(std::vector<BenchModel>& models, const BenchOptions& opts, int6
     for (size_t r = 0; r < ms[i].size(); ++r) ratios.push_back(ms[0][r] / ms[i][r]);
     rec.paired_speedup = quantile(ratios, 0.5);
     rec.device_peak_bytes = times.device_peak[i];
-    rec.graphs = graph_replay_name(opts.graphs);
+    rec.graphs = graph_replay_name(w == Workload::Prompt ? GraphReplay::Off : opts.graphs);  // prompts run eagerly
     out.push_back(rec);
   }
 }
@@ -400,10 +422,10 @@ std::vector<BenchRecord> bench_models(std::vector<BenchModel>& models, const Ben
     for (auto b : opts.batch_sizes) shapes.emplace_back(b, t, opts.generation ? Workload::Prompt : Workload::Forward);
   if (opts.generation)
     for (auto b : opts.batch_sizes) shapes.emplace_back(b, opts.decode_after, Workload::Decode);
-  std::vector<std::unique_ptr<GraphForward>> replays(models.size());  // one per model, its shapes recorded in turn
-  if (opts.graphs != GraphReplay::Off)
+  std::vector<ModelReplay> replays(models.size());  // one per model, its shapes recorded in turn
+  if (opts.graphs != GraphReplay::Off && !opts.generation)
     for (size_t i = 0; i < models.size(); ++i)
-      replays[i] = std::make_unique<GraphForward>(*models[i].model, opts.graphs, /*buckets=*/false);
+      replays[i].forward = std::make_unique<GraphForward>(*models[i].model, opts.graphs, /*buckets=*/false);
   int64_t done = 0;
   for (const auto& [b, t, w] : shapes) {
     const ShapeTimes times = time_shape(models, replays, opts, b, t, w, out.empty(), profile, trace);

@@ -46,6 +46,8 @@ GenerateResult run_generate(const GenerateRequest& req, const Runtime& rt, const
   const auto t0 = std::chrono::steady_clock::now();
   if (arch == Arch::EncoderDecoder) {
     if (o.sample) throw std::invalid_argument("generate: sampling is for decoder LMs; a translation searches (greedy or --beam)");
+    if (o.graphs != GraphReplay::Off)
+      throw std::invalid_argument("generate: --graphs replays a decoder LM's decoding steps; a translation runs without");
     if (m.tokenizer) o = translation_decode(o, *m.tokenizer);
     Batch src;
     src.input_ids = torch::tensor(res.prompt_ids, torch::kLong).unsqueeze(0).to(rt.device);

@@ -322,6 +322,11 @@ void MultiHeadAttentionImpl::use_cache(KVCache* cache, bool static_kv, bool reus
   } else if (cache && static_kv) {
     cache->k = k;
     cache->v = v;
+  } else if (cache && cache->write_at.defined()) {  // fixed capacity: written in place, attended whole
+    cache->k_buf.index_copy_(2, cache->write_at, k);
+    cache->v_buf.index_copy_(2, cache->write_at, v);
+    k = cache->k = cache->k_buf;
+    v = cache->v = cache->v_buf;
   } else if (cache && torch::GradMode::is_enabled() && k.requires_grad()) {
     // Recorded by autograd: new tensors each step (writing into buffers would change saved views).
     if (cache->k.defined()) {
@@ -377,16 +382,18 @@ torch::Tensor MultiHeadAttentionImpl::attend(const torch::Tensor& q, const torch
   return ctx;
 }
 
-// A decoding step (one query position, no mask) of grouped-query attention with even groups, at
+// A decoding step (one query position, a mask alike for all heads or none) of grouped-query attention with even groups, at
 // inference: the r query heads of a group attend to its keys as r queries of one head, so the cached
 // keys and values are read in place instead of repeated per query head. Undefined otherwise.
 torch::Tensor MultiHeadAttentionImpl::grouped_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                    const torch::Tensor& mask, torch::Tensor* probs_out) {
-  if (even_group_ == 0 || q.size(2) != 1 || mask.defined() || probs_out || is_training() ||
-      torch::GradMode::is_enabled() || lrp::active() || head_probe.defined())
+  if (even_group_ == 0 || q.size(2) != 1 || (mask.defined() && (mask.dim() != 4 || mask.size(1) != 1)) || probs_out ||
+      is_training() || torch::GradMode::is_enabled() || lrp::active() || head_probe.defined())
     return {};
   const int64_t B = q.size(0), G = k.size(1), D = q.size(3);
-  auto ctx = attend(q.reshape({B, G, even_group_, D}), k, v, {}, nullptr);  // [B, G, r, D]
+  // A mask [B or 1, 1, 1, S] (a fixed-capacity cache's unwritten positions, a sliding window) is the
+  // same for every query head, so it broadcasts over the group's r rows.
+  auto ctx = attend(q.reshape({B, G, even_group_, D}), k, v, mask, nullptr);  // [B, G, r, D]
   return ctx.reshape({B, G * even_group_, 1, D});
 }
 

@@ -36,9 +36,13 @@ torch::Tensor rope_inv_freq(const ModelConfig& cfg) {
 }
 
 Rope rope_tables(const torch::Tensor& inv_freq, int64_t offset, int64_t T, torch::ScalarType dtype) {
-  const auto pos = torch::arange(offset, offset + T, inv_freq.options());  // float32, on inv_freq's device
-  const auto freqs = torch::outer(pos, inv_freq);                          // [T, D/2]
-  const auto angles = torch::cat({freqs, freqs}, -1);                      // [T, D]
+  return rope_tables(inv_freq, torch::arange(offset, offset + T, inv_freq.options().dtype(torch::kLong)), dtype);
+}
+
+Rope rope_tables(const torch::Tensor& inv_freq, const torch::Tensor& positions, torch::ScalarType dtype) {
+  const auto pos = positions.to(inv_freq.options());    // float32 (exact up to 2^24), on inv_freq's device
+  const auto freqs = torch::outer(pos, inv_freq);       // [T, D/2]
+  const auto angles = torch::cat({freqs, freqs}, -1);  // [T, D]
   return {angles.cos().to(dtype), angles.sin().to(dtype)};
 }
 

@@ -136,24 +136,26 @@ StackImpl::StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, 
 }
 
 StackImpl::Embedded StackImpl::embed(const torch::Tensor& ids, const torch::Tensor& segment_ids,
-                                     int64_t position_offset) {
+                                     int64_t position_offset, const torch::Tensor& position_ids) {
   const int64_t T = ids.size(1);
   const int64_t max_pos = embed_positions    ? embed_positions->weight.size(0)
                           : sinusoid_.defined() ? sinusoid_.size(0)
                                                 : max_positions_;
-  if (position_offset + T > max_pos)
+  if (!position_ids.defined() && position_offset + T > max_pos)
     throw std::invalid_argument("sequence of length " + std::to_string(position_offset + T) +
                                 " exceeds max_positions " + std::to_string(max_pos));
   Embedded e;
   auto& x = e.x;
   x = embed_tokens(ids);
   if (embed_scale_ != 1.0) x = lrp::elementwise(x * embed_scale_, x);
-  auto positions = torch::arange(position_offset, position_offset + T, ids.options());
+  // Given positions are the caller's to keep within max_pos: reading them would synchronise.
+  const auto positions =
+      position_ids.defined() ? position_ids : torch::arange(position_offset, position_offset + T, ids.options());
   if (embed_positions) {
     x = lrp::add(x, embed_positions(positions).unsqueeze(0));
   } else if (inv_freq_.defined()) {
     if (inv_freq_.device() != x.device()) inv_freq_ = inv_freq_.to(x.device());
-    e.rope = rope_tables(inv_freq_, position_offset, T, x.scalar_type());
+    e.rope = rope_tables(inv_freq_, positions, x.scalar_type());
   } else if (sinusoid_.defined()) {
     if (sinusoid_.device() != x.device() || sinusoid_.scalar_type() != x.scalar_type())
       sinusoid_ = sinusoid_.to(x.device(), x.scalar_type());
@@ -208,8 +210,12 @@ torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& 
                                  const torch::Tensor& self_mask, const torch::Tensor& memory,
                                  const torch::Tensor& cross_mask, std::vector<torch::Tensor>* self_probs,
                                  std::vector<torch::Tensor>* cross_probs, int64_t position_offset,
-                                 std::vector<KVCache>* self_caches, std::vector<KVCache>* cross_caches) {
-  auto [x, rope] = embed(ids, segment_ids, position_offset);
+                                 std::vector<KVCache>* self_caches, std::vector<KVCache>* cross_caches,
+                                 const torch::Tensor& position_ids) {
+  if (position_ids.defined() && relative_attention_bias)
+    throw std::invalid_argument("positions held on the device (a replayed decoding step) are not supported with "
+                                "relative position biases");
+  auto [x, rope] = embed(ids, segment_ids, position_offset, position_ids);
   const int64_t L = n_layers();
   // Relative positions: the bias of every original head for these queries over all keys so far.
   const int64_t T = ids.size(1);
@@ -226,6 +232,13 @@ torch::Tensor StackImpl::forward(const torch::Tensor& ids, const torch::Tensor& 
                          cross_caches ? &(*cross_caches)[l] : nullptr, rope ? &*rope : nullptr);
   }
   return finish(x);
+}
+
+torch::Tensor causal_mask_at(const torch::Tensor& position, int64_t S, torch::ScalarType dtype, int64_t window) {
+  const auto key = torch::arange(0, S, position.options()).view({1, 1, 1, S});
+  auto blocked = key > position;
+  if (window > 0) blocked = blocked.logical_or(key <= position - window);
+  return torch::zeros({1, 1, 1, S}, position.options().dtype(dtype)).masked_fill(blocked, kMaskedScore);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ llama.cpp tests (tests/e2e/gguf.sh). Weights from make_llama_fixtures.make_weigh
 Usage: make_random_llama.py OUT_DIR TOKENIZER_DIR [JSON_CONFIG_OVERRIDES]
 The vocabulary is the tokenizer's size (tokenizer.json's vocab and added tokens, or tokenizer.model's
 pieces), unless the overrides give a larger vocab_size; the tokenizer files are copied along.
+TOKENIZER_DIR "-": no tokenizer (a benchmark feeding token ids), the overrides' vocab_size.
 """
 import json
 import os
@@ -38,11 +39,15 @@ def main():
            "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
     cfg.update(over)
     seed = cfg.pop("seed", 7)
-    cfg["vocab_size"] = max(cfg.get("vocab_size", 0), tokenizer_size(tok))
+    if tok == "-":
+        if not cfg.get("vocab_size"):
+            raise SystemExit("make_random_llama.py: without a tokenizer the overrides must give vocab_size")
+    else:
+        cfg["vocab_size"] = max(cfg.get("vocab_size", 0), tokenizer_size(tok))
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "config.json"), cfg)
     write_safetensors(os.path.join(out, "model.safetensors"), make_weights(cfg, seed=seed))
-    for f in TOKENIZER_FILES:
+    for f in TOKENIZER_FILES if tok != "-" else ():
         if os.path.exists(os.path.join(tok, f)):
             shutil.copyfile(os.path.join(tok, f), os.path.join(out, f))
 

@@ -162,6 +162,8 @@ def test_options_have_one_range_for_the_cli_and_python(tmp_path, cli, tiny):
          lambda: headprune.gates(tiny, target=0.5, lr=0, out=out, progress=False), "must be a number > 0, not"),
         (["train", "--max-steps", "0", "--out", out], lambda: headprune.train(max_steps=0, out=out, progress=False),
          "must be an integer >= 1, not"),
+        (["bench", tiny, "--graphs", "on"], lambda: headprune.bench(tiny, graphs="on", progress=False),
+         "graph replay 'on': expected off, cuda or emulate"),
         (["export", tiny, "--gguf", os.path.join(out, "m.gguf"), "--dtype", "f8"],
          lambda: headprune.export(tiny, gguf=os.path.join(out, "m.gguf"), gguf_dtype="f8"),
          "GGUF dtype 'f8': expected f32, f16 or bf16"),

@@ -4,6 +4,7 @@
 // GraphReplayOnTheTestDevice suite records and replays real CUDA graphs.
 #include <gtest/gtest.h>
 
+#include "headprune/decode/search.h"
 #include "headprune/eval/benchmark.h"
 #include "headprune/eval/evaluate.h"
 #include "headprune/eval/graph_forward.h"
@@ -109,6 +110,83 @@ TEST_P(GraphReplayOnTheTestDevice, BucketedReplaysEqualTheForwardPass) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GraphReplayOnTheTestDevice, HP_ALL_FAMILIES);
 
+// Decoding steps on caches of fixed size (LmSession with graphs): every step's logits equal the full
+// forward pass's at that position, for GPT-style (learned positions) and LLaMA-style (rotary, grouped
+// query attention) decoders, unpruned, with a query head removed (uneven groups), with a whole group
+// removed, and with a sliding window; after a reorder (beam search, in place); and again after a rewind.
+class ReplayedDecoding : public ::testing::TestWithParam<test::Fam> {};
+
+TEST_P(ReplayedDecoding, StepsEqualTheFullForwardPass) {
+  const auto device = test::device();
+  ModelConfig cfg = test::config_of(GetParam());
+  cfg.max_positions = 64;
+  cfg.finalize();
+  auto full = test::make_model(cfg, 21);
+  ModelConfig windowed = cfg;
+  windowed.sliding_window = 7;
+  windowed.finalize();
+  const auto t = AttnType::DecoderSelf;
+  std::vector<std::pair<std::string, Transformer>> models = {
+      {"unpruned", full},
+      {"a query head removed", remove_heads(*full, {{t, 0, 1}})},
+      {"a layer's heads halved", remove_heads(*full, {{t, 1, 2}, {t, 1, 3}})},
+      {"sliding window", test::make_model(windowed, 21)}};
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const auto ids = torch::randint(4, cfg.vocab_size, {2, 40}, gen, torch::kLong).to(device);
+  for (auto& [name, model] : models) {
+    SCOPED_TRACE(name);
+    model->to(device);
+    model->eval();
+    c10::InferenceMode inference;
+    Batch b;
+    b.input_ids = ids;
+    const auto want = model->forward(b).logits;  // [2, 40, V]
+    LmSession s(*model, test_mode(), 40);
+    double worst = test::max_abs_diff(s.feed(ids.narrow(1, 0, 6)), want.select(1, 5));
+    for (int64_t p = 6; p < 40; ++p) {
+      if (p == 20) {  // rows swapped in place, and swapped back: the same caches as before
+        s.reorder(torch::tensor({1, 0}, torch::kLong));
+        s.reorder(torch::tensor({1, 0}, torch::kLong));
+      }
+      worst = std::max(worst, test::max_abs_diff(s.feed(ids.narrow(1, p, 1)), want.select(1, p)));
+    }
+    EXPECT_LT(worst, 1e-4);
+    LmSession plain(*model);
+    plain.feed(ids);
+    EXPECT_EQ(s.kv_cache_bytes(), plain.kv_cache_bytes());  // the positions fed, not the buffers
+    s.rewind(10);  // the same steps again, on the same caches
+    worst = 0;
+    for (int64_t p = 10; p < 40; ++p)
+      worst = std::max(worst, test::max_abs_diff(s.feed(ids.narrow(1, p, 1)), want.select(1, p)));
+    EXPECT_LT(worst, 1e-4);
+    EXPECT_NE(test::error_of([&] { s.feed(ids.narrow(1, 0, 1)); }).find("past the replayed session's 40 positions"),
+              std::string::npos);
+    s.rewind(20);
+    EXPECT_NE(test::error_of([&] { s.feed(ids.narrow(1, 0, 3)); }).find("one token per row"), std::string::npos);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DecoderFamilies, ReplayedDecoding,
+                         ::testing::Values(test::Fam::DecoderLM, test::Fam::Llama),
+                         [](const auto& info) { return test::name_of(info.param); });
+
+TEST(GraphReplay, GenerateWithReplayedStepsEqualsGenerateWithout) {
+  auto model = test::make_model(test::Fam::Llama, 3);
+  DecodeOptions o;
+  o.max_len = 12;
+  o.eos_id = -1;  // never stops early
+  for (int64_t beam : {1, 3}) {
+    o.beam_size = beam;
+    o.graphs = GraphReplay::Off;
+    const auto want = generate(*model, {5, 9, 4, 7}, o);
+    o.graphs = GraphReplay::Emulate;
+    EXPECT_EQ(generate(*model, {5, 9, 4, 7}, o), want) << "beam " << beam;
+    EXPECT_EQ(want.size(), 12u);
+  }
+  EXPECT_THROW(LmSession(*model, GraphReplay::Emulate, 1), std::invalid_argument);
+  EXPECT_THROW(LmSession(*model, GraphReplay::Emulate, model->config().max_positions + 1), std::invalid_argument);
+}
+
 TEST(GraphReplay, EvaluateWithBucketsEqualsEvaluateWithout) {
   for (auto arch : {Arch::EncoderClassifier, Arch::DecoderLM}) {
     auto model = test::make_model(arch);
@@ -138,10 +216,19 @@ TEST(GraphReplay, BenchRecordsTheModeAndRefusesWhatItCannotReplay) {
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].graphs, "emulate");
   EXPECT_EQ(recs[0].to_json()["graphs"], "emulate");
+  // Generation: prompts run as without graphs, decoding steps are replayed on caches of fixed size.
   o.generation = true;
-  o.new_tokens = 2;
+  o.new_tokens = 4;
   o.decode_after = 3;
-  EXPECT_NE(test::error_of([&] { bench_models(models, o); }).find("--graphs"), std::string::npos);
+  const auto gen = bench_models(models, o);
+  ASSERT_EQ(gen.size(), 2u);
+  EXPECT_EQ(gen[0].mode, "prompt");
+  EXPECT_EQ(gen[0].graphs, "off");
+  EXPECT_EQ(gen[1].mode, "decode");
+  EXPECT_EQ(gen[1].graphs, "emulate");
+  o.graphs = GraphReplay::Off;
+  EXPECT_EQ(bench_models(models, o)[1].kv_cache_bytes, gen[1].kv_cache_bytes);  // 3 + 4 positions either way
+  o.graphs = GraphReplay::Emulate;
   o.generation = false;
   o.train = true;
   EXPECT_NE(test::error_of([&] { bench_models(models, o); }).find("--graphs"), std::string::npos);

@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <vector>
 
+#include <memory>
+
 #include "headprune/model/transformer.h"
+#include "headprune/util/shape_graphs.h"
 
 namespace hp {
 
@@ -26,6 +29,9 @@ struct DecodeOptions {
   int64_t top_k = 0;
   double top_p = 1.0;
   uint64_t seed = 1;
+  // generate(): the decoding steps on key/value caches of fixed size (the prompt and max_len), replayed
+  // from a CUDA graph (Cuda) or through the same buffers (Emulate): LmSession's graphs.
+  GraphReplay graphs = GraphReplay::Off;
 };
 
 // Best hypothesis per source row (token ids without bos/eos). Uses input_ids and
@@ -38,20 +44,37 @@ std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch&
 // serving engine computes them. The caches grow in place (attention.h's KVCache), so a step copies its
 // new keys and values only. generate() and the generation benchmark (eval/benchmark.h) both use it.
 // The caller holds the model in eval mode without gradients.
+//
+// With graphs other than Off, the steps after the prompt (one token per row) run on caches of a fixed
+// `capacity` of positions (attention.h's KVCache::write_at), the step's position held on the device, so
+// that every step is the same work at the same addresses: replayed from a CUDA graph recorded at the
+// first step (Cuda), or through the same buffers without one (Emulate, any device). The prompt runs as
+// without graphs.
 class LmSession {
  public:
-  explicit LmSession(TransformerImpl& model);
-  // ids [N, T] of the next T positions -> logits [N, V] at the last of them (the model's dtype).
+  explicit LmSession(TransformerImpl& model, GraphReplay graphs = GraphReplay::Off, int64_t capacity = 0);
+  ~LmSession();
+  // ids [N, T] of the next T positions -> logits [N, V] at the last of them (the model's dtype). With
+  // graphs, a step's logits are the recording's output: valid until the next step.
   torch::Tensor feed(const torch::Tensor& ids);
   int64_t position() const { return position_; }
+  // Back to an earlier position: what was cached before it stays, later positions are written again
+  // (a benchmark decodes the same steps again on the same recordings).
+  void rewind(int64_t position);
   // Bytes of the cached keys and values of the positions fed so far (not the allocated headroom).
   int64_t kv_cache_bytes() const;
   void reorder(const torch::Tensor& idx);  // rows of the caches by origin row (beam search)
 
  private:
+  torch::Tensor fixed_step(const torch::Tensor& ids);
+  void to_fixed_capacity();
   TransformerImpl& model_;
   std::vector<KVCache> caches_;
   int64_t position_ = 0;
+  GraphReplay graphs_;
+  int64_t capacity_;
+  bool fixed_ = false;  // the caches are at their fixed capacity
+  std::unique_ptr<ShapeGraphs> replay_;
 };
 
 // Continuation of `prompt` by a decoder LM (ids without the prompt, without eos): greedy, beam search,

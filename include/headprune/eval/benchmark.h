@@ -57,9 +57,10 @@ struct BenchOptions {
   // decode_after tokens.
   bool generation = false;
   int64_t new_tokens = 128, decode_after = 128;
-  // Whole forward passes replayed per shape (eval/graph_forward.h, at the exact shapes): Cuda records
-  // each model's pass at each shape once as a CUDA graph (untimed) and times its replays. Inference
-  // forward passes of the models' own path only (not --train, --generate or a baseline).
+  // Inference replayed per shape: Cuda records each model's forward pass at each shape once as a CUDA
+  // graph (untimed; eval/graph_forward.h, at the exact shapes) and times its replays; with generation,
+  // the decoding steps on caches of fixed size (LmSession's graphs; prompts run as without). The
+  // models' own path only (not --train or a baseline).
   GraphReplay graphs = GraphReplay::Off;
 };
 

@@ -26,9 +26,15 @@ namespace hp {
 // which hold room for more (half as many again, at least 64), so a decoding step copies only its new
 // position; a cache whose k is not a view of k_buf (reordered by beam search, or set from outside) moves
 // into new buffers at its next step.
+//
+// A cache of fixed capacity (write_at defined: a CUDA graph replays a decoding step at the same
+// addresses every time) does not grow: the new keys and values are written into k_buf and v_buf at the
+// positions write_at holds, on the device, and the whole buffers are attended; the caller's mask blocks
+// the positions not written yet.
 struct KVCache {
   torch::Tensor k, v;  // [B, G, S, D] the cached positions of the G key/value heads
   torch::Tensor k_buf, v_buf;  // [B, G, capacity, D] (self-attention only)
+  torch::Tensor write_at;  // [T] int64 on the device: the positions of the new keys (fixed capacity)
 };
 
 class MultiHeadAttentionImpl : public torch::nn::Module {

@@ -28,6 +28,8 @@ torch::Tensor rope_inv_freq(const ModelConfig& cfg);
 
 // Tables for positions offset .. offset+T-1, computed in float32 (as HF does) and cast to `dtype`.
 Rope rope_tables(const torch::Tensor& inv_freq, int64_t offset, int64_t T, torch::ScalarType dtype);
+// The same for the positions [T] (int64) holds, on its device.
+Rope rope_tables(const torch::Tensor& inv_freq, const torch::Tensor& positions, torch::ScalarType dtype);
 
 // x [B, H, T, D] rotated by the tables of its T positions.
 torch::Tensor apply_rope(const torch::Tensor& x, const Rope& rope);

@@ -80,20 +80,23 @@ class StackImpl : public torch::nn::Module {
   // one parameter; ModelConfig::share_embeddings).
   StackImpl(const ModelConfig& cfg, AttnType self_type, int64_t vocab, bool with_segments,
             torch::nn::Embedding shared_tokens = nullptr);
-  // ids [B, T] -> hidden [B, T, C]. position_offset shifts positions (incremental decoding).
+  // ids [B, T] -> hidden [B, T, C]. position_offset shifts positions (incremental decoding);
+  // position_ids [T] (int64, on the device), when given, are the positions instead: a decoding step
+  // that a CUDA graph replays reads its position from the device (not with relative positions).
   torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& segment_ids,
                         const torch::Tensor& self_mask, const torch::Tensor& memory,
                         const torch::Tensor& cross_mask, std::vector<torch::Tensor>* self_probs,
                         std::vector<torch::Tensor>* cross_probs, int64_t position_offset = 0,
                         std::vector<KVCache>* self_caches = nullptr,
-                        std::vector<KVCache>* cross_caches = nullptr);
+                        std::vector<KVCache>* cross_caches = nullptr, const torch::Tensor& position_ids = {});
 
   // forward() in pieces: the embedded input with the rotary tables of its positions; the final norm.
   struct Embedded {
     torch::Tensor x;          // [B, T, C]
     std::optional<Rope> rope;  // rotary models
   };
-  Embedded embed(const torch::Tensor& ids, const torch::Tensor& segment_ids, int64_t position_offset = 0);
+  Embedded embed(const torch::Tensor& ids, const torch::Tensor& segment_ids, int64_t position_offset = 0,
+                 const torch::Tensor& position_ids = {});
   torch::Tensor finish(const torch::Tensor& x);
 
   // The relative-position bias [1, n_heads, T, S] of queries q_offset .. q_offset+T-1 over keys 0 .. S-1,
@@ -198,6 +201,10 @@ torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype); 
 // sliding window: key j is seen by query i when i - window < j <= i).
 torch::Tensor causal_mask(int64_t T, const torch::Device& device, torch::ScalarType dtype, int64_t window = 0,
                           int64_t S = -1);
+// [1,1,1,S] for one query at the position `position` holds ([1] int64, on the device) over S keys, made
+// on the device (a CUDA graph's decoding step): the keys after it blocked, and with window > 0 those
+// `window` or more before it.
+torch::Tensor causal_mask_at(const torch::Tensor& position, int64_t S, torch::ScalarType dtype, int64_t window = 0);
 
 // Reproducible random initialization of every parameter (and random biases), for tests
 // and benchmarks where exact zeros would hide mistakes.
