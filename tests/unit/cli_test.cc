@@ -28,6 +28,7 @@
 #include "headprune/prune/gates.h"
 #include "headprune/prune/strategy.h"
 #include "headprune/util/options.h"
+#include "headprune/util/torch_compat.h"
 #include "test_util.h"
 
 namespace hp {
@@ -298,6 +299,39 @@ TEST(Cli, BeamSizeIsBetweenOneAndTheVocabulary) {
   expect_short_error(r, "--beam");
   r = run_cli({"--threads", "1", "generate", dir.path, "--ids", "3", "4", "--beam", "100", "--max-new", "3"});
   EXPECT_EQ(r.code, 0) << r.err;  // the whole vocabulary is a valid beam
+}
+
+TEST(Cli, GraphsOptionsReplayOrSayWhyNot) {
+  // --graphs on the command line: emulate gives the ids and metrics of a plain run; cuda on a LibTorch
+  // without CUDA is refused in one line; a translation's generate and an unknown mode are refused.
+  test::TempDir dir;
+  save_checkpoint(dir / "lm", *test::make_model(test::Fam::Llama));
+  save_checkpoint(dir / "cls", *test::make_model(Arch::EncoderClassifier));
+  save_checkpoint(dir / "mt", *test::make_model(Arch::EncoderDecoder));
+  const std::vector<std::string> gen = {"--threads", "1", "generate", dir / "lm", "--ids", "3", "4", "5",
+                                        "--max-new", "9", "--json"};
+  auto with = [](std::vector<std::string> args, std::vector<std::string> more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const auto plain = run_cli(gen), replayed = run_cli(with(gen, {"--graphs", "emulate"}));
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(replayed.code, 0) << replayed.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["ids"], nlohmann::json::parse(replayed.out)["ids"]);
+  const std::vector<std::string> ev = {"--threads", "1", "eval", dir / "cls", "--synthetic", "40"};
+  const auto e0 = nlohmann::json::parse(run_cli(ev).out), e1 = nlohmann::json::parse(run_cli(with(ev, {"--graphs", "emulate"})).out);
+  EXPECT_NEAR(e0["loss"].get<double>(), e1["loss"].get<double>(), 1e-6);
+  EXPECT_EQ(e0["accuracy"], e1["accuracy"]);
+  EXPECT_EQ(e1["graphs"], "emulate");
+  if (!compat::has_cuda_graphs()) {
+    const auto r = run_cli(with(gen, {"--graphs", "cuda"}));
+    EXPECT_EQ(r.code, 1);
+    expect_short_error(r, "CUDA graphs need a LibTorch built with CUDA");
+  }
+  auto r = run_cli({"--threads", "1", "generate", dir / "mt", "--ids", "3", "4", "--graphs", "emulate"});
+  expect_short_error(r, "a translation runs without");
+  r = run_cli(with(ev, {"--graphs", "always"}));
+  expect_short_error(r, "expected off, cuda or emulate");
 }
 
 TEST(Cli, MemoryIsCheckedBeforeAnythingIsAllocated) {
