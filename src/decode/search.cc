@@ -168,7 +168,7 @@ std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch&
 }
 
 LmSession::LmSession(TransformerImpl& model, GraphReplay graphs, int64_t capacity)
-    : model_(model), graphs_(graphs), capacity_(capacity) {
+    : model_(model), capacity_(capacity) {
   const auto& cfg = model.config();
   if (cfg.arch != Arch::DecoderLM) throw std::invalid_argument("LmSession: needs a decoder_lm model");
   if (graphs == GraphReplay::Off) return;

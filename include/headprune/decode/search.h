@@ -71,7 +71,6 @@ class LmSession {
   TransformerImpl& model_;
   std::vector<KVCache> caches_;
   int64_t position_ = 0;
-  GraphReplay graphs_;
   int64_t capacity_;
   bool fixed_ = false;  // the caches are at their fixed capacity
   std::unique_ptr<ShapeGraphs> replay_;
