@@ -1,6 +1,7 @@
 // A model's forward pass replayed per shape (see header).
 #include "headprune/eval/graph_forward.h"
 
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -43,7 +44,7 @@ torch::Tensor GraphForward::logits(const Batch& b) {
   const auto& cfg = model_.config();
   const int64_t B = b.input_ids.size(0), T = b.input_ids.size(1);
   const int64_t U = b.decoder_input_ids.defined() ? b.decoder_input_ids.size(1) : 0;
-  const int64_t rows = buckets_ ? graph_bucket(B, 1 << 20) : B;
+  const int64_t rows = buckets_ ? graph_bucket(B, std::numeric_limits<int64_t>::max()) : B;
   const int64_t t_to = buckets_ ? graph_bucket(T, cfg.max_positions) : T;
   const int64_t u_to = buckets_ && U > 0 ? graph_bucket(U, cfg.max_positions) : U;
   // Padding rows and positions: the padding id, blocked by the attention masks (a mask that is not

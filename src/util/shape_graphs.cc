@@ -49,9 +49,7 @@ std::string shape_key(const std::vector<torch::Tensor>& inputs) {
 
 ShapeGraphs::ShapeGraphs(Fn fn, GraphReplay mode, int warmup) : fn_(std::move(fn)), mode_(mode), warmup_(warmup) {
   if (warmup < 0) throw std::invalid_argument("ShapeGraphs: warmup must be >= 0");
-  if (mode == GraphReplay::Cuda && !compat::has_cuda_graphs())
-    throw std::invalid_argument("CUDA graphs need a LibTorch built with CUDA; this one (" + compat::torch_build() +
-                                ") runs on the CPU only");
+  if (mode == GraphReplay::Cuda) compat::require_cuda_graphs();
 }
 
 ShapeGraphs::~ShapeGraphs() = default;

@@ -138,6 +138,12 @@ struct CudaGraph::Impl {};
 bool has_cuda_graphs() { return false; }
 #endif
 
+void require_cuda_graphs() {
+  if (!has_cuda_graphs())
+    throw std::invalid_argument("CUDA graphs need a LibTorch built with CUDA; this one (" + torch_build() +
+                                ") runs on the CPU only");
+}
+
 CudaGraph::CudaGraph() : impl_(std::make_unique<Impl>()) {}
 CudaGraph::~CudaGraph() = default;
 
@@ -175,8 +181,7 @@ void CudaGraph::capture(const std::function<void()>& fn, const torch::Device& de
   impl_->captured = true;
 #else
   (void)fn, (void)device, (void)warmup;
-  throw std::invalid_argument("CUDA graphs need a LibTorch built with CUDA; this one (" + torch_build() +
-                              ") runs on the CPU only");
+  require_cuda_graphs();  // throws: this build has none
 #endif
 }
 

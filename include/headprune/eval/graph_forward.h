@@ -25,7 +25,6 @@ class GraphForward {
   // until the next call.
   torch::Tensor logits(const Batch& b);
   size_t recorded() const { return graphs_->recorded(); }
-  GraphReplay mode() const { return graphs_->mode(); }
 
  private:
   TransformerImpl& model_;

@@ -41,7 +41,6 @@ class ShapeGraphs {
   // are the shape's static outputs: the next call at the same shapes overwrites them (clone to keep).
   const std::vector<torch::Tensor>& operator()(const std::vector<torch::Tensor>& inputs);
 
-  GraphReplay mode() const { return mode_; }
   size_t recorded() const { return shapes_.size(); }  // shapes set up so far (0 with Off)
 
  private:

@@ -65,6 +65,7 @@ uint64_t device_free_bytes(const torch::Device& device);
 // capture() then throws, naming the error. Without CUDA, has_cuda_graphs() is false and capture()
 // throws.
 bool has_cuda_graphs();
+void require_cuda_graphs();  // throws, saying why, when !has_cuda_graphs()
 class CudaGraph {
  public:
   CudaGraph();
