@@ -22,6 +22,10 @@ torch::Tensor pad_2d(const torch::Tensor& t, int64_t rows_to, int64_t len_to, in
   out.narrow(0, 0, t.size(0)).narrow(1, 0, t.size(1)).copy_(t);
   return out;
 }
+// A batch's keep mask, or ones for ids without one (every token real); undefined without ids.
+torch::Tensor keep_or_all(const torch::Tensor& mask, const torch::Tensor& ids) {
+  return mask.defined() || !ids.defined() ? mask : torch::ones_like(ids);
+}
 }  // namespace
 
 GraphForward::GraphForward(TransformerImpl& model, GraphReplay mode, bool buckets) : model_(model), buckets_(buckets) {
@@ -47,11 +51,12 @@ torch::Tensor GraphForward::logits(const Batch& b) {
   const int64_t rows = buckets_ ? graph_bucket(B, std::numeric_limits<int64_t>::max()) : B;
   const int64_t t_to = buckets_ ? graph_bucket(T, cfg.max_positions) : T;
   const int64_t u_to = buckets_ && U > 0 ? graph_bucket(U, cfg.max_positions) : U;
-  // Padding rows and positions: the padding id, blocked by the attention masks (a mask that is not
-  // given is derived from the ids, and the padding id derives a blocked position).
-  const auto& out = (*graphs_)({pad_2d(b.input_ids, rows, t_to, cfg.pad_id), pad_2d(b.attention_mask, rows, t_to, 0),
+  // Padding rows and positions: the padding id, blocked by the attention masks. A mask that is not given
+  // means every token is real (Batch::attention_mask): ones, so that the added positions can be blocked.
+  const auto& out = (*graphs_)({pad_2d(b.input_ids, rows, t_to, cfg.pad_id),
+                                pad_2d(keep_or_all(b.attention_mask, b.input_ids), rows, t_to, 0),
                                 pad_2d(b.segment_ids, rows, t_to, 0), pad_2d(b.decoder_input_ids, rows, u_to, cfg.pad_id),
-                                pad_2d(b.decoder_attention_mask, rows, u_to, 0)});
+                                pad_2d(keep_or_all(b.decoder_attention_mask, b.decoder_input_ids), rows, u_to, 0)});
   auto logits = out.front().narrow(0, 0, B);
   if (logits.dim() == 3) logits = logits.narrow(1, 0, cfg.arch == Arch::EncoderDecoder ? U : T);
   return logits;

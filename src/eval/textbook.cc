@@ -35,7 +35,7 @@ torch::Tensor TextbookEncoderLayerImpl::forward(const torch::Tensor& x, const to
   return norm2(h + dropout(fc2(dropout(f))));
 }
 
-TextbookClassifierImpl::TextbookClassifierImpl(TransformerImpl& source) : pad_id_(source.config().pad_id) {
+TextbookClassifierImpl::TextbookClassifierImpl(TransformerImpl& source) {
   const ModelConfig& cfg = source.config();
   auto unsupported = [](const std::string& what) {
     throw std::invalid_argument("textbook baseline: " + what);
@@ -103,8 +103,8 @@ torch::Tensor TextbookClassifierImpl::forward(const Batch& batch) {
   auto x = tokens(ids) + positions(torch::arange(T, ids.options())).unsqueeze(0);
   if (segments) x = x + segments(batch.segment_ids.defined() ? batch.segment_ids : torch::zeros_like(ids));
   x = embed_dropout(embed_norm(x));
-  auto keep = batch.attention_mask.defined() ? batch.attention_mask : ids.ne(pad_id_);
-  auto mask = torch::zeros({ids.size(0), 1, 1, T}, x.options()).masked_fill(keep.eq(0).view({ids.size(0), 1, 1, T}), -1e9);
+  auto mask = torch::zeros({ids.size(0), 1, 1, T}, x.options());  // no mask given: every token is real
+  if (batch.attention_mask.defined()) mask.masked_fill_(batch.attention_mask.eq(0).view({ids.size(0), 1, 1, T}), -1e9);
   for (const auto& m : *layers) x = m->as<TextbookEncoderLayerImpl>()->forward(x, mask);
   return classifier(torch::tanh(pooler(x.select(1, 0))));
 }

@@ -273,8 +273,16 @@ TransformerImpl::TransformerImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {
 }
 
 namespace {
-torch::Tensor keep_mask(const torch::Tensor& given, const torch::Tensor& ids, int64_t pad_id) {
-  return given.defined() ? given : ids.ne(pad_id);
+// The additive mask of a batch's keep mask (1 = token, 0 = padding). A batch without one has no
+// padding: every token is real (HF's convention), whatever its id; an end-of-text id inside packed text
+// is a token like any other. Padding is known only from how a batch was built (collate's lengths).
+torch::Tensor given_padding(const torch::Tensor& keep, torch::ScalarType dtype) {
+  return keep.defined() ? padding_mask(keep, dtype) : torch::Tensor();
+}
+// a + b for additive masks either of which may be undefined (no mask).
+torch::Tensor add_masks(const torch::Tensor& a, const torch::Tensor& b) {
+  if (!a.defined()) return b;
+  return b.defined() ? a + b : a;
 }
 void check_ids(const torch::Tensor& ids, const char* field) {
   if (!ids.defined()) throw std::invalid_argument(std::string("batch: ") + field + " is required");
@@ -287,7 +295,7 @@ void check_ids(const torch::Tensor& ids, const char* field) {
 torch::Tensor TransformerImpl::encode(const Batch& batch, std::map<AttnType, std::vector<torch::Tensor>>* attn) {
   check_ids(batch.input_ids, "input_ids");
   const auto dtype = encoder->embed_tokens->weight.scalar_type();
-  auto mask = padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id), dtype);
+  auto mask = given_padding(batch.attention_mask, dtype);
   return encoder->forward(batch.input_ids, batch.segment_ids, mask, {}, {},
                           attn ? &(*attn)[AttnType::EncoderSelf] : nullptr, nullptr);
 }
@@ -303,8 +311,8 @@ torch::Tensor TransformerImpl::decoder_lm_mask(const Batch& batch) const {
   check_ids(batch.input_ids, "input_ids");
   const auto dtype = decoder->embed_tokens->weight.scalar_type();
   const int64_t T = batch.input_ids.size(1);
-  return causal_mask(T, batch.input_ids.device(), dtype, cfg_.sliding_window) +
-         padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id), dtype);
+  return add_masks(causal_mask(T, batch.input_ids.device(), dtype, cfg_.sliding_window),
+                   given_padding(batch.attention_mask, dtype));
 }
 
 Stack& TransformerImpl::single_stack() {
@@ -321,8 +329,7 @@ TransformerImpl::StackState TransformerImpl::stack_begin(const Batch& batch) {
     st.mask = decoder_lm_mask(batch);
   } else {
     check_ids(batch.input_ids, "input_ids");
-    st.mask = padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id),
-                           encoder->embed_tokens->weight.scalar_type());
+    st.mask = given_padding(batch.attention_mask, encoder->embed_tokens->weight.scalar_type());
   }
   auto e = s->embed(batch.input_ids, cfg_.arch == Arch::DecoderLM ? torch::Tensor() : batch.segment_ids);
   st.x = e.x;
@@ -365,10 +372,9 @@ ModelOutput TransformerImpl::forward(const Batch& batch, const ForwardOptions& o
       check_ids(batch.decoder_input_ids, "decoder_input_ids");
       const auto dtype = decoder->embed_tokens->weight.scalar_type();
       const int64_t U = batch.decoder_input_ids.size(1);
-      auto self_mask =
-          causal_mask(U, batch.decoder_input_ids.device(), dtype, cfg_.sliding_window) +
-          padding_mask(keep_mask(batch.decoder_attention_mask, batch.decoder_input_ids, cfg_.pad_id), dtype);
-      auto cross_mask = padding_mask(keep_mask(batch.attention_mask, batch.input_ids, cfg_.pad_id), dtype);
+      auto self_mask = add_masks(causal_mask(U, batch.decoder_input_ids.device(), dtype, cfg_.sliding_window),
+                                 given_padding(batch.decoder_attention_mask, dtype));
+      auto cross_mask = given_padding(batch.attention_mask, dtype);
       auto h = decoder->forward(batch.decoder_input_ids, {}, self_mask, memory, cross_mask,
                                 attn ? &(*attn)[AttnType::DecoderSelf] : nullptr,
                                 attn ? &(*attn)[AttnType::Cross] : nullptr);

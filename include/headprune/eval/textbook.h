@@ -41,9 +41,6 @@ class TextbookClassifierImpl : public torch::nn::Module {
   torch::nn::Dropout embed_dropout{nullptr};
   torch::nn::ModuleList layers{nullptr};
   torch::nn::Linear pooler{nullptr}, classifier{nullptr};
-
- private:
-  int64_t pad_id_;
 };
 TORCH_MODULE(TextbookClassifier);
 

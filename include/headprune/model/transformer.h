@@ -29,10 +29,11 @@ constexpr int64_t kIgnoreIndex = -100;  // label value skipped by the loss
 // Inputs of every family. Unused fields stay undefined.
 struct Batch {
   torch::Tensor input_ids;               // [B, T] int64
-  torch::Tensor attention_mask;          // [B, T] 1 = token, 0 = padding (derived from pad_id if undefined)
+  torch::Tensor attention_mask;          // [B, T] 1 = token, 0 = padding; undefined: every token is real
+                                         // (never derived from the ids: pad_id may be end-of-text)
   torch::Tensor segment_ids;             // [B, T] encoder_classifier sentence pairs (0/1)
   torch::Tensor decoder_input_ids;       // [B, U] encoder_decoder target prefix
-  torch::Tensor decoder_attention_mask;  // [B, U]
+  torch::Tensor decoder_attention_mask;  // [B, U] as attention_mask
   torch::Tensor labels;  // [B] class ids, or [B, T|U] next-token ids with kIgnoreIndex to skip
 
   int64_t size() const { return input_ids.defined() ? input_ids.size(0) : 0; }
