@@ -198,7 +198,8 @@ PruningPlan plan_job(const JsonFields& f, const Runtime& rt, const JobEvents& ev
   so.progress = events.phase_callback();
   MetricOptions mo;
   mo.decode.beam_size = beam;
-  const EvalSet& set = in.score_set();
+  const EvalSet no_data;  // a plan that reads none needs none (a real model then needs no --calibration)
+  const EvalSet& set = plan_reads_data(spec) ? in.score_set() : no_data;
   const bool scores_here = (spec.strategy == PlanStrategy::Score && spec.scores_file.empty()) ||
                            spec.strategy == PlanStrategy::Iterative;
   plan_scoring_memory(in, set, so, scores_here && spec.method == ScoreMethod::Gradient, events);

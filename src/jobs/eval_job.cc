@@ -25,7 +25,7 @@ OutputFile hyps_output(const EvalRequest& req) {  // plain text: replaced only w
 EvalReport run_eval(const EvalRequest& req, const Runtime& rt, const JobEvents& events) {
   check_output_file(hyps_output(req), job_inputs(req.checkpoint, req.data));  // before any work
   DataSource data = req.data;
-  data.synthetic_train = data.synthetic_examples;  // the unigram baseline's synthetic train split: as large
+  data.synthetic_train = data.synthetic_split();  // the unigram baseline's synthetic train split: as large
   JobInputs in(req.checkpoint, data, rt);
   Transformer& model = in.model();
   const ModelConfig& cfg = model->config();

@@ -10,8 +10,10 @@
 
 #include "headprune/data/tasks.h"
 #include "headprune/io/files.h"
+#include "headprune/io/hf.h"
 #include "headprune/model/memory.h"
 #include "headprune/util/dist.h"
+#include "headprune/util/log.h"
 #include "headprune/util/runtime.h"
 
 namespace hp {
@@ -32,8 +34,11 @@ const OptionTable<DataSource>& data_source_table() {
           .text("data_root", "--data-root", "directory that relative data paths start from", &D::data_root)
           .integer("max_examples", "--max-examples,--max-sentences", "use only the first N examples (0 = all)",
                    &D::max_examples, R::at_least(0), false)
-          .integer("synthetic_examples", "--synthetic", "examples of the synthetic task when no --config",
-                   &D::synthetic_examples, R::at_least(1))
+          .integer("synthetic_examples", "--synthetic",
+                   "score and evaluate on N examples of the built-in synthetic task (default 500, for the built-in "
+                   "families' own models only; a model imported from HF or with a tokenizer needs --config, "
+                   "--calibration or this flag)",
+                   &D::synthetic_examples, R::at_least(1), false)
           .integer("synthetic_train", "--synthetic-train", "training examples of the synthetic task for fine-tuning",
                    &D::synthetic_train, R::at_least(1))
           .text("calibration", "--calibration",
@@ -81,7 +86,7 @@ JobInputs::JobInputs(const std::string& checkpoint, const DataSource& data, cons
   // Checked before the checkpoint is opened: every job's data counts.
   if (data.max_examples < 0)
     throw std::invalid_argument("data: max_examples " + std::to_string(data.max_examples) + " must be >= 0 (0 = all)");
-  if (data.synthetic_examples < 1 || data.synthetic_train < 1)
+  if (data.synthetic_examples < 0 || data.synthetic_train < 1)
     throw std::invalid_argument("data: the synthetic task needs at least 1 example per split (synthetic_examples " +
                                 std::to_string(data.synthetic_examples) + ", synthetic_train " +
                                 std::to_string(data.synthetic_train) + ")");
@@ -89,9 +94,10 @@ JobInputs::JobInputs(const std::string& checkpoint, const DataSource& data, cons
   lo.dtype = runtime.dtype;
   loaded = open_model(checkpoint, runtime.device, lo);
   config_ = loaded.model->config();
+  real_model_ = is_hf_dir(checkpoint) || loaded.tokenizer.has_value();
   if (data.config.empty()) {
     run_ = synthetic_run_config(loaded.model->config().arch);
-    spec_ = synthetic_data_spec(data.synthetic_train, data.synthetic_examples, data.synthetic_examples);
+    spec_ = synthetic_data_spec(data.synthetic_train, data.synthetic_split(), data.synthetic_split());
     spec_source_ = "the synthetic task";
   } else {
     run_ = read_run_config(data.config, /*require_model=*/false);  // the only read of the run config
@@ -189,6 +195,22 @@ void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bo
   check_fits(m, device, "scoring (" + std::to_string(B) + " x " + std::to_string(T) + " tokens per batch)", hint);
 }
 
+void JobInputs::check_synthetic_allowed() const {
+  if (!real_model_) return;
+  const std::string what = is_hf_dir(loaded.dir) ? "a model imported from HF" : "a model with a tokenizer";
+  if (data_.synthetic_examples == 0)
+    throw std::invalid_argument(
+        loaded.dir + " is " + what + ": it needs data to score and evaluate on. Give --calibration FILE (text read "
+        "with its tokenizer), --config RUN.json (a run config's data section) or, to use the built-in synthetic task "
+        "knowingly, --synthetic N (in Python: data={\"calibration\": ...}, {\"config\": ...} or "
+        "{\"synthetic_examples\": N}); the synthetic task's numbers say nothing about real text");
+  if (!synthetic_warned_)
+    log_warn("data", "the data is synthetic: " + std::to_string(data_.synthetic_examples) +
+                         " examples of the built-in synthetic task (--synthetic), not text; the numbers on " +
+                         loaded.dir + " say nothing about real text");
+  synthetic_warned_ = true;
+}
+
 EvalSet JobInputs::load_split(const std::string& split, int64_t max_examples) const {
   if (!data_.calibration.empty()) {
     // Calibration text is a language-modelling stream: nothing there says a class or a translation.
@@ -202,6 +224,7 @@ EvalSet JobInputs::load_split(const std::string& split, int64_t max_examples) co
     if (max_examples > 0 && static_cast<int64_t>(s.examples.size()) > max_examples) s.examples.resize(static_cast<size_t>(max_examples));
     return s;
   }
+  if (data_.config.empty()) check_synthetic_allowed();
   return load_eval_set(config(), loaded.tokenizer, spec_, spec_source_, split, data_.data_root, max_examples,
                        runtime_.seed);
 }

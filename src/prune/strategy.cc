@@ -195,6 +195,15 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
 
 }  // namespace
 
+bool plan_reads_data(const PlanSpec& spec) {
+  switch (spec.strategy) {
+    case PlanStrategy::Score:
+    case PlanStrategy::Budget: return spec.scores_file.empty();
+    case PlanStrategy::Iterative: return true;
+    default: return false;
+  }
+}
+
 PruningPlan make_plan(const PlanSpec& spec, TransformerImpl& model, const EvalSet& data, const ScoreOptions& score,
                       const MetricOptions& measure, Metric metric, const std::function<void(const PrunePoint&)>& on_step) {
   PruningPlan plan = unchecked_plan(spec, model, data, score, measure, metric, on_step);

@@ -33,7 +33,11 @@ struct DataSource {
   std::string split = "valid";               // the split evaluated (and scored on, unless score_split)
   std::string score_split;                   // the split head importance is computed on ("" = split)
   int64_t max_examples = 0;                  // only the first N examples of that split (0 = all)
-  int64_t synthetic_examples = 500;          // synthetic task: examples of an evaluation split
+  // Synthetic task: examples of an evaluation split; 0 = not asked for: 500 for a model of the built-in
+  // families' own (no tokenizer, not imported from HF), an error naming the flags for a real model,
+  // which must be given its data (config, calibration) or this, knowingly.
+  int64_t synthetic_examples = 0;
+  int64_t synthetic_split() const { return synthetic_examples > 0 ? synthetic_examples : 500; }
   int64_t synthetic_train = 4000;            // synthetic task: training examples (fine-tuning, gates)
   // Calibration text instead of a split (pruning an LLM with a few sequences, as Minitron and
   // LLM-Pruner do): a text file tokenized with the model's tokenizer, cut into calibration_samples
@@ -110,6 +114,9 @@ class JobInputs {
   const DataSource& data() const { return data_; }
   const Runtime& runtime() const { return runtime_; }
   const RunConfig& run_config() const { return run_; }  // the synthetic task's when no config was given
+  // A model imported from HF or carrying a tokenizer: text is what it models, so the synthetic task is
+  // used only when asked for (DataSource::synthetic_examples), never by default.
+  bool real_model() const { return real_model_; }
 
   const EvalSet& eval();          // the split of `data.split` (loaded on first use)
   const EvalSet& score_set();     // the split of `data.score_split`, or eval() when that is "" or the same
@@ -128,6 +135,11 @@ class JobInputs {
   RunConfig run_;
   nlohmann::json spec_;  // the data section
   std::string spec_source_;
+  bool real_model_ = false;
+  mutable bool synthetic_warned_ = false;
+  // The synthetic task for a real model: only when asked for (said once, as a warning), else an error
+  // naming --calibration, --config and --synthetic.
+  void check_synthetic_allowed() const;
   std::optional<EvalSet> eval_, score_;
   std::optional<TrainData> train_;
 };

@@ -68,5 +68,8 @@ std::vector<std::pair<AttnType, int64_t>> parse_layer_list(const std::string& s)
 PruningPlan make_plan(const PlanSpec& spec, TransformerImpl& model, const EvalSet& data, const ScoreOptions& score,
                       const MetricOptions& measure, Metric metric,
                       const std::function<void(const PrunePoint&)>& on_step = nullptr);
+// Whether make_plan reads `data` for this spec: scoring now (score or budget without a scores file) or
+// measuring (iterative); plans from a file, a list, whole layers, chance or given scores do not.
+bool plan_reads_data(const PlanSpec& spec);
 
 }  // namespace hp
