@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _blas
@@ -273,8 +273,10 @@ class Model:
                 decoder_input_ids: Any = None, decoder_attention_mask: Any = None,
                 return_attention: bool = False) -> Any:
         """Logits of a batch ([B, n_classes] or [B, T, V]) without gradients, on the model's device.
-        input_ids: a [B, T] (or [T]) tensor, or lists of token ids (padded here with the pad id, and
-        the attention mask made). With return_attention, (logits, {type: [per layer [B, H, T, S]]})."""
+        input_ids: a [B, T] (or [T]) tensor, or lists of token ids (ragged rows are padded here with the
+        pad id, and the attention mask made from their lengths). Without attention_mask every token of a
+        tensor is real, as in HF: an id equal to the pad id (end-of-text, for most LLaMA-family models)
+        is never taken for padding. With return_attention, (logits, {type: [per layer [B, H, T, S]]})."""
         pad = int(self.config.get("pad_id", 0))
         ids, mask = _as_ids(input_ids, pad)
         if attention_mask is not None:
@@ -379,7 +381,9 @@ _DATA_FIELDS = set(_C.option_keys("data"))  # DataSource's option table (jobs/jo
 class _Data:
     """A job's `data` argument as the library's DataSource (jobs/job.h), or as token-id examples.
 
-      None                      the built-in synthetic task
+      None                      the built-in synthetic task, for the built-in families' own models only;
+                                a model imported from HF or with a tokenizer needs data (or, knowingly,
+                                {"synthetic_examples": N})
       a path                    a run config whose "data" section is used
       {"kind": ...}             a data section (written to a run config in a scratch directory)
       {"data": {...}, ...}      a whole run config (written likewise)
@@ -557,6 +561,7 @@ class ImportanceMap:
     columns: Dict[str, Dict[HeadKey, float]]
     info: Dict[str, Any]
     tensors: Dict[str, torch.Tensor]  # per attention type: [layers, heads] float64, NaN where absent
+    json: Dict[str, Any] = field(default_factory=dict)  # the map as importance.json holds it
 
     def tensor(self, attn_type: Optional[str] = None) -> torch.Tensor:
         """The [layers, heads] map of one attention type (optional when the model has one)."""
@@ -577,7 +582,7 @@ class ImportanceMap:
                 if name not in ("attn_type", "layer", "head", "score"):
                     columns.setdefault(name, {})[key] = v
         return ImportanceMap(j["method"], j.get("unit", "head"), j.get("higher_is_important", True),
-                             j.get("normalization", "none"), scores, columns, j.get("info", {}), tensors)
+                             j.get("normalization", "none"), scores, columns, j.get("info", {}), tensors, dict(j))
 
 
 class Importance:
@@ -664,9 +669,18 @@ def _plan_fields(strategy: Optional[str], method: Optional[str], target: Any, pe
                  layers: Any, plan_file: Optional[PathLike], scores: Any, budget: Optional[str],
                  budget_shape: Optional[Mapping[str, Any]], scratch: "_Data") -> Dict[str, Any]:
     """PlanSpec's fields (prune/strategy.h) from keyword arguments."""
-    if isinstance(scores, Importance):
+    if isinstance(scores, ImportanceMap):  # one map, e.g. imp["gradient"]: its method unless one is named
+        method = method or scores.method
+        path = scratch._file("importance.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"maps": [scores.json]}, f)
+        scores = path
+    elif isinstance(scores, Importance):
         path = scratch._file("importance.json")
         scores = scores.save(path)
+    elif scores is not None and not isinstance(scores, (str, bytes, os.PathLike)):
+        raise TypeError(f"scores: expected an Importance (headprune.importance's result), one of its maps "
+                        f"(imp['gradient']) or the path of an importance.json, got {type(scores).__name__}")
     if layers is not None and not isinstance(layers, str):
         layers = ",".join(f"{t}:{int(layer)}" for t, layer in layers)
     spec = _fields(strategy=strategy, method=method, target=_target(target), per_layer=per_layer, unit=unit,
