@@ -36,7 +36,8 @@ const OptionTable<ImportanceRequest>& importance_request_table() {
                          for (const auto& s : v) r.units.push_back(parse_score_unit(s));
                        },
                        "[head]")
-          .parsed("normalize", "--normalize", "auto (layer for gradient and lrp), none, layer or global",
+          .parsed("normalize", "--normalize", "auto (each scorer's own: layer for gradient, rank for all_but_one and activation, none for the rest), "
+                  "none, layer, global or rank (within each layer)",
                   [](I& r, const std::string& s) {
                     r.normalize = s == "auto" ? std::optional<Normalization>() : parse_normalization(s);
                   },

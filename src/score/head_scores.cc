@@ -19,7 +19,8 @@ const NameTable<Normalization>& normalization_names() {
   static const NameTable<Normalization> t{"normalization",
                                           {{Normalization::None, {"none"}},
                                            {Normalization::Layer, {"layer"}},
-                                           {Normalization::Global, {"global"}}}};
+                                           {Normalization::Global, {"global"}},
+                                           {Normalization::Rank, {"rank"}}}};
   return t;
 }
 std::string to_string(Normalization n) { return normalization_names().name(n); }
@@ -138,6 +139,16 @@ void normalize(HeadScores& s, Normalization n) {
       hi = std::max(hi, kv.second);
     }
     for (auto& kv : s.scores) kv.second = hi > lo ? (kv.second - lo) / (hi - lo) : 0.0;
+  } else if (n == Normalization::Rank) {
+    // Each layer's heads, least important first (orientation and ties as ascending_importance), scored
+    // k/n for the k-th of n: higher is then more important, and a global ranking takes the same share
+    // of every layer.
+    std::map<std::pair<AttnType, int64_t>, std::vector<HeadId>> order;
+    for (const auto& h : s.ascending_importance()) order[{h.type, h.layer}].push_back(h);
+    for (const auto& [layer, heads] : order)
+      for (size_t k = 0; k < heads.size(); ++k)
+        s.scores[heads[k]] = static_cast<double>(k + 1) / static_cast<double>(heads.size());
+    s.higher_is_important = true;
   }
   if (n != Normalization::None) s.normalization = n;
 }

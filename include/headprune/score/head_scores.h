@@ -16,9 +16,9 @@
 
 namespace hp {
 
-enum class Normalization { None, Layer, Global };
+enum class Normalization { None, Layer, Global, Rank };
 std::string to_string(Normalization n);
-Normalization parse_normalization(const std::string& s);  // none | layer | global
+Normalization parse_normalization(const std::string& s);  // none | layer | global | rank
 const NameTable<Normalization>& normalization_names();
 
 // What a map scores: query heads (HeadId.head is the original query head id), or key/value groups of
@@ -54,6 +54,9 @@ HeadScores aggregate_groups(const HeadScores& heads, const ModelConfig& cfg, boo
 
 // Michel et al.: divide each layer's scores by their L2 norm (a layer of zeros stays zero).
 // Global: min-max scaling to [0, 1] over all heads (Michel's code's normalize_global_importance).
+// Rank: each head's rank within its layer, k/n from the least important (1/n) to the most (1), higher
+// then more important: a global ranking takes the same share of every layer (for scores that mean
+// something only within a layer; Minitron prunes every layer alike).
 // Extra columns are left as they are.
 void normalize(HeadScores& s, Normalization n);
 
