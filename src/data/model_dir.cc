@@ -34,6 +34,13 @@ std::optional<Tokenizer> load_tokenizer(const std::string& dir) {
   return load_hf_tokenizer(dir);
 }
 
+void check_tokenizer_fits(const Tokenizer& tokenizer, int64_t model_vocab, const std::string& dir) {
+  if (tokenizer.vocab_size() > model_vocab)
+    throw std::runtime_error(dir + ": the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
+                             " entries but the model's vocabulary only " + std::to_string(model_vocab) +
+                             " (a tokenizer of another model?)");
+}
+
 LoadedModel open_model(const std::string& dir, const torch::Device& device, const LoadOptions& options) {
   LoadedModel m;
   m.dir = dir;
@@ -43,10 +50,7 @@ LoadedModel open_model(const std::string& dir, const torch::Device& device, cons
   // vocab.json + merges.txt, or HF's own tokenizer.json) of an HF directory or carried along into a
   // headprune checkpoint.
   m.tokenizer = load_tokenizer(dir);
-  if (m.tokenizer && m.tokenizer->vocab_size() > m.model->config().vocab_size)
-    throw std::runtime_error(dir + ": the tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
-                             " entries but the model's vocabulary only " +
-                             std::to_string(m.model->config().vocab_size));
+  if (m.tokenizer) check_tokenizer_fits(*m.tokenizer, m.model->config().vocab_size, dir);
   m.tokenizer_files = tokenizer_files(dir);
   return m;
 }

@@ -161,10 +161,14 @@ std::string run_export(const ExportRequest& req) {
 namespace {
 // `info` maps the weights and reads none of them (only the head masks): headers and config, fast at
 // any size. The weights' values are checked by the jobs that use them.
+// The model (weights mapped, not checked for finite values) and, when it has one, its tokenizer checked
+// against it (check_tokenizer_fits).
 Transformer peek(const std::string& checkpoint) {
   LoadOptions o;
   o.check_finite = false;
-  return load_checkpoint(checkpoint, o);
+  Transformer model = load_checkpoint(checkpoint, o);
+  if (const auto tok = load_tokenizer(checkpoint)) check_tokenizer_fits(*tok, model->config().vocab_size, checkpoint);
+  return model;
 }
 }  // namespace
 

@@ -7,6 +7,7 @@
 
 #include "headprune/data/model_dir.h"
 #include "headprune/data/readers.h"
+#include "headprune/io/files.h"
 
 namespace hp {
 
@@ -15,6 +16,14 @@ int64_t run_tokenize(const TokenizeRequest& req, std::ostream& out) {
   if (!tok)
     throw std::runtime_error(req.dir + ": no tokenizer (tokenizer.json, tokenizer.model, source.spm + vocab.json, vocab.txt, "
                                        "or vocab.json + merges.txt)");
+  // A model directory, or a tokenizer folder beside its model's config.json: the tokenizer must fit the
+  // model's vocabulary (check_tokenizer_fits, the rule every job that opens the model applies).
+  const std::string config = join_path(req.dir, "config.json");
+  if (is_file(config)) {
+    const auto j = read_json_file(config, /*allow_comments=*/false);
+    if (j.is_object() && j.contains("vocab_size") && j["vocab_size"].is_number_integer())
+      check_tokenizer_fits(*tok, j["vocab_size"].get<int64_t>(), req.dir);
+  }
   const auto lines = read_lines(req.file);
   for (size_t i = 0; i < lines.size(); ++i) {
     if (!req.decode) {

@@ -2,6 +2,7 @@
 // (tests/fixtures/hf/make_hf_fixtures.py), pruned_heads, export -> re-import round trips, bad input.
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,8 @@
 #include "headprune/io/files.h"
 #include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/jobs/export_job.h"
+#include "headprune/jobs/tokenize_job.h"
 #include "headprune/model/remove_heads.h"
 #include "test_util.h"
 
@@ -205,6 +208,14 @@ TEST(HfText, BertDirectoryReadsTextThroughItsWordPieceVocabulary) {
   // A vocabulary larger than the model's embedding table is refused, naming the directory.
   write_text(d / "vocab.txt", text + "extra\n");
   expect_open_error(d, "41 entries but the model's vocabulary only 40");
+  // The same rule, said as early by `info` and `tokenize` (not only by the jobs that open the model).
+  EXPECT_NE(test::error_of([&] { info_text(d.string()); }).find("41 entries but the model's vocabulary only 40"),
+            std::string::npos);
+  write_text(d / "line.txt", "the movie\n");
+  std::ostringstream ids;
+  EXPECT_NE(test::error_of([&] { run_tokenize({d.string(), (d / "line.txt").string()}, ids); })
+                .find("41 entries but the model's vocabulary only 40"),
+            std::string::npos);
   // A special token the vocabulary lacks is named.
   write_text(d / "vocab.txt", text);
   write_text(d / "tokenizer_config.json", R"({"sep_token": "[END]"})");

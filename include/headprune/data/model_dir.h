@@ -30,6 +30,11 @@ struct LoadedModel {
 // an error naming the directory.
 LoadedModel open_model(const std::string& dir, const torch::Device& device = torch::kCPU, const LoadOptions& options = {});
 
+// The one rule for a model's tokenizer, said wherever both are read (open_model, info, tokenize): its
+// vocabulary must fit the model's (ids the model has no row for would fail later, or index out of
+// range). std::runtime_error naming `dir` and both sizes.
+void check_tokenizer_fits(const Tokenizer& tokenizer, int64_t model_vocab, const std::string& dir);
+
 // The tokenizer of a model directory or tokenizer folder: headprune's own tokenizer.json, else an HF
 // tokenizer (load_hf_tokenizer); std::nullopt when there is none.
 std::optional<Tokenizer> load_tokenizer(const std::string& dir);
