@@ -43,6 +43,30 @@ TEST(HeadScores, LayerNormalizationDividesEachLayerByItsL2Norm) {
   EXPECT_THROW(parse_normalization("l3"), std::invalid_argument);
 }
 
+// A rank within each layer: k/n from the least important, whatever the map's orientation; a global
+// ranking then takes the same share of every layer, however the layers' raw values differ in scale.
+TEST(HeadScores, RankNormalizationScoresEachHeadByItsPlaceInItsLayer) {
+  HeadScores s;
+  s.method = "all_but_one";
+  s.higher_is_important = false;  // a perplexity: lower is more important
+  for (int64_t h = 0; h < 4; ++h) {
+    s.scores[{AttnType::DecoderSelf, 0, h}] = 1000.0 + 10 * h;  // every head of layer 0 far above layer 1's
+    s.scores[{AttnType::DecoderSelf, 1, h}] = 4.0 - h;
+  }
+  normalize(s, Normalization::Rank);
+  EXPECT_TRUE(s.higher_is_important);
+  EXPECT_EQ(s.normalization, Normalization::Rank);
+  EXPECT_DOUBLE_EQ(s.at({AttnType::DecoderSelf, 0, 3}), 0.25);  // the highest perplexity: least important
+  EXPECT_DOUBLE_EQ(s.at({AttnType::DecoderSelf, 0, 0}), 1.0);
+  EXPECT_DOUBLE_EQ(s.at({AttnType::DecoderSelf, 1, 0}), 0.25);
+  EXPECT_DOUBLE_EQ(s.at({AttnType::DecoderSelf, 1, 3}), 1.0);
+  const auto order = s.ascending_importance();  // the least important of every layer first
+  EXPECT_EQ(order[0], (HeadId{AttnType::DecoderSelf, 0, 3}));
+  EXPECT_EQ(order[1], (HeadId{AttnType::DecoderSelf, 1, 0}));
+  EXPECT_EQ(order[2].layer + order[3].layer, 1);
+  EXPECT_EQ(parse_normalization("rank"), Normalization::Rank);
+}
+
 TEST(HeadScores, RanksAndCorrelations) {
   EXPECT_EQ(average_ranks({10, 20, 20, 5}), (std::vector<double>{2, 3.5, 3.5, 1}));
   // Hand-computed: x = 1..5, y = 2,4,5,4,5 -> Pearson 0.7745967 (= sqrt(0.6)).

@@ -386,9 +386,9 @@ TEST(HostileInput, RequestCountsAreCheckedBeforeAnyWork) {
 
   // The data and fine-tuning counts of every job, before its checkpoint is opened.
   DataSource data;
-  data.synthetic_examples = 0;
+  data.synthetic_examples = -1;  // 0 means "not given"
   e = error_of([&] { JobInputs("no-such-checkpoint", data, Runtime{}); });
-  EXPECT_NE(e.find("synthetic_examples 0"), std::string::npos) << e;
+  EXPECT_NE(e.find("synthetic_examples -1"), std::string::npos) << e;
   data.synthetic_examples = 500;
   data.max_examples = -1;
   e = error_of([&] { JobInputs("no-such-checkpoint", data, Runtime{}); });

@@ -85,6 +85,7 @@ TEST_P(DeadHeads, EveryDataDrivenScorerRanksNoOpHeadsLast) {
   ScoreOptions opts;
   opts.metric = Metric::Loss;  // ablations compare losses (exact, no decoding)
   opts.bootstrap_samples = 50;
+  opts.normalize = Normalization::None;  // the scorers' own values (a rank ties layers' last heads)
   const auto is_dead = [&](const HeadId& h) { return std::find(dead.begin(), dead.end(), h) != dead.end(); };
   for (ScoreMethod m : all_score_methods()) {
     if (!uses_data(m)) continue;
