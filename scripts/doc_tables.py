@@ -1480,7 +1480,48 @@ def methods_table(path=METHODS):
     return lines[:-1]
 
 
-TABLES = {"engines_bert": (ENGINES, engines_bert), "engines_llama": (ENGINES, engines_llama),
+STORIES = "bench/results/stories260k.json"
+
+
+def stories260k_scorers():
+    """Every scorer's default plan on stories260K beside random plans of the same size: held-out perplexity
+    with the heads masked, before any fine-tuning (studies/stories260k.py)."""
+    s = load(STORIES)
+    rows = s["targets"]
+    head = "| scorer | default normalization |"
+    rule = "| --- | --- |"
+    for r in rows:
+        head += " %d of %d heads removed: perplexity | vs random (mean) | removed per layer |" % (r["count"], s["heads"])
+        rule += " --- | --- | --- |"
+    lines = [head, rule]
+    rnd = "| random (%d seeded plans) | — |" % s["n_random"]
+    for r in rows:
+        rnd += " %.1f ± %.1f | 1 | — |" % (r["random"]["mean"], r["random"]["sd"])
+    lines.append(rnd)
+    same = "| random, the same count from every layer (%d plans) | — |" % s["n_random"]
+    for r in rows:
+        pl = r["random_per_layer"]
+        same += " %.1f ± %.1f | ×%.2f | %s |" % (pl["mean"], pl["sd"], pl["mean"] / r["random"]["mean"],
+                                               " / ".join([str(r["count"] // s["layers"])] * s["layers"]))
+    lines.append(same)
+    for m in rows[0]["methods"]:
+        line = "| `%s` | %s |" % (m, rows[0]["methods"][m]["normalization"])
+        for r in rows:
+            v = r["methods"][m]
+            ratio = v["perplexity"] / r["random"]["mean"]
+            mark = "" if v["beats_random"] else " **(worse than random)**"
+            line += " %.1f | ×%.2f%s | %s |" % (v["perplexity"], ratio, mark, " / ".join(map(str, v["per_layer"])))
+        lines.append(line)
+    d = s["data"]
+    lines.append("")
+    lines.append("Unpruned: perplexity %.2f on %d held-out sequences of %d tokens; heads scored on %d other "
+                 "sequences (both %s). `%s` (%s, %s threads, %s, %.0f s)."
+                 % (s["unpruned_perplexity"], d["heldout"][0], d["heldout"][1], d["calibration"][0], d["how"],
+                    s["command"], s["cpu"], s["threads"], s["date"], s["seconds"]))
+    return lines
+
+
+TABLES = {"stories260k_scorers": (STORIES, stories260k_scorers), "engines_bert": (ENGINES, engines_bert), "engines_llama": (ENGINES, engines_llama),
           "engines_kv": (ENGINES, engines_kv), "engines_checks": (ENGINES, engines_checks), "budget": (BUDGET, budget_table), "budget_runs": (BUDGET, budget_runs_table), "methods": (METHODS, methods_table), "methods_full": (METHODS_FULL, functools.partial(methods_table, METHODS_FULL)), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),

@@ -22,6 +22,7 @@ cd "$(dirname "$0")/.."
 STUDIES="cpu|16|2|no|blas_kernels, eager_bert_base(_openblas), eager_train_sst2(_openblas), cpu_pruned_int8
 ops|2|1|no|linear_engines, attention_core, attention_micro, gemm_engines
 synthetic|3|1|no|demo, synthetic_mt
+stories260k|1|1|no|stories260k
 bert_base|6|3|no|bert_base_table4, bert_base_textbook
 sst2|65|10|data|sst2_study, sst2_precision, importance_cost_sst2
 sst2_seeds|90|6|data|sst2_seeds
@@ -93,6 +94,10 @@ run_study() {  # NAME: the study's command at full or quick size
       if [ $q = 1 ]; then
         DEMO_ARGS="--train-steps 20 --finetune-steps 5" MT_ARGS="--max-steps 20" bash studies/synthetic.sh "$work/synthetic" "$results"
       else bash studies/synthetic.sh; fi ;;
+    stories260k)  # ../shared/models/stories260K, not ../shared/data; skipped without it
+      if [ ! -d ../shared/models/stories260K ]; then echo "stories260k: ../shared/models/stories260K is absent: skipped" >&2
+      elif [ $q = 1 ]; then /usr/bin/python3 studies/stories260k.py --calibration 16 --heldout 16 --random 4 --threads "$THREADS" --out "$results/stories260k.json"
+      else /usr/bin/python3 studies/stories260k.py --threads "$THREADS"; fi ;;
     bert_base)
       if [ $q = 1 ]; then REPS=1 bash bench/bert_base_speed.sh "$work/bert_base" "$results"
       else bash bench/bert_base_speed.sh runs/bert_base "$results"; fi ;;
