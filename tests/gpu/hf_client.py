@@ -109,7 +109,7 @@ def main():
         w = os.path.join(args.work, fixture)
         spec = ",".join(f"{attn}:{l}:{h}" for l, h in heads)
         try:
-            run(hp + ["prune", src, "--strategy", "manual", "--heads", spec, "--max-examples", "8", "--out", w + "/pruned"])
+            run(hp + ["prune", src, "--strategy", "manual", "--heads", spec, "--synthetic", "8", "--out", w + "/pruned"])
             model = w + "/pruned/model"
             run(hp + ["bench", model, "--batch", "2", "--seq", "8", "--reps", "1", "--warmup", "0",
                       "--save-io", w + "/io.safetensors"])
