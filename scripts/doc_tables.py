@@ -1411,6 +1411,23 @@ METHOD_ROWS = [("score_gradient", "gradient importance (Michel)"), ("score_taylo
                ("budget", "budget planner at PASSCONC's latency")]
 
 
+def random_row(runs):
+    """The methods table's baseline: the study's seeded random plans of the same count (studies/methods.sh,
+    N_RANDOM per seed and variant), mean ± s.d. over every plan of every seed; a results file from before
+    the study had them says it has none (the rows above then have no baseline: rerun the study)."""
+    plain = [x for r in runs for k, x in sorted(r["plain"].items()) if k.startswith("random_")]
+    kd = [x for r in runs for k, x in sorted(r.get("kd", {}).items()) if k.startswith("random_")]
+    if not plain:
+        return ("| random plans of the same count (the baseline) | | | not in this results file: rerun "
+                "studies/methods.sh (N_RANDOM) | | | |")
+    heads = stage(plain[0], "removed")["heads"]
+    cell = lambda xs: mean_sd(xs) if len(xs) > 1 else fmt(xs[0])  # noqa: E731
+    return "| random plans of the same count (%d per seed) | %d | - | %s | %s | %s | - |" % (
+        len(plain) // len(runs), heads, cell([stage(x, "removed")["metric"] for x in plain]),
+        cell([x["stages"][-1]["metric"] for x in plain]),
+        cell([x["stages"][-1]["metric"] for x in kd]) if kd else "-")
+
+
 def methods_table(path=METHODS):
     """Every method at half the heads, with and without distillation, over seeds (studies/methods.sh)."""
     t = load(path)
@@ -1455,6 +1472,7 @@ def methods_table(path=METHODS):
                     shares.append(1 / rec["paired_speedup"])
             lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (label, heads, emptied, cell(removed), cell(ft),
                                                                     cell(ftk) if ftk else "-", cell(shares, 3) if shares else "-"))
+        lines.append(random_row(runs))
         lines.append("")
     lines.append("Heads kept per seed; in parentheses, what the gates kept by themselves where the ranking "
                  "(P(open); DSP and CoFi always, `--complete-by-rank` for PASSCONC) changed the count.")

@@ -8,6 +8,8 @@
 #     miss at the end is completed by P(open), so every method keeps exactly half);
 #   - the budget planner (prune --budget latency=S, gradient importance) at S = the latency share that
 #     PASSCONC's model measured beside the unpruned one in this run (the same measured latency);
+#   - the baseline: N_RANDOM (default 8) seeded random plans of the same count (prune --strategy random,
+#     seeds SEED*100+1 ..), each fine-tuned as the methods are (not timed: their shapes vary);
 # each followed by FT_STEPS steps of recovery fine-tuning, once on the task loss alone and once with
 # distillation from the unpruned model (--distill-weight 0.5 --distill-temperature 2; gates: the same
 # for their recovery). Then every result model of a seed is timed beside the unpruned one
@@ -24,7 +26,8 @@
 # (default 1200), STEPS_LLAMA (default 600), FT_STEPS (default 100), GATE_STEPS (default 300),
 # GATE_PERIOD (default 50), MAX_EXAMPLES (evaluate and score on the first N examples of each split;
 # default all), BENCH_BATCH (16), BENCH_SEQ (64), HP, THREADS, REPS (bench repetitions, default 10),
-# MIN_TIME (seconds each model is timed at least, in the benches and the budget planner; default 2).
+# MIN_TIME (seconds each model is timed at least, in the benches and the budget planner; default 2),
+# N_RANDOM (random plans per seed and variant, default 8).
 set -euo pipefail
 models=${MODELS:-sst2 llama}
 seeds=${SEEDS:-1 2 3}
@@ -36,6 +39,7 @@ gate_period=${GATE_PERIOD:-50}
 bench_batch=${BENCH_BATCH:-16}
 bench_seq=${BENCH_SEQ:-64}
 min_time=${MIN_TIME:-2}
+n_random=${N_RANDOM:-8}
 source "$(dirname "$0")/lib.sh"
 scorers="gradient taylor activation magnitude layer_drop"
 gate_methods="passconc dsp cofi"
@@ -78,6 +82,13 @@ for MODEL in $models; do
         gates_to 0.5 "$base" "$g" "$run/$variant/gates_$g" --config "$cfg" --split test "${limit[@]}" "${opt[@]}" \
           --complete-by-rank  # equal budgets: a gate count PASS misses by one is completed by P(open)
       done
+      # Random plans of the same count, the baseline every method is read against.
+      for r in $(seq 1 "$n_random"); do
+        dir=$run/$variant/random_$r
+        [ -f "$dir/summary.json" ] || { stage "$variant random plan $r of $n_random";
+          SEED=$((SEED * 100 + r)) h prune "$base" "${report[@]}" --strategy random --target 0.5 "${opt[@]}" \
+            --out "$dir" > "$dir.txt"; }
+      done
       # The budget planner at PASSCONC's measured latency share.
       dir=$run/$variant/budget
       if [ ! -f "$dir/summary.json" ]; then
@@ -114,6 +125,7 @@ for MODEL in $models; do
       for m in $scorers; do parts+=("$MODEL/$s/$variant/score_$m=$p/$variant/score_$m/summary.json"); done
       for g in $gate_methods; do parts+=("$MODEL/$s/$variant/gates_$g=$p/$variant/gates_$g/gates.json"); done
       parts+=("$MODEL/$s/$variant/budget=$p/$variant/budget/summary.json")
+      for r in $(seq 1 "$n_random"); do parts+=("$MODEL/$s/$variant/random_$r=$p/$variant/random_$r/summary.json"); done
     done
   done
 done

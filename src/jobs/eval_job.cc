@@ -34,7 +34,7 @@ EvalReport run_eval(const EvalRequest& req, const Runtime& rt, const JobEvents& 
   EvalReport rep;
   nlohmann::json& out = rep.json;
   out = {{"checkpoint", req.checkpoint}, {"arch", to_string(cfg.arch)}};
-  out["data"] = req.data.config.empty() ? "synthetic" : req.data.config;
+  out["data"] = req.data.config.empty() ? set.name : req.data.config;  // "synthetic/valid", calibration text, ...
   out["split"] = req.data.split;
   out["precision"] = to_string(rt.precision);
   EvalOptions eo;
