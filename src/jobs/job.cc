@@ -23,7 +23,8 @@ const OptionTable<DataSource>& data_source_table() {
   using R = ValueRange;
   static const OptionTable<D> t =
       OptionTable<D>()
-          .text("config", "--config,--data", "run config whose data section to use (default: the built-in synthetic task)",
+          .text("config", "--config,--data", "run config whose data section to use (default: the built-in synthetic task, for the built-in "
+                "families' own models; a model imported from HF or with a tokenizer needs its data named)",
                 &D::config, false)
           .parsed("split", "--split", "train, valid or test", [](D& d, const std::string& s) { d.split = split_name(s); },
                   "valid")
