@@ -150,10 +150,8 @@ std::vector<std::vector<int64_t>> translate(TransformerImpl& model, const Batch&
   model.eval();
   torch::NoGradGuard no_grad;
   auto memory = model.encode(src).repeat_interleave(K, 0);  // [N, S, C]
-  // No mask given: every source token is real (Batch::attention_mask).
-  auto cross_mask = src.attention_mask.defined()
-                        ? padding_mask(src.attention_mask, memory.scalar_type()).repeat_interleave(K, 0)  // [N, 1, 1, S]
-                        : torch::Tensor();
+  auto cross_mask = padding_mask(src.attention_mask, memory.scalar_type());  // none given: every token is real
+  if (cross_mask.defined()) cross_mask = cross_mask.repeat_interleave(K, 0);     // [N, 1, 1, S]
   std::vector<KVCache> self_c, cross_c;
   const auto suppress = torch::tensor(o.suppress, torch::kLong).to(memory.device());  // made once, used every step
   auto step = [&](const torch::Tensor& last, int64_t t) {

@@ -160,9 +160,8 @@ std::string run_export(const ExportRequest& req) {
 
 namespace {
 // `info` maps the weights and reads none of them (only the head masks): headers and config, fast at
-// any size. The weights' values are checked by the jobs that use them.
-// The model (weights mapped, not checked for finite values) and, when it has one, its tokenizer checked
-// against it (check_tokenizer_fits).
+// any size. The weights' values are checked by the jobs that use them; a tokenizer, when there is one,
+// against the model's vocabulary (check_tokenizer_fits).
 Transformer peek(const std::string& checkpoint) {
   LoadOptions o;
   o.check_finite = false;

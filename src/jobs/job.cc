@@ -95,7 +95,7 @@ JobInputs::JobInputs(const std::string& checkpoint, const DataSource& data, cons
   lo.dtype = runtime.dtype;
   loaded = open_model(checkpoint, runtime.device, lo);
   config_ = loaded.model->config();
-  real_model_ = is_hf_dir(checkpoint) || loaded.tokenizer.has_value();
+  real_model_ = is_hf_dir(checkpoint) ? "a model imported from HF" : loaded.tokenizer ? "a model with a tokenizer" : "";
   if (data.config.empty()) {
     run_ = synthetic_run_config(loaded.model->config().arch);
     spec_ = synthetic_data_spec(data.synthetic_train, data.synthetic_split(), data.synthetic_split());
@@ -197,11 +197,10 @@ void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bo
 }
 
 void JobInputs::check_synthetic_allowed() const {
-  if (!real_model_) return;
-  const std::string what = is_hf_dir(loaded.dir) ? "a model imported from HF" : "a model with a tokenizer";
+  if (real_model_.empty()) return;
   if (data_.synthetic_examples == 0)
     throw std::invalid_argument(
-        loaded.dir + " is " + what + ": it needs data to score and evaluate on. Give --calibration FILE (text read "
+        loaded.dir + " is " + real_model_ + ": it needs data to score and evaluate on. Give --calibration FILE (text read "
         "with its tokenizer), --config RUN.json (a run config's data section) or, to use the built-in synthetic task "
         "knowingly, --synthetic N (in Python: data={\"calibration\": ...}, {\"config\": ...} or "
         "{\"synthetic_examples\": N}); the synthetic task's numbers say nothing about real text");

@@ -33,6 +33,7 @@ Batch Batch::rows(int64_t from, int64_t n) const {
 }
 
 torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype) {
+  if (!keep.defined()) return {};
   auto blocked = keep.eq(0).unsqueeze(1).unsqueeze(2);  // [B, 1, 1, S]
   return torch::zeros(blocked.sizes(), torch::TensorOptions().dtype(dtype).device(keep.device()))
       .masked_fill(blocked, kMaskedScore);
@@ -273,16 +274,12 @@ TransformerImpl::TransformerImpl(ModelConfig cfg) : cfg_(std::move(cfg)) {
 }
 
 namespace {
-// The additive mask of a batch's keep mask (1 = token, 0 = padding). A batch without one has no
-// padding: every token is real (HF's convention), whatever its id; an end-of-text id inside packed text
-// is a token like any other. Padding is known only from how a batch was built (collate's lengths).
-torch::Tensor given_padding(const torch::Tensor& keep, torch::ScalarType dtype) {
-  return keep.defined() ? padding_mask(keep, dtype) : torch::Tensor();
-}
-// a + b for additive masks either of which may be undefined (no mask).
-torch::Tensor add_masks(const torch::Tensor& a, const torch::Tensor& b) {
-  if (!a.defined()) return b;
-  return b.defined() ? a + b : a;
+// A causal mask plus a batch's padding, when it has a keep mask. A batch without one has no padding:
+// every token is real (HF's convention), whatever its id; an end-of-text id inside packed text is a token
+// like any other. Padding is known only from how a batch was built (collate's lengths).
+torch::Tensor with_padding(const torch::Tensor& causal, const torch::Tensor& keep, torch::ScalarType dtype) {
+  const auto padding = padding_mask(keep, dtype);
+  return padding.defined() ? causal + padding : causal;
 }
 void check_ids(const torch::Tensor& ids, const char* field) {
   if (!ids.defined()) throw std::invalid_argument(std::string("batch: ") + field + " is required");
@@ -295,7 +292,7 @@ void check_ids(const torch::Tensor& ids, const char* field) {
 torch::Tensor TransformerImpl::encode(const Batch& batch, std::map<AttnType, std::vector<torch::Tensor>>* attn) {
   check_ids(batch.input_ids, "input_ids");
   const auto dtype = encoder->embed_tokens->weight.scalar_type();
-  auto mask = given_padding(batch.attention_mask, dtype);
+  auto mask = padding_mask(batch.attention_mask, dtype);
   return encoder->forward(batch.input_ids, batch.segment_ids, mask, {}, {},
                           attn ? &(*attn)[AttnType::EncoderSelf] : nullptr, nullptr);
 }
@@ -311,8 +308,8 @@ torch::Tensor TransformerImpl::decoder_lm_mask(const Batch& batch) const {
   check_ids(batch.input_ids, "input_ids");
   const auto dtype = decoder->embed_tokens->weight.scalar_type();
   const int64_t T = batch.input_ids.size(1);
-  return add_masks(causal_mask(T, batch.input_ids.device(), dtype, cfg_.sliding_window),
-                   given_padding(batch.attention_mask, dtype));
+  return with_padding(causal_mask(T, batch.input_ids.device(), dtype, cfg_.sliding_window), batch.attention_mask,
+                      dtype);
 }
 
 Stack& TransformerImpl::single_stack() {
@@ -329,7 +326,7 @@ TransformerImpl::StackState TransformerImpl::stack_begin(const Batch& batch) {
     st.mask = decoder_lm_mask(batch);
   } else {
     check_ids(batch.input_ids, "input_ids");
-    st.mask = given_padding(batch.attention_mask, encoder->embed_tokens->weight.scalar_type());
+    st.mask = padding_mask(batch.attention_mask, encoder->embed_tokens->weight.scalar_type());
   }
   auto e = s->embed(batch.input_ids, cfg_.arch == Arch::DecoderLM ? torch::Tensor() : batch.segment_ids);
   st.x = e.x;
@@ -372,9 +369,9 @@ ModelOutput TransformerImpl::forward(const Batch& batch, const ForwardOptions& o
       check_ids(batch.decoder_input_ids, "decoder_input_ids");
       const auto dtype = decoder->embed_tokens->weight.scalar_type();
       const int64_t U = batch.decoder_input_ids.size(1);
-      auto self_mask = add_masks(causal_mask(U, batch.decoder_input_ids.device(), dtype, cfg_.sliding_window),
-                                 given_padding(batch.decoder_attention_mask, dtype));
-      auto cross_mask = given_padding(batch.attention_mask, dtype);
+      auto self_mask = with_padding(causal_mask(U, batch.decoder_input_ids.device(), dtype, cfg_.sliding_window),
+                                    batch.decoder_attention_mask, dtype);
+      auto cross_mask = padding_mask(batch.attention_mask, dtype);
       auto h = decoder->forward(batch.decoder_input_ids, {}, self_mask, memory, cross_mask,
                                 attn ? &(*attn)[AttnType::DecoderSelf] : nullptr,
                                 attn ? &(*attn)[AttnType::Cross] : nullptr);

@@ -114,9 +114,6 @@ class JobInputs {
   const DataSource& data() const { return data_; }
   const Runtime& runtime() const { return runtime_; }
   const RunConfig& run_config() const { return run_; }  // the synthetic task's when no config was given
-  // A model imported from HF or carrying a tokenizer: text is what it models, so the synthetic task is
-  // used only when asked for (DataSource::synthetic_examples), never by default.
-  bool real_model() const { return real_model_; }
 
   const EvalSet& eval();          // the split of `data.split` (loaded on first use)
   const EvalSet& score_set();     // the split of `data.score_split`, or eval() when that is "" or the same
@@ -135,7 +132,9 @@ class JobInputs {
   RunConfig run_;
   nlohmann::json spec_;  // the data section
   std::string spec_source_;
-  bool real_model_ = false;
+  // What makes the model a real one, text being what it models ("a model imported from HF", "a model
+  // with a tokenizer"); "" for the built-in families' own models, whose default data is the synthetic task.
+  std::string real_model_;
   mutable bool synthetic_warned_ = false;
   // The synthetic task for a real model: only when asked for (said once, as a warning), else an error
   // naming --calibration, --config and --synthetic.

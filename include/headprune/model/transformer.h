@@ -196,7 +196,9 @@ torch::Tensor relative_position_buckets(const torch::Tensor& distance, bool bidi
 torch::Tensor with_position_bias(const torch::Tensor& mask, const torch::Tensor& bias, const std::vector<int64_t>& heads);
 
 // Additive attention masks (0 = attend, kMaskedScore = blocked).
-torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype);  // [B,S] -> [B,1,1,S]
+// keep [B,S] (1 = token, 0 = padding) -> [B,1,1,S]; an undefined keep (no mask: every token is real, never
+// derived from the ids) gives an undefined mask.
+torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype);
 // [1,1,T,S] for T queries at positions S-T .. S-1 over S keys (S = T when omitted): a query sees the
 // keys at or before its position, and with window > 0 only the last `window` of them (Mistral's
 // sliding window: key j is seen by query i when i - window < j <= i).
