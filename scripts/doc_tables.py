@@ -1509,18 +1509,19 @@ def stories260k_scorers():
     head = "| scorer | default normalization |"
     rule = "| --- | --- |"
     for r in rows:
-        head += " %d of %d heads removed: perplexity | vs random (mean) | removed per layer |" % (r["count"], s["heads"])
-        rule += " --- | --- | --- |"
+        head += (" %d of %d heads removed: perplexity | vs random (mean) | removed per layer | unnormalized scores |"
+                 % (r["count"], s["heads"]))
+        rule += " --- | --- | --- | --- |"
     lines = [head, rule]
     rnd = "| random (%d seeded plans) | — |" % s["n_random"]
     for r in rows:
-        rnd += " %.1f ± %.1f | 1 | — |" % (r["random"]["mean"], r["random"]["sd"])
+        rnd += " %.1f ± %.1f | 1 | — | — |" % (r["random"]["mean"], r["random"]["sd"])
     lines.append(rnd)
     same = "| random, the same count from every layer (%d plans) | — |" % s["n_random"]
     for r in rows:
         pl = r["random_per_layer"]
-        same += " %.1f ± %.1f | ×%.2f | %s |" % (pl["mean"], pl["sd"], pl["mean"] / r["random"]["mean"],
-                                               " / ".join([str(r["count"] // s["layers"])] * s["layers"]))
+        same += " %.1f ± %.1f | ×%.2f | %s | — |" % (pl["mean"], pl["sd"], pl["mean"] / r["random"]["mean"],
+                                                   " / ".join([str(r["count"] // s["layers"])] * s["layers"]))
     lines.append(same)
     for m in rows[0]["methods"]:
         line = "| `%s` | %s |" % (m, rows[0]["methods"][m]["normalization"])
@@ -1528,7 +1529,9 @@ def stories260k_scorers():
             v = r["methods"][m]
             ratio = v["perplexity"] / r["random"]["mean"]
             mark = "" if v["beats_random"] else " **(worse than random)**"
-            line += " %.1f | ×%.2f%s | %s |" % (v["perplexity"], ratio, mark, " / ".join(map(str, v["per_layer"])))
+            line += " %.1f | ×%.2f%s | %s | %s |" % (v["perplexity"], ratio, mark, " / ".join(map(str, v["per_layer"])),
+                                                    "same" if v["normalization"] == "none" else
+                                                    "%.1f" % v["unnormalized"]["perplexity"])
         lines.append(line)
     d = s["data"]
     lines.append("")

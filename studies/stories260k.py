@@ -7,7 +7,8 @@ writes: sequences sampled from it at temperature 1 from BOS, by the independent 
 (tests/clients/llama2c_reference.py), seeded - one set to score heads on (calibration), another to
 measure (held-out). For each scorer: `headprune.importance` on the calibration set (the scorer's default
 normalization), the plan `headprune.plan(strategy="score", method=M, scores=...)` would give at each
-target, those heads masked, and the held-out perplexity before any fine-tuning; beside it the mean and
+target, those heads masked, and the held-out perplexity before any fine-tuning (and the same for the
+scores unnormalized, `--normalize none`, to show what each default changes); beside it the mean and
 sample standard deviation of N_RANDOM seeded random plans of the same count on the same data, and of
 N_RANDOM random plans that take the same count from every layer (the baseline of a scorer whose default
 normalization ranks within layers, as `rank` does).
@@ -98,6 +99,9 @@ def study(model_dir=MODEL, n_calibration=32, n_heldout=32, length=128, targets=(
     base = perplexity(model, heldout)
     imp = headprune.importance(model, calibration, methods=list(methods), seed=seed, threads=threads,
                                progress=progress)
+    # The same scores unnormalized, ranked globally: what each default normalization changes.
+    raw = headprune.importance(model, calibration, methods=list(methods), normalize="none", seed=seed,
+                               threads=threads, progress=progress)
     rows = []
     for fraction in targets:
         count = int(round(fraction * total))
@@ -129,6 +133,10 @@ def study(model_dir=MODEL, n_calibration=32, n_heldout=32, length=128, targets=(
             row["methods"][m] = {"perplexity": ppl, "normalization": imp[m].normalization,
                                  "per_layer": per_layer(p.heads, n_layers), "beats_random": ppl < mean,
                                  "heads": ["%s:%d:%d" % h for h in p.heads]}
+            p = headprune.plan(model, strategy="score", method=m, target=count, scores=raw, threads=threads,
+                               progress=False)
+            row["methods"][m]["unnormalized"] = {"perplexity": masked_perplexity(model, p.heads, heldout),
+                                                 "per_layer": per_layer(p.heads, n_layers)}
         rows.append(row)
     return {
         "model": "stories260K (../shared/models/stories260K)", "layers": n_layers, "heads": total,
