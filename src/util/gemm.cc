@@ -163,6 +163,26 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
+// Cached primitives are shared by every thread. In oneDNN's default ("library") scratchpad mode,
+// built without DNNL_ENABLE_CONCURRENT_EXEC as distributions ship it, all primitives share one
+// scratchpad and a primitive may not run on a thread other than the one that made it: several
+// threads (the Python module releases the GIL) then overwrite each other's partial sums. So every
+// primitive here is made in user mode and each execution brings its own scratchpad (issue 78).
+dnnl::primitive_attr user_scratchpad(dnnl::primitive_attr attr = {}) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// This execution's scratchpad for `pd`, added to `args` (the tensor keeps it alive until it returns).
+at::Tensor add_scratchpad(const dnnl::primitive_desc_base& pd, std::unordered_map<int, dnnl::memory>& args) {
+  const auto desc = pd.scratchpad_desc();
+  const auto bytes = static_cast<int64_t>(desc.get_size());
+  if (bytes == 0) return {};
+  auto buf = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+  args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(desc, cpu_engine(), buf.data_ptr());
+  return buf;
+}
+
 struct LinearPrimitive {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul prim;
@@ -170,7 +190,7 @@ struct LinearPrimitive {
 };
 
 dnnl::primitive_attr epilogue_attr(Epilogue e) {
-  dnnl::primitive_attr attr;
+  auto attr = user_scratchpad();
   if (e == Epilogue::None) return attr;
   dnnl::algorithm alg = dnnl::algorithm::eltwise_gelu_erf;
   float alpha = 0.f;
@@ -295,6 +315,7 @@ at::Tensor packed_product(const at::Tensor& x, const at::Tensor& w, const at::Te
     bc = b.contiguous();
     args.emplace(DNNL_ARG_BIAS, dnnl::memory(p->bias, eng, bc.data_ptr()));
   }
+  const auto scratch = add_scratchpad(p->pd, args);
   dnnl::stream st(eng);
   p->prim.execute(st, args);
   st.wait();
@@ -308,6 +329,8 @@ struct AttentionPrimitives {
   bool usable = false;      // false: oneDNN would run its reference kernels here (or refused)
   bool mask_post_op = false;  // the mask is added inside the first product, else by ATen after it
   dnnl::memory::desc q, kt, v, scores, mask, ctx;
+  dnnl::matmul::primitive_desc qk_pd, pv_pd;  // their scratchpad sizes (user mode)
+  dnnl::softmax_forward::primitive_desc softmax_pd;
   dnnl::matmul qk, pv;
   dnnl::softmax_forward softmax;
 };
@@ -330,7 +353,7 @@ std::shared_ptr<const AttentionPrimitives> make_attention(const at::Tensor& q, c
   try {
 #if DNNL_VERSION_MAJOR < 3
     auto qk_pd = [&](bool with_mask) {
-      dnnl::primitive_attr attr;
+      auto attr = user_scratchpad();
       attr.set_output_scales(0, {scale});
       if (with_mask) {
         dnnl::post_ops ops;
@@ -348,12 +371,15 @@ std::shared_ptr<const AttentionPrimitives> make_attention(const at::Tensor& q, c
         p->mask_post_op = true;
       }
     }
-    const dnnl::matmul::primitive_desc pv_pd(dnnl::matmul::desc(p->scores, p->v, p->ctx), eng);
+    const dnnl::matmul::primitive_desc pv_pd(dnnl::matmul::desc(p->scores, p->v, p->ctx), user_scratchpad(), eng);
     const dnnl::softmax_forward::primitive_desc sm_pd(
-        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, p->scores, 3), eng);
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, p->scores, 3), user_scratchpad(), eng);
     if (reference_kernel(qk.impl_info_str()) || reference_kernel(pv_pd.impl_info_str()) ||
         reference_kernel(sm_pd.impl_info_str()))
       return p;
+    p->qk_pd = qk;
+    p->pv_pd = pv_pd;
+    p->softmax_pd = sm_pd;
     p->qk = dnnl::matmul(qk);
     p->pv = dnnl::matmul(pv_pd);
     p->softmax = dnnl::softmax_forward(sm_pd);
@@ -411,11 +437,16 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   std::unordered_map<int, dnnl::memory> qk_args{{DNNL_ARG_SRC, qm}, {DNNL_ARG_WEIGHTS, km}, {DNNL_ARG_DST, sm}};
   if (p->mask_post_op)
     qk_args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dnnl::memory(p->mask, eng, m.data_ptr()));
+  auto scratch = add_scratchpad(p->qk_pd, qk_args);
   p->qk.execute(st, qk_args);
   st.wait();
   if (m.defined() && !p->mask_post_op) scores.add_(m);
-  p->softmax.execute(st, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, sm}});
-  p->pv.execute(st, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, cm}});
+  std::unordered_map<int, dnnl::memory> sm_args{{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, sm}};
+  const auto sm_scratch = add_scratchpad(p->softmax_pd, sm_args);
+  p->softmax.execute(st, sm_args);
+  std::unordered_map<int, dnnl::memory> pv_args{{DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, cm}};
+  const auto pv_scratch = add_scratchpad(p->pv_pd, pv_args);
+  p->pv.execute(st, pv_args);
   st.wait();
   if (probs) *probs = scores;
   return ctx;

@@ -280,3 +280,31 @@ def test_readme_python_section_runs(tmp_path, monkeypatch):
     blocks = python_blocks(section.group(0))
     assert blocks, "README.md's Python section has no python block"
     run_blocks(blocks, "README.md", tmp_path, monkeypatch)
+
+
+def test_threads_with_their_own_models_give_the_lone_run_logits_exactly(tmp_path):
+    """Issue 78: the module releases the GIL, so several threads run forwards at once; each result equals
+    the lone run's bit for bit (oneDNN's primitives and packed weights are shared between threads)."""
+    import threading
+    cfg = {"arch": "decoder_lm", "vocab_size": 300, "d_model": 256, "d_ff": 1024, "n_heads": 8,
+           "n_decoder_layers": 2, "max_positions": 64, "norm": "pre", "activation": "gelu"}
+    path = tmp_path / "lm"
+    headprune.init(cfg, path, seed=3)
+    torch.manual_seed(0)
+    xs = [torch.randint(0, 300, (b, t)) for b, t in ((1, 7), (3, 33), (8, 64))]
+    lone = [headprune.load(path)(x) for x in xs]
+    bad = []
+
+    def work(k):
+        m = headprune.load(path)
+        for i in range(15):
+            j = (i + k) % len(xs)
+            if not torch.equal(m(xs[j]), lone[j]):
+                bad.append((k, i))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad, f"{len(bad)} of 45 concurrent forwards differ from the lone run"

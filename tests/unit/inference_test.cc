@@ -2,6 +2,9 @@
 // int8) and the plain-LibTorch baseline of `bench --textbook`.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "headprune/eval/textbook.h"
 #include "headprune/model/precision.h"
 #include "headprune/model/remove_heads.h"
@@ -50,6 +53,42 @@ TEST_P(InferencePathFamilies, MatchesTheTrainingPathWithPaddingMaskedHeadsAndRem
 
 INSTANTIATE_TEST_SUITE_P(InferencePath, InferencePathFamilies,
                          HP_ALL_FAMILIES);
+
+// Several threads, each with its own copy of a model, run forwards at once (as the Python module
+// does with the GIL released): every result equals the lone run's bit for bit. The primitives and
+// packed weights of util/gemm.cc are shared by all threads (issue 78: oneDNN's shared library
+// scratchpad gave other threads' partial sums).
+TEST_P(InferencePathFamilies, ConcurrentForwardsOfSeveralModelsEqualTheLoneRunsBitForBit) {
+  auto cfg = test::config_of(GetParam());
+  cfg.d_model = 256, cfg.d_ff = 1024, cfg.head_dim = 32, cfg.n_heads = 8;  // shapes oneDNN blocks and packs
+  if (cfg.n_kv_heads > 0) cfg.n_kv_heads = 4;
+  const int kThreads = 3, kRounds = 12;
+  std::vector<Batch> batches;
+  for (int64_t i = 0; i < 4; ++i) {
+    auto b = test::make_batch(cfg, 20 + i, 1 + 3 * i);
+    if (b.attention_mask.defined() && b.attention_mask.size(0) > 1)
+      b.attention_mask.index_put_({1, torch::indexing::Slice(-2, torch::indexing::None)}, 0);
+    batches.push_back(b);
+  }
+  std::vector<torch::Tensor> lone;
+  {
+    auto m = test::make_model(cfg, 5);
+    for (const auto& b : batches) lone.push_back(inference_path(m, b));
+  }
+  std::vector<Transformer> models;
+  for (int t = 0; t < kThreads; ++t) models.push_back(test::make_model(cfg, 5));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        const size_t i = static_cast<size_t>(r + t) % batches.size();  // threads on different shapes at once
+        if (!torch::equal(inference_path(models[t], batches[i]), lone[i])) ++mismatches;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0) << "of " << kThreads * kRounds << " concurrent forwards";
+}
 
 TEST(InferencePath, FusedWeightsFollowInPlaceChangesAndReloads) {
   auto m = test::make_model(Arch::EncoderDecoder);
