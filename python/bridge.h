@@ -19,6 +19,7 @@
 
 #include "headprune/data/model_dir.h"
 #include "headprune/jobs/job.h"
+#include "headprune/util/interrupt.h"
 #include "headprune/util/json_fields.h"
 #include "headprune/util/runtime.h"
 
@@ -61,6 +62,7 @@ class Events {
   auto run(F&& job) -> decltype(job(std::declval<const JobEvents&>())) {
     try {
       py::gil_scoped_release release;
+      InterruptCheck ctrl_c(signal_check());  // Ctrl-C within a forward pass, not at the next progress step
       return job(events_);
     } catch (...) {
       rethrow_pending();
@@ -73,6 +75,7 @@ class Events {
 
  private:
   void rethrow_pending();
+  std::function<void()> signal_check() const;  // the signal check alone (util/interrupt.h)
   std::shared_ptr<State> state_;
   JobEvents events_;
 };

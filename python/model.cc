@@ -14,6 +14,7 @@
 #include "headprune/io/outputs.h"
 #include "headprune/model/remove_heads.h"
 #include "headprune/model/state.h"
+#include "headprune/util/mapped_files.h"
 #include "headprune/prune/plan.h"
 
 namespace hp::python {
@@ -110,6 +111,7 @@ py::tuple forward(Model& m, const ForwardArgs& a) {
     torch::NoGradGuard no_grad;
     out = m.impl().forward(b.to(m.device()), opts);
   }
+  check_mapped_files();  // weights read from a file truncated meanwhile: an error, not logits
   if (!a.return_attention) return py::make_tuple(own(out.logits), py::none());
   py::dict attention;
   for (const auto& [type, layers] : out.attention) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "bridge.h"
+#include "headprune/io/files.h"
 #include "headprune/util/log.h"
 #include "headprune/version.h"
 
@@ -13,9 +14,9 @@ namespace hp::python {
 
 nlohmann::json parse_json(const std::string& text, const std::string& what) {
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw std::invalid_argument(what + ": not valid JSON (" + std::string(e.what()) + ")");
+    return hp::parse_json(text, what);
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(e.what());
   }
 }
 
@@ -80,6 +81,11 @@ Events::Events(py::object progress, py::object note) : state_(std::make_shared<S
   std::shared_ptr<State> s = state_;
   events_.progress = [s](const JobEvents::Progress& p) { s->call(s->progress, p.phase, p.done, p.total, p.unit, p.extra); };
   events_.note = [s](const std::string& tag, const std::string& line) { s->call(s->note, tag, line); };
+}
+
+std::function<void()> Events::signal_check() const {
+  std::shared_ptr<State> s = state_;
+  return [s] { s->call(py::object()); };  // no callable: only PyErr_CheckSignals
 }
 
 void Events::rethrow_pending() {

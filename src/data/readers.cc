@@ -3,6 +3,7 @@
 #include "headprune/data/readers.h"
 
 #include <cerrno>
+#include <functional>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -23,29 +24,35 @@ std::string where(const std::string& path, size_t line_index) {
   return path + ":" + std::to_string(line_index + 1);
 }
 
-std::string read_gzip(const std::string& path) {
+// The decompressed bytes of a .gz file, piece by piece, at most kMaxTextFileBytes (a small file can
+// inflate a thousandfold).
+void gzip_chunks(const std::string& path, const std::function<void(const char*, size_t)>& sink) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) throw std::runtime_error(path + ": cannot open for reading (" + std::strerror(errno) + ")");
-  std::string out;
-  std::string error;
-  if (gzdirect(f) == 1) {
-    error = path + ": not gzip data (expected a gzip stream for a .gz name)";
-  } else {
-    char buf[1 << 16];
-    for (;;) {
-      const int n = gzread(f, buf, sizeof(buf));
-      if (n <= 0) break;  // end of data, or an error that gzerror reports below
-      out.append(buf, static_cast<size_t>(n));
+  struct Closer {
+    gzFile f;
+    ~Closer() {
+      if (f) gzclose(f);
     }
-    int code = Z_OK;
-    const char* msg = gzerror(f, &code);
-    if (code != Z_OK)
-      error = path + ": corrupt or truncated gzip data (" + (code == Z_ERRNO ? std::strerror(errno) : msg) + ")";
+  } closer{f};
+  if (gzdirect(f) == 1) throw std::runtime_error(path + ": not gzip data (expected a gzip stream for a .gz name)");
+  std::vector<char> buf(1 << 16);
+  uint64_t total = 0;
+  for (;;) {
+    const int n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
+    if (n <= 0) break;  // end of data, or an error that gzerror reports below
+    total += static_cast<uint64_t>(n);
+    if (total > kMaxTextFileBytes)
+      throw std::runtime_error(path + ": decompresses to more than " + std::to_string(kMaxTextFileBytes) +
+                               " bytes, more than this reader accepts (not the file you meant?)");
+    sink(buf.data(), static_cast<size_t>(n));
   }
-  const int closed = gzclose(f);
-  if (error.empty() && closed != Z_OK) error = path + ": corrupt or truncated gzip data (gzclose failed)";
-  if (!error.empty()) throw std::runtime_error(error);
-  return out;
+  int code = Z_OK;
+  const char* msg = gzerror(f, &code);
+  if (code != Z_OK)
+    throw std::runtime_error(path + ": corrupt or truncated gzip data (" + (code == Z_ERRNO ? std::strerror(errno) : msg) + ")");
+  closer.f = nullptr;
+  if (gzclose(f) != Z_OK) throw std::runtime_error(path + ": corrupt or truncated gzip data (gzclose failed)");
 }
 
 std::vector<std::string> split_tabs(const std::string& line) {
@@ -96,17 +103,37 @@ bool parse_label(const std::string& field, int64_t* out) {
 
 std::vector<std::string> read_lines(const std::string& path) {
   if (is_directory(path)) throw std::runtime_error(path + ": is a directory, expected a text file");
-  std::string text = ends_with(path, ".gz") ? read_gzip(path) : read_file(path);
-  size_t start = 0;
-  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) start = 3;
+  // Line by line while reading: a line longer than kMaxLineBytes stops the read there (a device such as
+  // /dev/zero, or a file that is one huge line, is refused after 16 MiB, not after 1 GiB).
   std::vector<std::string> lines;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    size_t stop = end;
-    if (stop > start && text[stop - 1] == '\r') --stop;
-    lines.emplace_back(text, start, stop - start);
-    start = end + 1;
+  std::string line;
+  bool first = true;
+  const auto sink = [&](const char* p, size_t n) {
+    for (const char* end = p + n; p < end;) {
+      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+      const char* stop = nl ? nl : end;
+      if (line.size() + static_cast<size_t>(stop - p) > kMaxLineBytes)
+        throw std::runtime_error(where(path, lines.size()) + ": a line longer than " + std::to_string(kMaxLineBytes) +
+                                 " bytes (a text file has lines; not the file you meant?)");
+      line.append(p, stop);
+      p = stop;
+      if (!nl) break;
+      ++p;
+      if (first && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+      first = false;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      lines.push_back(std::move(line));
+      line.clear();
+    }
+  };
+  if (ends_with(path, ".gz"))
+    gzip_chunks(path, sink);
+  else
+    read_chunks(path, sink);
+  if (first && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+  if (!line.empty()) {  // a last line without its newline
+    if (line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
   }
   return lines;
 }

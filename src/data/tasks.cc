@@ -12,6 +12,7 @@
 #include "headprune/data/synthetic.h"
 #include "headprune/util/log.h"
 #include "headprune/util/json_fields.h"
+#include "headprune/util/runtime.h"
 
 namespace hp {
 namespace {
@@ -148,6 +149,11 @@ std::vector<Example> calibration_blocks(const std::optional<Tokenizer>& tok, con
                                         int64_t length, int64_t count, uint64_t seed) {
   if (length < 2 || count < 1)
     throw std::invalid_argument("calibration: --calibration-length must be >= 2 and --calibration-samples >= 1");
+  // The examples' ids (8 bytes each, twice while the text's stream is cut) against the machine, before
+  // any is made: 2^20 samples x 2^20 tokens lie inside both flags' ranges.
+  check_memory(2.0 * 8.0 * static_cast<double>(length) * static_cast<double>(count), torch::kCPU,
+               "calibration: " + std::to_string(count) + " samples x " + std::to_string(length) + " tokens",
+               "lower --calibration-samples or --calibration-length");
   std::vector<Example> out;
   if (source == "random") {
     std::mt19937_64 gen(seed);

@@ -10,6 +10,7 @@
 #include "headprune/io/files.h"
 #include "headprune/io/hf.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/util/mapped_files.h"
 #include "headprune/model/geometry.h"
 #include "headprune/model/state.h"
 
@@ -90,6 +91,7 @@ Transformer load_checkpoint(const std::string& dir, const LoadOptions& options) 
     model = Transformer(cfg);
   }
   load_state_strict(*model, file.tensors, path, options.state());
+  check_mapped_files();  // a file truncated while it was read is an error here, not a SIGBUS
   model->eval();
   return model;
 }

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/util/dist.h"
+#include "headprune/util/mapped_files.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -61,19 +62,45 @@ void collective_write(const std::function<void()>& write) {
   dist::barrier();
 }
 
-std::string read_file(const std::string& path, uint64_t max_bytes) {
+namespace {
+std::string too_large(const std::string& path, uint64_t bytes, uint64_t max_bytes, bool at_least) {
+  return path + ": " + (at_least ? "more than " : "") + std::to_string(bytes) + " bytes, more than the " +
+         std::to_string(max_bytes) + " this reader accepts (not the file you meant?)";
+}
+}  // namespace
+
+void read_chunks(const std::string& path, const std::function<void(const char*, size_t)>& sink, uint64_t max_bytes) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw std::runtime_error(path + ": is a directory, expected a file");
-  const auto size = fs::file_size(path, ec);
-  if (!ec && size > max_bytes)
-    throw std::runtime_error(path + ": " + std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) +
-                             " this reader accepts (not the file you meant?)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open for reading (" + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw std::runtime_error(path + ": read error");
-  return ss.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes)
+    throw std::runtime_error(too_large(path, static_cast<uint64_t>(st.st_size), max_bytes, false));
+  // The bound holds while reading too: a device (/dev/zero), a pipe or a growing file has no size to ask.
+  std::vector<char> buf(1 << 16);
+  uint64_t total = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(path + ": read error (" + std::strerror(errno) + ")");
+    }
+    if (n == 0) return;
+    total += static_cast<uint64_t>(n);
+    if (total > max_bytes) throw std::runtime_error(too_large(path, max_bytes, max_bytes, true));
+    sink(buf.data(), static_cast<size_t>(n));
+  }
+}
+
+std::string read_file(const std::string& path, uint64_t max_bytes) {
+  std::string out;
+  read_chunks(path, [&](const char* p, size_t n) { out.append(p, n); }, max_bytes);
+  return out;
 }
 
 std::string read_file_head(const std::string& path, size_t max_bytes) {
@@ -130,6 +157,7 @@ void write_file_atomic_here(const std::string& path, const std::function<void(st
   // The scratch file is created with O_EXCL under a name unique to this run: an existing file (a user's,
   // or another run's) is never opened, let alone truncated.
   const std::string shown = display_path(path);
+  check_mapped_files();  // nothing computed from a checkpoint truncated under us is published
   std::string tmp;
   for (int attempt = 0;; ++attempt) {
     tmp = scratch_name(path, "tmp");
@@ -336,7 +364,12 @@ nlohmann::json parse_json(const std::string& text, const std::string& source, bo
   using Event = nlohmann::json::parse_event_t;
   std::vector<std::set<std::string>> keys;  // the keys of each object being parsed, innermost last
   std::string duplicate;
-  const auto callback = [&](int, Event event, nlohmann::json& parsed) {
+  const auto callback = [&](int depth, Event event, nlohmann::json& parsed) {
+    // A nesting deeper than any real file is refused while parsing, before the tree grows deep: copying
+    // or comparing one recurses per level (300,000 nested arrays in an unused key crashed every reader).
+    if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth)
+      throw std::runtime_error(source + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                               " levels (no config, tokenizer or plan file needs that many)");
     if (event == Event::object_start) {
       keys.emplace_back();
     } else if (event == Event::object_end) {

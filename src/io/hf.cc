@@ -11,6 +11,7 @@
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/util/mapped_files.h"
 #include "headprune/io/hf_family.h"
 #include "hf/tensors.h"
 
@@ -41,7 +42,11 @@ HfModel import_hf(const std::string& dir, const LoadOptions& lo) {
   const nlohmann::json config = read_json_file(cpath);
   const std::string wpath = join_path(dir, kWeightsFile);
   const std::string index = join_path(dir, kWeightsIndexFile);
-  if (!is_file(wpath) && is_file(index)) return import_hf(config, read_sharded_safetensors(index), index, cpath, lo);
+  if (!is_file(wpath) && is_file(index)) {
+    auto m = import_hf(config, read_sharded_safetensors(index), index, cpath, lo);
+    check_mapped_files();  // a shard truncated while it was read is an error here, not a SIGBUS
+    return m;
+  }
   if (!is_file(wpath)) {
     if (is_file(join_path(dir, "pytorch_model.bin")))
       throw std::runtime_error(
@@ -53,7 +58,9 @@ HfModel import_hf(const std::string& dir, const LoadOptions& lo) {
     throw std::runtime_error("HF checkpoint '" + dir + "': missing model.safetensors");
   }
   // Errors name the file at fault: config.json for its fields, model.safetensors for its tensors.
-  return import_hf(config, read_safetensors(wpath).tensors, wpath, cpath, lo);
+  auto m = import_hf(config, read_safetensors(wpath).tensors, wpath, cpath, lo);
+  check_mapped_files();
+  return m;
 }
 
 TensorMap read_sharded_safetensors(const std::string& index_path) {

@@ -1,5 +1,6 @@
 // safetensors reader/writer; format described in the header.
 #include "headprune/io/safetensors.h"
+#include "headprune/util/mapped_files.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -163,6 +164,7 @@ std::set<const Mapping*> g_mappings;  // the live mappings, for release_mapped_p
 struct Mapping {
   void* addr = nullptr;
   size_t len = 0;
+  int slot = -1;  // util/mapped_files.h: a truncation while mapped is an error, not a SIGBUS
   Mapping() {
     std::lock_guard<std::mutex> lock(g_mappings_mu);
     g_mappings.insert(this);
@@ -172,6 +174,7 @@ struct Mapping {
       std::lock_guard<std::mutex> lock(g_mappings_mu);
       g_mappings.erase(this);
     }
+    unregister_mapping(slot);
     if (addr) ::munmap(addr, len);
   }
 };
@@ -243,6 +246,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
   void* addr = ::mmap(nullptr, map->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd, 0);
   if (addr == MAP_FAILED) throw std::runtime_error(path + ": cannot map the file (" + std::strerror(errno) + ")");
   map->addr = addr;
+  map->slot = register_mapping(addr, map->len, path);
+  const bool copy = map->slot < 0;  // no slot left to guard it: copies, and the mapping goes with this call
   SafetensorsFile out;
   out.metadata = h.metadata;
   char* data = static_cast<char*>(addr) + h.data_start;
@@ -251,7 +256,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
     char* p = data + e.begin;
     if (e.end == e.begin) {
       out.tensors[e.name] = torch::empty(e.shape, opts);
-    } else if (reinterpret_cast<uintptr_t>(p) % c10::elementSize(e.dtype) != 0) {  // unaligned: a copy
+    } else if (copy || reinterpret_cast<uintptr_t>(p) % c10::elementSize(e.dtype) != 0) {  // unaligned: a copy
       auto t = torch::empty(e.shape, opts);
       std::memcpy(t.data_ptr(), p, e.end - e.begin);
       out.tensors[e.name] = t;

@@ -33,8 +33,8 @@ int64_t run_tokenize(const TokenizeRequest& req, std::ostream& out) {
     const std::string where = req.file + ":" + std::to_string(i + 1);
     std::vector<int64_t> ids;
     try {
-      ids = nlohmann::json::parse(lines[i]).get<std::vector<int64_t>>();
-    } catch (const nlohmann::json::exception&) {
+      ids = parse_json(lines[i], where).get<std::vector<int64_t>>();
+    } catch (const std::exception&) {
       throw std::runtime_error(where + ": expected a JSON array of token ids, got '" + lines[i].substr(0, 80) + "'");
     }
     try {

@@ -3,6 +3,7 @@
 
 #include "headprune/model/precision.h"
 #include "headprune/util/gemm.h"
+#include "headprune/util/interrupt.h"
 #include "headprune/util/torch_compat.h"
 
 #include <algorithm>
@@ -88,6 +89,7 @@ FeedForwardImpl::FeedForwardImpl(int64_t d_model, int64_t d_ff, Activation act, 
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  interruption_point();  // every path through a layer passes here or through attention (util/interrupt.h)
   torch::Tensor h;
   if (gate) {
     // LRP: the gate acts as a fixed multiplier, so relevance flows through fc1 (the "up" branch).
@@ -400,6 +402,7 @@ torch::Tensor MultiHeadAttentionImpl::grouped_step(const torch::Tensor& q, const
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key_value,
                                               const torch::Tensor& mask, torch::Tensor* probs_out,
                                               KVCache* cache, bool static_kv, const Rope* rope) {
+  interruption_point();
   const int64_t H = n_heads_kept();
   if (H == 0) return no_heads_forward(query, key_value, probs_out, cache, static_kv);
   const bool reuse_kv = cache && static_kv && cache->k.defined();

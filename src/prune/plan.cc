@@ -433,9 +433,9 @@ PruningPlan plan_manual(const std::string& spec, const ModelConfig& cfg, std::op
     const AttnType t = hf_type.value_or(cfg.attn_types().front());
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(s);
-    } catch (const nlohmann::json::exception& e) {
-      throw std::invalid_argument("--heads: not valid JSON: " + std::string(e.what()));
+      j = parse_json(s, "--heads");
+    } catch (const std::runtime_error& e) {
+      throw std::invalid_argument(e.what());
     }
     for (const auto& [layer, hs] : j.items()) {
       int64_t l = 0;

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/data/hf_tokenizers.h"
+#include "headprune/data/model_dir.h"
+#include "headprune/data/readers.h"
 #include "headprune/data/synthetic.h"
 #include "headprune/data/tasks.h"
 #include "headprune/data/tokenizer.h"
@@ -31,6 +33,7 @@
 #include "headprune/score/head_scores.h"
 #include "headprune/train/trainer.h"
 #include "headprune/util/log.h"
+#include "headprune/util/mapped_files.h"
 #include "headprune/util/runtime.h"
 #include "test_util.h"
 
@@ -235,6 +238,72 @@ TEST(HostileInput, JsonFilesRejectDuplicateKeys) {
   EXPECT_NE(error_of([&] { read_json_file(tmp / "a.json"); }).find("a.json: duplicate key 'c'"), std::string::npos);
   write(tmp / "ok.json", R"({"a": {"c": 1}, "b": {"c": 2}})");  // the same key in two objects is fine
   EXPECT_EQ(read_json_file(tmp / "ok.json")["b"]["c"], 2);
+}
+
+// Issue 78: one unused key holding 300,000 nested arrays (a 600 KB config.json) crashed info, generate,
+// export and headprune.load (the tree was copied recursively). The depth is refused while parsing.
+TEST(HostileInput, JsonNestedDeeperThanAnyRealFileIsRefusedWhileParsing) {
+  test::TempDir tmp;
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  test::copy_tree(test::hf_fixture("llama_gqa"), tmp / "m");
+  auto cfg = read_json_file(tmp / "m/config.json");
+  std::string text = cfg.dump();
+  text.insert(text.size() - 1, ", \"unused\": " + deep);
+  write(tmp / "m/config.json", text);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string e = error_of([&] { open_model(tmp / "m"); });
+  EXPECT_NE(e.find("config.json: JSON nested deeper than 256 levels"), std::string::npos) << e;
+  e = error_of([&] { parse_json("{\"a\": " + deep + "}", "the text"); });
+  EXPECT_EQ(e.rfind("the text: JSON nested deeper than 256", 0), 0u) << e;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  // Depth up to the bound is read.
+  EXPECT_EQ(parse_json(std::string(255, '[') + "7" + std::string(255, ']'), "ok").dump().size(), 511u);
+}
+
+// Issue 78: text inputs are bounded while reading, not through the file's size (which a device has not):
+// --calibration /dev/zero and tokenize --file /dev/zero read without end.
+TEST(HostileInput, TextReadersStopAtTheirBoundOnDevicesAndHugeLines) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string e = error_of([] { read_lines("/dev/zero"); });
+  EXPECT_NE(e.find("/dev/zero:1: a line longer than 16777216 bytes"), std::string::npos) << e;
+  e = error_of([] { read_file("/dev/zero", 1 << 20); });
+  EXPECT_NE(e.find("/dev/zero: more than 1048576 bytes, more than the 1048576 this reader accepts"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  EXPECT_LT(peak_rss_bytes(), 1ull << 30);
+  // Lines as before: a BOM dropped, '\r' stripped, no line after a final newline, a last line without one.
+  test::TempDir tmp;
+  write(tmp / "t.txt", "\xEF\xBB\xBF" "a\r\n\nb\nc");
+  EXPECT_EQ(read_lines(tmp / "t.txt"), (std::vector<std::string>{"a", "", "b", "c"}));
+  write(tmp / "u.txt", "x\n");
+  EXPECT_EQ(read_lines(tmp / "u.txt"), (std::vector<std::string>{"x"}));
+  // Random calibration data is estimated against the machine before any is made (2^20 x 2^20 tokens).
+  e = error_of([] { calibration_blocks(std::nullopt, "random", 100, 1 << 20, 1 << 20, 1); });
+  EXPECT_NE(e.find("calibration: 1048576 samples x 1048576 tokens needs about"), std::string::npos) << e;
+}
+
+// Issue 78: a checkpoint truncated while mapped (re-saved in place by another program) killed the CLI
+// and the Python interpreter with "Bus error". Reads past the new end now see zeros, and the file is
+// named by the next check, which loading, publishing an output and the Python forward make.
+TEST(HostileInput, ACheckpointTruncatedWhileMappedIsAnErrorNotABusError) {
+  test::TempDir tmp;
+  const std::string path = tmp / "w.safetensors";
+  TensorMap tensors;
+  for (int i = 0; i < 4; ++i) tensors["t" + std::to_string(i)] = torch::ones({256, 256}) * (i + 1);
+  write_safetensors(path, tensors);
+  {
+    auto f = read_safetensors(path);
+    EXPECT_NO_THROW(check_mapped_files());
+    ASSERT_EQ(::truncate(path.c_str(), 4096), 0);  // the header and a few values stay
+    double sum = 0;
+    for (const auto& [name, t] : f.tensors) sum += t.sum().item<double>();  // would be SIGBUS
+    EXPECT_LT(sum, 256.0 * 256.0) << "the bytes past the new end read as zeros";
+    std::string e = error_of([] { check_mapped_files(); });
+    EXPECT_NE(e.find(path + ": the file was truncated while headprune had it mapped"), std::string::npos) << e;
+    e = error_of([&] { write_file_atomic(tmp / "out.json", "{}"); });
+    EXPECT_NE(e.find("truncated while headprune had it mapped"), std::string::npos) << e;
+    EXPECT_FALSE(fs::exists(tmp / "out.json"));
+  }
+  EXPECT_NO_THROW(check_mapped_files()) << "the mapping is gone with its tensors";
 }
 
 // Found by fuzz_tokenizer_json: a number too large for a double escaped the tokenizer's JSON reader as

@@ -23,8 +23,13 @@ constexpr uint64_t kMaxTextFileBytes = 1ull << 30;  // 1 GiB
 constexpr uint64_t kMaxLineBytes = 1ull << 24;      // 16 MiB
 
 
-// Throws std::runtime_error naming the path; a file larger than max_bytes is refused before it is read.
+// Throws std::runtime_error naming the path; a file larger than max_bytes is refused before it is read,
+// and anything without a size (a device such as /dev/zero, a pipe) as soon as it has given more.
 std::string read_file(const std::string& path, uint64_t max_bytes = kMaxTextFileBytes);
+// The same bounded read, handed to `sink` piece by piece (for readers that stop earlier, e.g. on a line
+// longer than they take).
+void read_chunks(const std::string& path, const std::function<void(const char*, size_t)>& sink,
+                 uint64_t max_bytes = kMaxTextFileBytes);
 // At most the first max_bytes of a regular file (never follows a symbolic link); "" when it cannot be read.
 std::string read_file_head(const std::string& path, size_t max_bytes);
 void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write);
@@ -92,6 +97,9 @@ void collective_write(const std::function<void()>& write);
 // // and /* */ comments are skipped (run configs). Writes are atomic, indented, with a final newline.
 // Every reader of JSON goes through parse_json: an object with a repeated key is an error
 // ("SOURCE: duplicate key 'K'") instead of silently keeping the last value.
+// Objects and arrays nested deeper than kMaxJsonDepth are an error naming `source`, found while
+// parsing (nothing deep is ever built, copied or compared).
+constexpr int kMaxJsonDepth = 256;
 nlohmann::json parse_json(const std::string& text, const std::string& source, bool allow_comments = false);
 nlohmann::json read_json_file(const std::string& path, bool allow_comments = false);
 void write_json_file(const std::string& path, const nlohmann::json& j, int indent = 2);
