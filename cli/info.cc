@@ -15,7 +15,10 @@ void register_info(CLI::App& app, Context& ctx) {
   sub->add_option("checkpoint", *checkpoint, "checkpoint directory")->required();
   sub->add_flag("--json", *json, "print JSON instead of text");
   sub->callback([&ctx, checkpoint, json] {
-    start(ctx);
+    const Runtime rt = start(ctx);
+    if (rt.dtype)  // info reads the config and head masks only
+      throw std::invalid_argument("info: --dtype " + dtype_name(*rt.dtype) + " does not apply (info reads the config and "
+                                  "the head masks, not the weights); leave --dtype auto");
     if (*json) ctx.out << info_json(*checkpoint).dump(2) << "\n";
     else ctx.out << info_text(*checkpoint);
   });
@@ -27,8 +30,8 @@ void register_info(CLI::App& app, Context& ctx) {
   add_options(ex, *e, export_request_table());
   ex->add_flag("--overwrite", e->overwrite, "replace non-empty output directories as a whole (refused without it)");
   ex->callback([&ctx, e] {
-    start(ctx);
-    ctx.out << run_export(*e);
+    const Runtime rt = start(ctx);
+    ctx.out << run_export(*e, rt);
   });
 }
 

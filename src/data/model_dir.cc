@@ -7,6 +7,7 @@
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/hf.h"
+#include "headprune/model/precision.h"
 
 namespace hp {
 
@@ -46,6 +47,8 @@ LoadedModel open_model(const std::string& dir, const torch::Device& device, cons
   m.dir = dir;
   m.model = load_checkpoint(dir, options);
   if (device != torch::Device(torch::kCPU)) m.model->to(device);
+  m.dtype = m.model->parameters().front().scalar_type();
+  widen_f16_on_cpu(*m.model);  // fp16 on the CPU computes in fp32 (model/precision.h)
   // headprune's own tokenizer.json ("type": "headprune-bpe"), else the HF tokenizer files (vocab.txt,
   // vocab.json + merges.txt, or HF's own tokenizer.json) of an HF directory or carried along into a
   // headprune checkpoint.

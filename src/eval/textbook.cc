@@ -104,7 +104,8 @@ torch::Tensor TextbookClassifierImpl::forward(const Batch& batch) {
   if (segments) x = x + segments(batch.segment_ids.defined() ? batch.segment_ids : torch::zeros_like(ids));
   x = embed_dropout(embed_norm(x));
   auto mask = torch::zeros({ids.size(0), 1, 1, T}, x.options());  // no mask given: every token is real
-  if (batch.attention_mask.defined()) mask.masked_fill_(batch.attention_mask.eq(0).view({ids.size(0), 1, 1, T}), -1e9);
+  if (batch.attention_mask.defined()) mask.masked_fill_(batch.attention_mask.eq(0).view({ids.size(0), 1, 1, T}),
+                                                   masked_score(x.scalar_type()));
   for (const auto& m : *layers) x = m->as<TextbookEncoderLayerImpl>()->forward(x, mask);
   return classifier(torch::tanh(pooler(x.select(1, 0))));
 }

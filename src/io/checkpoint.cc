@@ -101,13 +101,19 @@ std::string read_checkpoint_file(const std::string& dir, const std::string& name
   return is_file(path) ? read_file(path) : std::string();
 }
 
-void save_checkpoint(const std::string& dir, TransformerImpl& model, const std::map<std::string, std::string>& extra_files) {
+void save_checkpoint(const std::string& dir, TransformerImpl& model, const std::map<std::string, std::string>& extra_files,
+                     std::optional<torch::ScalarType> dtype) {
   make_directories(dir);
   for (const auto& kv : extra_files) write_file_atomic(join_path(dir, kv.first), kv.second);
   nlohmann::json j = {{"format", "headprune"}, {"version", kCheckpointVersion}};
   j.update(model.config().to_json());
   std::map<std::string, LazyTensor> tensors;
-  for (const auto& [name, t] : state_dict(model)) tensors.emplace(name, LazyTensor::of(t));
+  for (const auto& [name, t] : state_dict(model)) {
+    if (dtype && at::isFloatingType(t.scalar_type()) && t.scalar_type() != *dtype)
+      tensors.emplace(name, LazyTensor{*dtype, t.sizes().vec(), [t, d = *dtype] { return t.to(d).contiguous(); }});
+    else
+      tensors.emplace(name, LazyTensor::of(t));
+  }
   // One file up to 5 GiB (every model before the 7B-class ones), else HF's shards and index; a
   // directory written before holds nothing stale (the caller writes into a fresh one).
   write_safetensors_sharded(dir, "model", tensors, {{"format", "headprune"}});

@@ -104,7 +104,12 @@ HfExport to_hf(TransformerImpl& model, const nlohmann::json& base_config, HfLayo
 }
 
 void export_hf(const std::string& dir, TransformerImpl& model, const nlohmann::json& base_config, HfLayout layout) {
-  const auto e = to_hf(model, base_config, layout);
+  auto e = to_hf(model, base_config, layout);
+  // torch_dtype says what the weights are (a model loaded in another dtype than its base config's
+  // is written in the one it holds); an fp32 model without one in its base config gets none.
+  const auto dtype = model.parameters().front().scalar_type();
+  if (e.config.is_object() && (e.config.contains("torch_dtype") || dtype != torch::kFloat))
+    e.config["torch_dtype"] = dtype == torch::kBFloat16 ? "bfloat16" : dtype == torch::kHalf ? "float16" : "float32";
   make_directories(dir);
   write_safetensors_sharded(dir, "model", e.tensors, {{"format", "pt"}});  // HF's shards past 5 GiB
   write_json_file(join_path(dir, kConfigFile), e.config);

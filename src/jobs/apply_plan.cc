@@ -9,6 +9,7 @@
 #include "headprune/io/checkpoint.h"
 #include "headprune/io/files.h"
 #include "headprune/io/safetensors.h"
+#include "headprune/model/precision.h"
 #include "headprune/model/remove_heads.h"
 #include "headprune/prune/pruning.h"
 #include "headprune/util/runtime.h"
@@ -106,9 +107,18 @@ PlanChecks apply_plan(JobInputs& in, const PruningPlan& plan, const std::string&
   // The saved model's logits on the check batch, taken before it is saved; then the loaded model goes
   // (the weights it maps stay resident only while something uses them), and the checkpoint just
   // written is read back and compared: memory holds one model's weights at a time.
+  // A model loaded in f16 that computes in fp32 (the CPU: model/precision.h) is saved in f16 again, as
+  // it came: its weights rounded back to fp16 first (exact unless fine-tuned), so that the logits
+  // checked below are the saved model's.
+  std::optional<torch::ScalarType> save_as;
+  if (in.loaded.dtype == torch::kHalf && result->parameters().front().scalar_type() == torch::kFloat) {
+    save_as = torch::kHalf;
+    torch::NoGradGuard no_grad;
+    for (auto& t : result->parameters()) t.set_data(t.detach().to(torch::kHalf).to(torch::kFloat));
+  }
   const Batch check = check_batch(set, *result);
   const torch::Tensor expected = logits_of(*result, check);
-  save_checkpoint(join_path(dir, "model"), *result, extras);
+  save_checkpoint(join_path(dir, "model"), *result, extras, save_as);
   save_plan(join_path(dir, "plan.json"), plan);
   result = Transformer{nullptr};
   in.loaded.model = Transformer{nullptr};
@@ -117,6 +127,7 @@ PlanChecks apply_plan(JobInputs& in, const PruningPlan& plan, const std::string&
   reload.check_finite = false;  // the weights were checked when loaded; the logits below check the file
   Transformer reloaded = load_checkpoint(join_path(dir, "model"), reload);
   reloaded->to(in.runtime().device);
+  widen_f16_on_cpu(*reloaded);
   checks.reloaded = (logits_of(*reloaded, check) - expected).abs().max().item<double>();
   return checks;
 }

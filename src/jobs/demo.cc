@@ -194,6 +194,7 @@ nlohmann::json FamilyDemo::run() {
 }  // namespace
 
 nlohmann::json run_demo(const DemoOptions& opts, const Runtime& rt, std::ostream& out, const JobEvents& events) {
+  refuse_dtype(rt, "demo", "the demo trains its own models, in fp32");
   const auto t0 = std::chrono::steady_clock::now();
   const std::string json_inside = json_inside_output(opts);
   nlohmann::json report = nlohmann::json::array();

@@ -29,6 +29,11 @@ EvalReport run_eval(const EvalRequest& req, const Runtime& rt, const JobEvents& 
   JobInputs in(req.checkpoint, data, rt);
   Transformer& model = in.model();
   const ModelConfig& cfg = model->config();
+  const auto loaded = model->parameters().front().scalar_type();
+  if (rt.precision != Precision::Float32 && loaded != torch::kFloat &&
+      !(rt.precision == Precision::BFloat16 && loaded == torch::kBFloat16))
+    throw std::invalid_argument("eval: --precision " + to_string(rt.precision) + " converts fp32 weights, but --dtype (or the "
+                                "checkpoint) gave " + dtype_name(loaded) + "; use --dtype fp32");
   apply_precision(*model, rt.precision);
   const EvalSet& set = in.eval();
   EvalReport rep;
@@ -37,6 +42,7 @@ EvalReport run_eval(const EvalRequest& req, const Runtime& rt, const JobEvents& 
   out["data"] = req.data.config.empty() ? set.name : req.data.config;  // "synthetic/valid", calibration text, ...
   out["split"] = req.data.split;
   out["precision"] = to_string(rt.precision);
+  out["dtype"] = dtype_name(in.loaded.dtype);  // the weights as loaded (f16 on the CPU computes in fp32)
   EvalOptions eo;
   eo.graphs = req.graphs;
   auto r = evaluate(*model, set.examples, eo);
@@ -160,10 +166,18 @@ BenchReport run_bench(const BenchRequest& req, const Runtime& rt, const JobEvent
   std::vector<BenchModel> models;
   for (const auto& c : req.checkpoints) {
     for (auto p : req.precisions) {
-      BenchModel m{c, open_model(c, rt.device).model};
+      BenchModel m{c, open_model(c, rt.device, load_options(rt)).model};  // in --dtype
       m.model->eval();
+      const auto loaded = m.model->parameters().front().scalar_type();
+      // --precision converts fp32 weights (bf16 weights are already bf16); weights loaded in another
+      // dtype by --dtype are refused by name rather than converted twice.
+      if (p != Precision::Float32 && loaded != torch::kFloat && !(p == Precision::BFloat16 && loaded == torch::kBFloat16))
+        throw std::invalid_argument("bench: --precision " + to_string(p) + " converts fp32 weights, but --dtype loaded " + c +
+                                    " as " + dtype_name(loaded) + "; use --dtype fp32 (or auto for an fp32 checkpoint)");
       apply_precision(*m.model, p);
-      m.precision = to_string(p);
+      // fp32 runs the weights as loaded: the record names their dtype (f16 on the CPU computes in fp32).
+      m.precision = p == Precision::Float32 ? dtype_name(loaded) : to_string(p);
+      if (p == Precision::Float32 && rt.dtype == torch::kHalf && loaded == torch::kFloat) m.precision = "f16 (fp32 compute)";
       if (req.precisions.size() > 1) m.name += " [" + m.precision + "]";
       models.push_back(m);
     }

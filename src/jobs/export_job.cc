@@ -98,9 +98,18 @@ std::string write_onnx_output(const OutputFile& out, const OnnxExport& e, const 
 
 }  // namespace
 
-std::string run_export(const ExportRequest& req) {
+std::string run_export(const ExportRequest& req, const Runtime& rt) {
   if (req.hf_dir.empty() && req.native_dir.empty() && req.gguf_path.empty() && req.onnx_path.empty())
     throw std::invalid_argument("export: give --hf DIR, --native DIR, --gguf FILE and/or --onnx FILE");
+  // The command line's `--dtype` after `export` is this row (the GGUF file's); the global one, before
+  // the subcommand, is rt.dtype. A GGUF dtype without a GGUF file was meant as the other.
+  if (req.gguf_path.empty() && req.gguf_dtype != "f32")
+    throw std::invalid_argument("export: --dtype " + req.gguf_dtype + " after 'export' is the GGUF weights' type and needs "
+                                "--gguf FILE; the dtype the model is loaded and written in is the global --dtype, "
+                                "before the subcommand (headprune --dtype " + req.gguf_dtype + " export ...)");
+  if (!rt.device.is_cpu())
+    throw std::invalid_argument("export: --device " + rt.device.str() + " does not apply (an export computes nothing; "
+                                "leave --device cpu)");
   check_outputs_apart({{req.hf_dir, "--hf"}, {req.native_dir, "--native"}, {req.gguf_path, "--gguf"}, {req.onnx_path, "--onnx"}},
                       {{req.checkpoint, "the model"}});  // before loading
   std::optional<OutputFile> gguf_out;
@@ -117,12 +126,14 @@ std::string run_export(const ExportRequest& req) {
   }
   Transformer model{nullptr};
   nlohmann::json base = nlohmann::json::object();
+  LoadOptions lo;  // in --dtype, and written so: an export computes nothing (no fp32 widening on the CPU)
+  lo.dtype = rt.dtype;
   if (is_hf_dir(req.checkpoint)) {
-    auto hf = import_hf(req.checkpoint);
+    auto hf = import_hf(req.checkpoint, lo);
     model = hf.model;
     base = hf.config;
   } else {
-    model = load_checkpoint(req.checkpoint);
+    model = load_checkpoint(req.checkpoint, lo);
   }
   const auto files = tokenizer_files(req.checkpoint);
   std::optional<GgufOutput> gguf;

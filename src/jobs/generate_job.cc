@@ -11,18 +11,19 @@
 namespace hp {
 
 nlohmann::json GenerateResult::to_json() const {
-  return {{"prompt_ids", prompt_ids}, {"ids", ids}, {"text", text}, {"seconds", seconds}, {"tokens_per_s", tokens_per_s}};
+  return {{"prompt_ids", prompt_ids}, {"ids", ids}, {"text", text}, {"seconds", seconds}, {"tokens_per_s", tokens_per_s}, {"dtype", dtype}};
 }
 
 void GenerateResult::print(std::ostream& out) const { out << text << "\n"; }
 
 GenerateResult run_generate(const GenerateRequest& req, const Runtime& rt, const JobEvents& events) {
-  LoadedModel m = open_model(req.checkpoint, rt.device);
+  LoadedModel m = open_model(req.checkpoint, rt.device, load_options(rt));  // in --dtype
   const auto arch = m.model->config().arch;
   if (arch == Arch::EncoderClassifier)
     throw std::invalid_argument(req.checkpoint + ": generate needs a decoder LM or an encoder-decoder (translation), this is " +
                                 to_string(arch));
   GenerateResult res;
+  res.dtype = dtype_name(m.dtype);
   res.prompt_ids = req.prompt_ids;
   if (res.prompt_ids.empty() && arch == Arch::EncoderDecoder) {
     // The source sentence, framed as translation data is: its ids and the end token.

@@ -155,7 +155,7 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   }
   res.json = maps_to_json(res.maps);
   res.json["checkpoint"] = req.checkpoint;
-  res.json["dtype"] = dtype_name(in.model()->parameters().front().scalar_type());
+  res.json["dtype"] = dtype_name(in.loaded.dtype);  // as loaded (f16 on the CPU computes in fp32)
   res.json["peak_rss_bytes"] = peak_rss_bytes();
   if (const auto device = in.model()->parameters().front().device(); device.is_cuda())
     res.json["device_peak_bytes"] = compat::peak_memory_bytes(device);

@@ -82,6 +82,18 @@ std::function<void(const std::string&, int64_t, int64_t)> JobEvents::phase_callb
   return [fn](const std::string& what, int64_t done, int64_t total) { fn({what, done, total}); };
 }
 
+LoadOptions load_options(const Runtime& rt) {
+  LoadOptions lo;
+  lo.dtype = rt.dtype;
+  return lo;
+}
+
+void refuse_dtype(const Runtime& rt, const std::string& job, const std::string& why) {
+  if (!rt.dtype || *rt.dtype == torch::kFloat) return;
+  throw std::invalid_argument(job + ": --dtype " + dtype_name(*rt.dtype) + " does not apply (" + why +
+                              "); leave --dtype auto or fp32");
+}
+
 JobInputs::JobInputs(const std::string& checkpoint, const DataSource& data, const Runtime& runtime)
     : data_(data), runtime_(runtime) {
   // Checked before the checkpoint is opened: every job's data counts.
@@ -91,9 +103,7 @@ JobInputs::JobInputs(const std::string& checkpoint, const DataSource& data, cons
     throw std::invalid_argument("data: the synthetic task needs at least 1 example per split (synthetic_examples " +
                                 std::to_string(data.synthetic_examples) + ", synthetic_train " +
                                 std::to_string(data.synthetic_train) + ")");
-  LoadOptions lo;
-  lo.dtype = runtime.dtype;
-  loaded = open_model(checkpoint, runtime.device, lo);
+  loaded = open_model(checkpoint, runtime.device, load_options(runtime));
   config_ = loaded.model->config();
   real_model_ = is_hf_dir(checkpoint) ? "a model imported from HF" : loaded.tokenizer ? "a model with a tokenizer" : "";
   if (data.config.empty()) {

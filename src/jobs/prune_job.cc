@@ -146,8 +146,7 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
   if (spec.strategy == PlanStrategy::Budget && !req.mask_only) {
     // The chosen model (as saved) beside the model it came from.
     events.say("prune", "checking the budget on the saved model");
-    LoadOptions lo;
-    lo.dtype = rt.dtype;
+    const LoadOptions lo = load_options(rt);
     LoadedModel unpruned = open_model(req.checkpoint, rt.device, lo), pruned = open_model(join_path(dir, "model"), rt.device, lo);
     res.budget = check_budget(*unpruned.model, *pruned.model, res.plan, spec.budget_shape);
   }

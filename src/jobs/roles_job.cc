@@ -128,6 +128,7 @@ nlohmann::json RolesResult::to_json() const {
                       {"any", c.share(c.any)}};
   }
   nlohmann::json j = {{"checkpoint", checkpoint},
+          {"dtype", dtype},
           {"conllu", conllu},
           {"sentences", sentences_used},
           {"attn_type", to_string(type)},
@@ -165,13 +166,14 @@ RolesResult run_roles(const RolesRequest& req, const Runtime& rt, const JobEvent
   std::optional<OutputDir> out;  // refused before any work (io/outputs.h)
   if (!req.out_dir.empty())
     out.emplace(req.out_dir, OutputDir::Options{"roles", req.overwrite, false, roles_inputs(req)});
-  LoadedModel lm = open_model(req.checkpoint, rt.device);
+  LoadedModel lm = open_model(req.checkpoint, rt.device, load_options(rt));  // in --dtype
   if (!lm.tokenizer)
     throw std::invalid_argument(req.checkpoint +
                                 ": no tokenizer (tokenizer.json, or an HF vocab.txt / vocab.json + merges.txt; roles "
                                 "need a model trained on text, not the synthetic task)");
   RolesResult res;
   res.checkpoint = req.checkpoint;
+  res.dtype = dtype_name(lm.dtype);
   res.thresholds = req.roles;
   res.plan = req.plan;
   res.conllu = resolve_data_path(req.data_root, req.conllu);

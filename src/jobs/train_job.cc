@@ -47,6 +47,7 @@ nlohmann::json TrainReport::to_json() const {
 
 TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvents& events) {
   if (req.out_dir.empty()) throw std::invalid_argument("train: an output directory is required (--out)");
+  refuse_dtype(rt, "train", "training keeps fp32 weights; bf16 compute is the run config's train.bf16");
   // Checked before anything is read or started: a bad value is never replaced by the config's silently.
   auto refuse = [](const std::string& field, int64_t v, const std::string& range) {
     throw std::invalid_argument("train: " + field + " " + std::to_string(v) + " must be " + range);
@@ -103,6 +104,7 @@ TrainReport run_train(const TrainRequest& req, const Runtime& rt, const JobEvent
 
 std::string run_init(const InitRequest& req, const Runtime& rt) {
   if (req.out_dir.empty()) throw std::invalid_argument("init: an output directory is required (--out)");
+  refuse_dtype(rt, "init", "a new checkpoint is written in fp32; load it with --dtype in the job that reads it");
   OutputDir out(req.out_dir, {"checkpoint", req.overwrite, false, {{req.config, "the model config"}}});
   torch::manual_seed(rt.seed);
   Transformer model(read_model_config(req.config));

@@ -111,6 +111,31 @@ at::Tensor linear(const at::Tensor& x, const c10::IValue& packed) {
 
 }  // namespace int8
 
+bool f16_computes_in_f32(const torch::Device& device) { return device.is_cpu(); }
+
+bool widen_f16_on_cpu(TransformerImpl& model) {
+  const auto params = model.parameters();
+  if (params.empty() || params.front().scalar_type() != torch::kHalf || !f16_computes_in_f32(params.front().device()))
+    return false;
+  torch::NoGradGuard no_grad;
+  // set_data keeps each tensor (and its requires_grad) and swaps in the fp32 copy; a mapped file's
+  // view is released here.
+  for (auto& t : model.parameters(true))
+    if (t.scalar_type() == torch::kHalf) t.set_data(t.detach().to(torch::kFloat));
+  for (auto& t : model.buffers(true))
+    if (t.scalar_type() == torch::kHalf) t.set_data(t.detach().to(torch::kFloat));
+  log_info("dtype", "f16 weights on the CPU compute in fp32 (LibTorch has no fp16 CPU kernels): the fp16 values, "
+                    "widened once");
+  return true;
+}
+
+void check_computable(const torch::Tensor& weight) {
+  if (weight.scalar_type() == torch::kHalf && f16_computes_in_f32(weight.device()))
+    throw std::invalid_argument(
+        "f16 weights on the CPU: LibTorch has no fp16 CPU kernels (matmul, softmax, layer_norm); load the model "
+        "with dtype f16 (--dtype f16: the fp16 values computed in fp32) or widen it (widen_f16_on_cpu), or use bf16");
+}
+
 void apply_precision(TransformerImpl& model, Precision p) {
   if (p == Precision::Float32) return;
   // A model loaded in bf16 (its stored dtype) is already what bf16 asks for.

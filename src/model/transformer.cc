@@ -3,14 +3,25 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
+#include "headprune/model/precision.h"
 #include "headprune/util/runtime.h"
 
 namespace hp {
 
-constexpr double kMaskedScore = -1e9;
+double masked_score(torch::ScalarType dtype) {
+  // -1e9 where the dtype holds it (fp32, bf16, fp64: as always); in fp16 (largest 65504) a quarter of
+  // the lowest finite value, so that a causal and a padding mask and a position bias added together
+  // stay finite (-inf would turn a row with every key blocked into NaN).
+  constexpr double kMaskedScore = -1e9;
+  if (!at::isFloatingType(dtype)) throw std::invalid_argument("masked_score: additive masks are floating point");
+  const double lowest = AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "masked_score",
+                                                        [] { return static_cast<double>(std::numeric_limits<scalar_t>::lowest()); });
+  return std::max(kMaskedScore, lowest / 4);
+}
 
 Batch Batch::map(const std::function<torch::Tensor(const torch::Tensor&)>& f) const {
   auto g = [&](const torch::Tensor& t) { return t.defined() ? f(t) : t; };
@@ -36,7 +47,7 @@ torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype) {
   if (!keep.defined()) return {};
   auto blocked = keep.eq(0).unsqueeze(1).unsqueeze(2);  // [B, 1, 1, S]
   return torch::zeros(blocked.sizes(), torch::TensorOptions().dtype(dtype).device(keep.device()))
-      .masked_fill(blocked, kMaskedScore);
+      .masked_fill(blocked, masked_score(dtype));
 }
 
 torch::Tensor causal_mask(int64_t T, const torch::Device& device, torch::ScalarType dtype, int64_t window, int64_t S) {
@@ -46,7 +57,7 @@ torch::Tensor causal_mask(int64_t T, const torch::Device& device, torch::ScalarT
   auto blocked = key > query;
   if (window > 0) blocked = blocked.logical_or(key <= query - window);
   return torch::zeros({T, S}, torch::TensorOptions().dtype(dtype).device(device))
-      .masked_fill(blocked, kMaskedScore)
+      .masked_fill(blocked, masked_score(dtype))
       .view({1, 1, T, S});
 }
 
@@ -145,6 +156,7 @@ StackImpl::Embedded StackImpl::embed(const torch::Tensor& ids, const torch::Tens
   if (!position_ids.defined() && position_offset + T > max_pos)
     throw std::invalid_argument("sequence of length " + std::to_string(position_offset + T) +
                                 " exceeds max_positions " + std::to_string(max_pos));
+  check_computable(embed_tokens->weight);  // fp16 on the CPU: the rule's error, not a missing kernel's
   Embedded e;
   auto& x = e.x;
   x = embed_tokens(ids);
@@ -239,7 +251,7 @@ torch::Tensor causal_mask_at(const torch::Tensor& position, int64_t S, torch::Sc
   const auto key = torch::arange(0, S, position.options()).view({1, 1, 1, S});
   auto blocked = key > position;
   if (window > 0) blocked = blocked.logical_or(key <= position - window);
-  return torch::zeros({1, 1, 1, S}, position.options().dtype(dtype)).masked_fill(blocked, kMaskedScore);
+  return torch::zeros({1, 1, 1, S}, position.options().dtype(dtype)).masked_fill(blocked, masked_score(dtype));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -19,6 +19,9 @@ constexpr const char* kTokenizerFile = "tokenizer.json";  // headprune's own BPE
 struct LoadedModel {
   std::string dir;
   Transformer model{nullptr};  // in eval mode, on the device it was opened on
+  // The weights' dtype as loaded (LoadOptions::dtype, or as stored): f16 also where the model computes
+  // in fp32 (f16 on the CPU, model/precision.h), which the model's own parameters then show.
+  torch::ScalarType dtype = torch::kFloat;
   std::optional<Tokenizer> tokenizer;
   // name -> bytes: headprune's tokenizer.json, or an HF tokenizer's vocab.txt / vocab.json /
   // merges.txt / tokenizer_config.json. Written into every checkpoint made from this model.

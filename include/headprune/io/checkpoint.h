@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "headprune/config.h"
@@ -29,8 +30,10 @@ Transformer load_checkpoint(const std::string& dir, const LoadOptions& options =
 
 // Creates dir if needed; overwrites config.json, model.safetensors and each extra file
 // (name -> bytes, e.g. the tokenizer) atomically.
+// dtype: the floating tensors written in it (converted as they are written); unset: as the model holds them.
 void save_checkpoint(const std::string& dir, TransformerImpl& model,
-                     const std::map<std::string, std::string>& extra_files = {});
+                     const std::map<std::string, std::string>& extra_files = {},
+                     std::optional<torch::ScalarType> dtype = std::nullopt);
 // Reads dir/name if present (e.g. the tokenizer), else returns an empty string.
 std::string read_checkpoint_file(const std::string& dir, const std::string& name);
 

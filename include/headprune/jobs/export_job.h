@@ -15,6 +15,7 @@
 
 #include "headprune/io/hf.h"
 #include "headprune/util/options.h"
+#include "headprune/util/runtime.h"
 
 namespace hp {
 
@@ -36,7 +37,10 @@ const OptionTable<ExportRequest>& export_request_table();
 
 // One line per output written ("wrote DIR (gpt2, pruned_heads {...})", "wrote DIR (llama, dense)",
 // "wrote FILE (gguf deci, f32: query heads per layer [...], key/value heads [...])").
-std::string run_export(const ExportRequest& req);
+// The model is loaded in rt.dtype (--dtype; unset = as stored) and written in it: HF's safetensors and
+// config's torch_dtype, the native checkpoint (GGUF has its own gguf_dtype; ONNX is fp32). An
+// export needs no device: a CUDA rt.device is refused.
+std::string run_export(const ExportRequest& req, const Runtime& rt = {});
 
 // JSON: the config plus n_parameters, heads_per_layer and masked_heads; text: the summary of
 // describe() (io/checkpoint.h) with parameters and masked heads.

@@ -30,6 +30,7 @@ struct GenerateResult {
   std::vector<int64_t> prompt_ids, ids;  // ids: the continuation
   std::string text;                      // the continuation, decoded ("" without a tokenizer)
   double seconds = 0, tokens_per_s = 0;
+  std::string dtype;  // the weights as loaded (--dtype, or as stored): "fp32", "bf16", "f16" (on the CPU computed in fp32)
   nlohmann::json to_json() const;
   void print(std::ostream& out) const;
 };

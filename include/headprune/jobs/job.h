@@ -100,6 +100,13 @@ struct JobEvents {
   std::function<void(const std::string&, int64_t, int64_t)> phase_callback() const;
 };
 
+// How every job that loads a model for computing loads it: in the runtime's dtype (--dtype; unset = as
+// stored). fp16 on the CPU then computes in fp32 (model/precision.h).
+LoadOptions load_options(const Runtime& rt);
+// Jobs whose weights are fp32 by their nature (training keeps fp32 master weights): rt.dtype unset or
+// fp32 passes, anything else is std::invalid_argument naming `job`, --dtype and why.
+void refuse_dtype(const Runtime& rt, const std::string& job, const std::string& why);
+
 // A checkpoint and its data, opened once per job: the model (on the runtime's device) with its
 // tokenizer, and the run config, read once.
 class JobInputs {

@@ -33,6 +33,7 @@ struct RolesRequest {
 
 struct RolesResult {
   std::string checkpoint, conllu, plan;
+  std::string dtype;  // the weights as loaded (--dtype, or as stored)
   RoleOptions thresholds;
   int64_t sentences_read = 0, sentences_used = 0;
   AttnType type = AttnType::EncoderSelf;

@@ -195,7 +195,10 @@ torch::Tensor relative_position_buckets(const torch::Tensor& distance, bool bidi
 // [B or 1, H, T, S]; mask may be undefined.
 torch::Tensor with_position_bias(const torch::Tensor& mask, const torch::Tensor& bias, const std::vector<int64_t>& heads);
 
-// Additive attention masks (0 = attend, kMaskedScore = blocked).
+// Additive attention masks (0 = attend, masked_score(dtype) = blocked).
+// The score of a blocked key in an additive mask of this dtype: -1e9, or in fp16 a quarter of its lowest
+// finite value (-16376), so that masks and a position bias added together stay finite there.
+double masked_score(torch::ScalarType dtype);
 // keep [B,S] (1 = token, 0 = padding) -> [B,1,1,S]; an undefined keep (no mask: every token is real, never
 // derived from the ids) gives an undefined mask.
 torch::Tensor padding_mask(const torch::Tensor& keep, torch::ScalarType dtype);
