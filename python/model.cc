@@ -96,7 +96,47 @@ struct ForwardArgs {
 
 // The family's forward pass without gradients on the model's device: (logits, attention or None);
 // attention is {type: [per layer [B, H, T, S] of the kept heads]}.
+namespace {
+std::string shape_of(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+// A [B, T] tensor of integers in [0, hi), shaped as `like` when given: else ValueError naming `name`.
+void check_ids(const std::string& name, const torch::Tensor& t, int64_t hi, const std::string& range,
+               const torch::Tensor* like = nullptr, const std::string& like_name = "") {
+  if (t.dim() != 2) throw std::invalid_argument(name + ": expected a [batch, length] tensor, got shape " + shape_of(t));
+  if (at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type()))
+    throw std::invalid_argument(name + ": expected integers, got a " + std::string(c10::toString(t.scalar_type())) +
+                                " tensor");
+  if (like && t.sizes() != like->sizes())
+    throw std::invalid_argument(name + ": shape " + shape_of(t) + " differs from " + like_name + "'s " + shape_of(*like));
+  if (t.numel() == 0) throw std::invalid_argument(name + ": empty (shape " + shape_of(t) + ")");
+  const int64_t lo = t.min().item<int64_t>(), top = t.max().item<int64_t>();
+  if (lo < 0 || top >= hi)
+    throw std::invalid_argument(name + ": " + std::to_string(lo < 0 ? lo : top) + " is outside " + range);
+}
+}  // namespace
+
 py::tuple forward(Model& m, const ForwardArgs& a) {
+  // Checked here, naming the argument (an id past the vocabulary was a bare IndexError from the embedding).
+  const auto& cfg = m.config();
+  const std::string vocab = "the model's vocabulary [0, " + std::to_string(cfg.vocab_size) + ")";
+  check_ids("input_ids", a.input_ids, cfg.vocab_size, vocab);
+  if (a.attention_mask) check_ids("attention_mask", *a.attention_mask, 2, "{0, 1}", &a.input_ids, "input_ids");
+  if (a.segment_ids) {
+    if (cfg.n_segments == 0) throw std::invalid_argument("segment_ids: this model has no segment embeddings");
+    check_ids("segment_ids", *a.segment_ids, cfg.n_segments,
+              "the model's segments [0, " + std::to_string(cfg.n_segments) + ")", &a.input_ids, "input_ids");
+  }
+  if (a.decoder_input_ids)
+    check_ids("decoder_input_ids", *a.decoder_input_ids, cfg.effective_tgt_vocab(),
+              "the model's target vocabulary [0, " + std::to_string(cfg.effective_tgt_vocab()) + ")");
+  if (a.decoder_attention_mask) {
+    if (!a.decoder_input_ids) throw std::invalid_argument("decoder_attention_mask: given without decoder_input_ids");
+    check_ids("decoder_attention_mask", *a.decoder_attention_mask, 2, "{0, 1}", &*a.decoder_input_ids, "decoder_input_ids");
+  }
   Batch b;
   b.input_ids = a.input_ids;
   if (a.attention_mask) b.attention_mask = *a.attention_mask;

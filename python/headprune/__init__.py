@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import numbers
 import os
 import shutil
 import tempfile
@@ -280,11 +281,11 @@ class Model:
         pad = int(self.config.get("pad_id", 0))
         ids, mask = _as_ids(input_ids, pad)
         if attention_mask is not None:
-            mask = _as_ids(attention_mask, 0)[0]
-        segs = None if segment_ids is None else _as_ids(segment_ids, 0)[0]
-        dec, dec_mask = (None, None) if decoder_input_ids is None else _as_ids(decoder_input_ids, pad)
+            mask = _as_ids(attention_mask, 0, "attention_mask")[0]
+        segs = None if segment_ids is None else _as_ids(segment_ids, 0, "segment_ids")[0]
+        dec, dec_mask = (None, None) if decoder_input_ids is None else _as_ids(decoder_input_ids, pad, "decoder_input_ids")
         if decoder_attention_mask is not None:
-            dec_mask = _as_ids(decoder_attention_mask, 0)[0]
+            dec_mask = _as_ids(decoder_attention_mask, 0, "decoder_attention_mask")[0]
         logits, attention = self._impl.forward(ids, mask, segs, dec, dec_mask, bool(return_attention))
         return (logits, attention) if return_attention else logits
 
@@ -333,12 +334,14 @@ class Model:
                       onnx_attention=onnx_attention, overwrite=overwrite)
 
 
-def _as_ids(x: Any, pad: int) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+def _as_ids(x: Any, pad: int, name: str = "input_ids") -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     """A [B, T] int64 tensor of x and, when x was ragged lists, the mask of its real tokens."""
     if isinstance(x, torch.Tensor):
+        if x.is_floating_point() or x.is_complex():
+            raise ValueError(f"{name}: expected integers, got a {x.dtype} tensor")
         t = x.to(torch.long)
         return (t.unsqueeze(0) if t.dim() == 1 else t), None
-    rows = _rows_of(x)
+    rows = _rows_of(x, name)
     n = max((len(r) for r in rows), default=0)
     ids = torch.full((len(rows), n), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), n), dtype=torch.long)
@@ -506,14 +509,23 @@ def _one_line(text: str) -> str:
     return " ".join(text.replace("\t", " ").split())
 
 
-def _rows_of(x: Any) -> List[List[int]]:
+def _id(v: Any, name: str) -> int:
+    """One token id: an integer (1.5 or True is an error, not id 1)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise ValueError(f"{name}: expected integer token ids, got {v!r}")
+    return int(v)
+
+
+def _rows_of(x: Any, name: str = "input_ids") -> List[List[int]]:
     """Rows of token ids from a [B, T] or [T] tensor, a list of ids, or a list of rows."""
     if isinstance(x, torch.Tensor):
+        if x.is_floating_point() or x.is_complex():
+            raise ValueError(f"{name}: expected integers, got a {x.dtype} tensor")
         x = x.unsqueeze(0) if x.dim() == 1 else x
         return [[int(v) for v in row] for row in x.tolist()]
     if len(x) == 0 or not isinstance(x[0], (list, tuple, torch.Tensor)):
-        return [[int(v) for v in x]]
-    return [[int(v) for v in (r.tolist() if isinstance(r, torch.Tensor) else r)] for r in x]
+        return [[_id(v, name) for v in x]]
+    return [[_id(v, name) for v in (r.tolist() if isinstance(r, torch.Tensor) else r)] for r in x]
 
 
 def _examples(batch: Mapping[str, Any]) -> List[Dict[str, Any]]:

@@ -22,6 +22,8 @@ GenerateResult run_generate(const GenerateRequest& req, const Runtime& rt, const
   if (arch == Arch::EncoderClassifier)
     throw std::invalid_argument(req.checkpoint + ": generate needs a decoder LM or an encoder-decoder (translation), this is " +
                                 to_string(arch));
+  if (!req.prompt.empty() && !req.prompt_ids.empty())
+    throw std::invalid_argument("generate: give the prompt as text (--prompt) or as token ids (--ids), not both");
   GenerateResult res;
   res.dtype = dtype_name(m.dtype);
   res.prompt_ids = req.prompt_ids;
@@ -44,6 +46,14 @@ GenerateResult run_generate(const GenerateRequest& req, const Runtime& rt, const
                                   std::to_string(m.model->config().vocab_size) + ")");
   DecodeOptions o = req.decode;
   if (m.tokenizer) o.eos_id = m.tokenizer->specials().eos;
+  // The model's positions bound the new tokens: said, not capped silently.
+  const int64_t P = static_cast<int64_t>(res.prompt_ids.size()), positions = m.model->config().max_positions;
+  const int64_t room = arch == Arch::EncoderDecoder ? positions - 1 : positions - P;
+  if (o.max_len > room && room > 0)
+    events.say("generate", "--max-new " + std::to_string(o.max_len) + " capped at " + std::to_string(room) +
+                               (arch == Arch::EncoderDecoder ? ": the decoder has " + std::to_string(positions) + " positions"
+                                                             : ": the model has " + std::to_string(positions) +
+                                                                   " positions and the prompt takes " + std::to_string(P)));
   const auto t0 = std::chrono::steady_clock::now();
   if (arch == Arch::EncoderDecoder) {
     if (o.sample) throw std::invalid_argument("generate: sampling is for decoder LMs; a translation searches (greedy or --beam)");

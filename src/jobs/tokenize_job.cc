@@ -1,6 +1,7 @@
 // `headprune tokenize` (see header).
 #include "headprune/jobs/tokenize_job.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -33,7 +34,11 @@ int64_t run_tokenize(const TokenizeRequest& req, std::ostream& out) {
     const std::string where = req.file + ":" + std::to_string(i + 1);
     std::vector<int64_t> ids;
     try {
-      ids = parse_json(lines[i], where).get<std::vector<int64_t>>();
+      const auto j = parse_json(lines[i], where);
+      // Integers only: get<int64_t> would read 1.5 as id 1.
+      if (!j.is_array() || !std::all_of(j.begin(), j.end(), [](const nlohmann::json& v) { return v.is_number_integer(); }))
+        throw std::invalid_argument("not integers");
+      ids = j.get<std::vector<int64_t>>();
     } catch (const std::exception&) {
       throw std::runtime_error(where + ": expected a JSON array of token ids, got '" + lines[i].substr(0, 80) + "'");
     }

@@ -354,3 +354,23 @@ def test_ctrl_c_stops_a_long_job_within_a_layer_not_at_its_next_step(tmp_path):
     took = time.monotonic() - t0
     assert "interrupted" in out and "finished" not in out, out
     assert took < 10, f"Ctrl-C took {took:.1f} s to stop the job"
+
+
+def test_forward_arguments_are_checked_at_the_boundary_naming_the_argument(tiny):
+    """Issue 78: an id past the vocabulary was a bare IndexError; float ids were truncated (1.5 -> 1)."""
+    m = headprune.load(tiny)  # vocabulary 50, 2 segments
+    ok = torch.tensor([[3, 4, 5]])
+    cases = [
+        (dict(input_ids=torch.tensor([[3, 50]])), r"input_ids: 50 is outside the model's vocabulary \[0, 50\)"),
+        (dict(input_ids=torch.tensor([[3, -1]])), r"input_ids: -1 is outside"),
+        (dict(input_ids=torch.tensor([[1.5, 2.0]])), r"input_ids: expected integers, got a torch.float32 tensor"),
+        (dict(input_ids=[[1.5, 2]]), r"input_ids: expected integer token ids, got 1.5"),
+        (dict(input_ids=torch.zeros(1, 2, 3, dtype=torch.long)), r"input_ids: expected a \[batch, length\] tensor, got shape \[1, 2, 3\]"),
+        (dict(input_ids=ok, attention_mask=torch.ones(1, 2, dtype=torch.long)), r"attention_mask: shape \[1, 2\] differs from input_ids's \[1, 3\]"),
+        (dict(input_ids=ok, attention_mask=torch.tensor([[1, 2, 1]])), r"attention_mask: 2 is outside \{0, 1\}"),
+        (dict(input_ids=ok, segment_ids=torch.tensor([[0, 1, 2]])), r"segment_ids: 2 is outside the model's segments \[0, 2\)"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            m(**kwargs)
+    assert m(ok).shape == (1, 2)

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app.h"
+#include "headprune/data/tokenizer.h"
 #include "headprune/io/checkpoint.h"
 #include "headprune/eval/benchmark.h"
 #include "headprune/jobs/export_job.h"
@@ -299,6 +300,27 @@ TEST(Cli, BeamSizeIsBetweenOneAndTheVocabulary) {
   expect_short_error(r, "--beam");
   r = run_cli({"--threads", "1", "generate", dir.path, "--ids", "3", "4", "--beam", "100", "--max-new", "3"});
   EXPECT_EQ(r.code, 0) << r.err;  // the whole vocabulary is a valid beam
+}
+
+// Issue 78's low items: --prompt with --ids dropped the prompt silently, --max-new was capped without a
+// word, and tokenize --decode read [1.5] as id 1.
+TEST(Cli, GenerateSaysWhatItDoesWithThePromptAndItsLengthAndDecodeTakesIntegersOnly) {
+  test::TempDir dir;
+  save_checkpoint(dir.path, *test::make_model(Arch::DecoderLM));  // 64 positions
+  auto r = run_cli({"--threads", "1", "generate", dir.path, "--ids", "3", "4", "--prompt", "hello"});
+  EXPECT_EQ(r.code, 1);
+  expect_short_error(r, "give the prompt as text (--prompt) or as token ids (--ids), not both");
+  r = run_cli({"--threads", "1", "generate", dir.path, "--ids", "3", "4", "--max-new", "100"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("--max-new 100 capped at 62: the model has 64 positions and the prompt takes 2"), std::string::npos)
+      << r.err;
+  TokenizerTrainOptions o;
+  o.vocab_size = 40;
+  Tokenizer::train({"the cat sat on the mat", "the hat"}, o).save(dir / "tokenizer.json");
+  test::write(dir / "ids.txt", "[5, 6]\n[1.5]\n");
+  r = run_cli({"tokenize", dir.path, "--decode", "--file", dir / "ids.txt"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("ids.txt:2: expected a JSON array of token ids, got '[1.5]'"), std::string::npos) << r.err;
 }
 
 TEST(Cli, GraphsOptionsReplayOrSayWhyNot) {
