@@ -97,5 +97,27 @@ TEST(TokenizerHostile, IcuErrorsInASplitAreNeverSwallowed) {
   EXPECT_NE(e.find("stack"), std::string::npos) << e;
 }
 
+// Marian's vocab.json: an id at or past the number of entries is an error naming the file, the
+// token and the id, before any table is sized by it (an id of 1e8 cost 3.3 GB).
+TEST(TokenizerHostile, MarianVocabularyIdsAreBoundedByTheEntryCount) {
+  const std::string spm = join_path(test::shared_data(), "../tokenizers/marian-opus-mt-en-mg/source.spm");
+  if (!is_file(spm)) GTEST_SKIP() << "no " << spm;
+  const auto base = SentencePieceTokenizer::load(spm);
+  test::TempDir dir;
+  test::write(dir / "vocab.json", R"({"<unk>": 0, "</s>": 1, "<pad>": 2, "▁a": 100000000})");
+  const std::string e = error_of([&] { base.with_vocabulary(dir / "vocab.json"); });
+  EXPECT_NE(e.find(dir / "vocab.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("'▁a' is 100000000"), std::string::npos) << e;
+  EXPECT_NE(e.find("[0, 4)"), std::string::npos) << e;
+  test::write(dir / "vocab.json", R"({"<unk>": 0, "</s>": 1, "<pad>": 2, "▁a": -1})");
+  EXPECT_NE(error_of([&] { base.with_vocabulary(dir / "vocab.json"); }).find("'▁a' is -1"), std::string::npos);
+  test::write(dir / "vocab.json", R"({"<unk>": 0, "</s>": 1, "<pad>": 2, "▁a": 18446744073709551615})");
+  EXPECT_NE(error_of([&] { base.with_vocabulary(dir / "vocab.json"); }).find("'▁a' is 18446744073709551615"), std::string::npos);
+  test::write(dir / "vocab.json", R"({"<unk>": 0, "</s>": 1, "<pad>": 2, "▁a": 3})");
+  const auto t = base.with_vocabulary(dir / "vocab.json");
+  EXPECT_EQ(t.vocab_size(), 4);
+  for (const int64_t i : t.encode("a b c")) EXPECT_LT(i, 4);
+}
+
 }  // namespace
 }  // namespace hp
