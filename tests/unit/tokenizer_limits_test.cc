@@ -97,6 +97,38 @@ TEST(TokenizerHostile, IcuErrorsInASplitAreNeverSwallowed) {
   EXPECT_NE(e.find("stack"), std::string::npos) << e;
 }
 
+// BPE merging is O(n log n) in a word's length (it was quadratic: a 1 MB word ran past 2 minutes),
+// and gives what merging the best-ranked pair everywhere, pass by pass, gives.
+TEST(TokenizerHostile, LongWordsMergeInNLogN) {
+  test::TempDir dir;
+  const auto t = load_json(dir, byte_level_json({{"type", "ByteLevel"}, {"use_regex", false}}));
+  // a b -> ab everywhere, then c d -> cd, then ab cd -> abcd, then ab c -> abc.
+  EXPECT_EQ(t.tokenize("abcdabcabab"), (Strings{"abcd", "abc", "ab", "ab"}));
+  EXPECT_EQ(t.tokenize("aabcdd"), (Strings{"a", "abcd", "d"}));
+  EXPECT_EQ(t.tokenize("abcd"), (Strings{"abcd"}));
+  std::string word;
+  for (int i = 0; i < 250000; ++i) word += "abcd";  // 1 MB, one piece
+  const auto toks = t.tokenize(word + "abc");
+  ASSERT_EQ(toks.size(), 250001u);
+  EXPECT_EQ(toks.front(), "abcd");
+  EXPECT_EQ(toks.back(), "abc");
+  EXPECT_EQ(t.decode(t.encode(word)), word);
+}
+
+// Added tokens are found in one pass per token, however many times they occur.
+TEST(TokenizerHostile, ManyAddedTokenMatchesStayLinear) {
+  test::TempDir dir;
+  auto j = byte_level_json({{"type", "ByteLevel"}, {"use_regex", false}});
+  j["added_tokens"] = {{{"id", 300}, {"content", "<s>"}, {"special", true}}, {{"id", 301}, {"content", "<never>"}}};
+  const auto t = load_json(dir, j);
+  std::string text;
+  for (int i = 0; i < 200000; ++i) text += "<s>ab";
+  const auto ids = t.encode(text);
+  ASSERT_EQ(ids.size(), 400000u);
+  EXPECT_EQ(ids[0], 300);
+  EXPECT_EQ(ids[1], 256);  // "ab"
+}
+
 // Marian's vocab.json: an id at or past the number of entries is an error naming the file, the
 // token and the id, before any table is sized by it (an id of 1e8 cost 3.3 GB).
 TEST(TokenizerHostile, MarianVocabularyIdsAreBoundedByTheEntryCount) {

@@ -39,9 +39,21 @@ size_t user_defined_prefix(const std::vector<std::string>& user_defined, std::st
   return 0;
 }
 
+// Every occurrence of `from` (left to right, not overlapping) replaced by `to`, in one pass.
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   if (from.empty()) return;
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  size_t at = s.find(from);
+  if (at == std::string::npos) return;
+  std::string out;
+  out.reserve(s.size());
+  size_t done = 0;
+  for (; at != std::string::npos; at = s.find(from, done)) {
+    out.append(s, done, at - done);
+    out += to;
+    done = at + from.size();
+  }
+  out.append(s, done, std::string::npos);
+  s.swap(out);
 }
 
 // sentencepiece's Normalizer::Normalize: rules (or the characters as they are), leading, trailing and
@@ -174,8 +186,12 @@ std::vector<Sym> unigram(const Impl::Model& m, const std::string& s) {
     const Score here = best[pos].score;
     bool single = false;
     for (size_t len = 1; len <= std::min(m.max_piece_bytes, n - pos); ++len) {
-      const auto it = m.lookup.find(std::string_view(s).substr(pos, len));
-      if (it == m.lookup.end()) continue;
+      const std::string_view candidate = std::string_view(s).substr(pos, len);
+      const auto it = m.lookup.find(candidate);
+      if (it == m.lookup.end()) {
+        if (!m.proper_prefixes.count(candidate)) break;  // no piece starts with it: none is longer
+        continue;
+      }
       const auto id = it->second;
       const auto type = m.types[static_cast<size_t>(id)];
       if (type == SentencePieceModel::PieceType::Unused) continue;
@@ -208,7 +224,10 @@ std::vector<Sym> unigram(const Impl::Model& m, const std::string& s) {
 // BPE: start from characters (user-defined pieces whole), merge the best adjacent pair until none is
 // left. By score (sentencepiece: the merged piece's score, highest first) or by rank (HF: the merges
 // list, lowest first); ties go to the leftmost pair. sentencepiece may merge through an unused piece,
-// which is split back afterwards.
+// which is split back afterwards. The symbols are spans of `s` in a linked list; the agenda holds
+// (priority, left symbol, bytes of the pair) and an entry is stale when the pair at its left symbol no
+// longer spans those bytes (a symbol only ever grows to the right, so the span fixes both halves):
+// O(n log n) time and about 36 bytes a character, whatever the length of the piece.
 std::vector<Sym> bpe(const Impl& impl, const std::string& s) {
   const Impl::Model& m = *impl.model;
   const bool by_rank = impl.algorithm == Impl::Algorithm::BpeByRank;
@@ -216,78 +235,103 @@ std::vector<Sym> bpe(const Impl& impl, const std::string& s) {
     const auto it = m.lookup.find(t);
     return it == m.lookup.end() ? -1 : it->second;
   };
-  std::vector<Sym> syms;
-  std::vector<bool> frozen;
+  if (s.size() >= static_cast<size_t>(INT32_MAX))
+    throw std::invalid_argument("tokenizer: a piece of " + std::to_string(s.size()) + " bytes is too long");
+  std::vector<int32_t> begin, id;  // a symbol is s[begin[i], begin[next[i]]); its piece id (-1: none)
+  std::vector<bool> frozen;        // a user-defined piece: never merged
   for (size_t pos = 0; pos < s.size();) {
     const size_t u = by_rank ? 0 : user_defined_prefix(impl.user_defined, std::string_view(s).substr(pos));
     const size_t len = u ? u : std::min(char_length(std::string_view(s).substr(pos)), s.size() - pos);
-    syms.push_back(Sym{s.substr(pos, len), lookup(std::string_view(s).substr(pos, len))});
+    begin.push_back(static_cast<int32_t>(pos));
+    id.push_back(static_cast<int32_t>(lookup(std::string_view(s).substr(pos, len))));
     frozen.push_back(u != 0);
     pos += len;
   }
-  const size_t n = syms.size();
-  std::vector<int64_t> prev(n), next(n);
-  for (size_t i = 0; i < n; ++i) prev[i] = static_cast<int64_t>(i) - 1, next[i] = i + 1 < n ? static_cast<int64_t>(i + 1) : -1;
+  const auto n = static_cast<int32_t>(begin.size());
+  std::vector<int32_t> prev(static_cast<size_t>(n)), next(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) prev[static_cast<size_t>(i)] = i - 1, next[static_cast<size_t>(i)] = i + 1 < n ? i + 1 : -1;
+  std::vector<bool> gone(static_cast<size_t>(n), false);  // merged into the symbol before it
+  const auto end_of = [&](int32_t i) {
+    const int32_t j = next[static_cast<size_t>(i)];
+    return j >= 0 ? begin[static_cast<size_t>(j)] : static_cast<int32_t>(s.size());
+  };
   struct Pair {
     double priority;
-    int64_t left, right, left_id, right_id, merged;
-    size_t bytes;
+    int32_t left, bytes;
   };
   auto worse = [](const Pair& a, const Pair& b) { return a.priority < b.priority || (a.priority == b.priority && a.left > b.left); };
   std::priority_queue<Pair, std::vector<Pair>, decltype(worse)> agenda(worse);
   std::map<std::string, std::pair<std::string, std::string>> unmerge;  // unused piece -> its two halves
-  auto consider = [&](int64_t l, int64_t r) {
-    if (l < 0 || r < 0 || frozen[static_cast<size_t>(l)] || frozen[static_cast<size_t>(r)]) return;
-    const Sym& a = syms[static_cast<size_t>(l)];
-    const Sym& b = syms[static_cast<size_t>(r)];
+  // The merge of symbol l with the next one: (priority, merged id), or id -1 when there is none.
+  auto merge_of = [&](int32_t l) -> std::pair<double, int64_t> {
+    const int32_t r = l < 0 ? -1 : next[static_cast<size_t>(l)];
+    if (r < 0 || frozen[static_cast<size_t>(l)] || frozen[static_cast<size_t>(r)]) return {0, -1};
+    const int64_t a = id[static_cast<size_t>(l)], b = id[static_cast<size_t>(r)];
     if (by_rank) {
-      const auto it = m.merges.find({a.id, b.id});
-      if (a.id < 0 || b.id < 0 || it == m.merges.end()) return;
-      agenda.push(Pair{-static_cast<double>(it->second.first), l, r, a.id, b.id, it->second.second, 0});
-      return;
+      if (a < 0 || b < 0) return {0, -1};
+      const auto it = m.merges.find({a, b});
+      if (it == m.merges.end()) return {0, -1};
+      return {-static_cast<double>(it->second.first), it->second.second};
     }
-    const std::string joined = a.text + b.text;
-    const int64_t id = lookup(joined);
-    if (id < 0) return;
-    agenda.push(Pair{m.scores[static_cast<size_t>(id)], l, r, a.id, b.id, id, joined.size()});
-    if (m.types[static_cast<size_t>(id)] == SentencePieceModel::PieceType::Unused) unmerge[joined] = {a.text, b.text};
+    const size_t from = static_cast<size_t>(begin[static_cast<size_t>(l)]), to = static_cast<size_t>(end_of(r));
+    if (to - from > m.max_piece_bytes) return {0, -1};
+    const int64_t merged = lookup(std::string_view(s).substr(from, to - from));
+    if (merged < 0) return {0, -1};
+    return {m.scores[static_cast<size_t>(merged)], merged};
   };
-  for (size_t i = 1; i < n; ++i) consider(static_cast<int64_t>(i - 1), static_cast<int64_t>(i));
+  auto consider = [&](int32_t l) {
+    const auto [priority, merged] = merge_of(l);
+    if (merged < 0) return;
+    const int32_t r = next[static_cast<size_t>(l)];
+    const int32_t from = begin[static_cast<size_t>(l)], mid = begin[static_cast<size_t>(r)], to = end_of(r);
+    agenda.push(Pair{priority, l, to - from});
+    if (!by_rank && m.types[static_cast<size_t>(merged)] == SentencePieceModel::PieceType::Unused)
+      unmerge[s.substr(static_cast<size_t>(from), static_cast<size_t>(to - from))] = {
+          s.substr(static_cast<size_t>(from), static_cast<size_t>(mid - from)), s.substr(static_cast<size_t>(mid), static_cast<size_t>(to - mid))};
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) consider(i);
   while (!agenda.empty()) {
     const Pair top = agenda.top();
     agenda.pop();
-    Sym& a = syms[static_cast<size_t>(top.left)];
-    Sym& b = syms[static_cast<size_t>(top.right)];
-    if (a.text.empty() || b.text.empty() || next[static_cast<size_t>(top.left)] != top.right || a.id != top.left_id ||
-        b.id != top.right_id || (!by_rank && a.text.size() + b.text.size() != top.bytes))
-      continue;  // stale: one side has changed since the pair was queued
-    a.text += b.text;
-    a.id = top.merged;
-    b.text.clear();
-    next[static_cast<size_t>(top.left)] = next[static_cast<size_t>(top.right)];
-    if (next[static_cast<size_t>(top.right)] >= 0) prev[static_cast<size_t>(next[static_cast<size_t>(top.right)])] = top.left;
-    consider(prev[static_cast<size_t>(top.left)], top.left);
-    consider(top.left, next[static_cast<size_t>(top.left)]);
+    const auto l = static_cast<size_t>(top.left);
+    if (gone[l] || next[l] < 0 || end_of(next[l]) - begin[l] != top.bytes) continue;  // stale: a side has changed
+    const auto merged = merge_of(top.left).second;
+    if (merged < 0) continue;
+    const auto r = static_cast<size_t>(next[l]);
+    id[l] = static_cast<int32_t>(merged);
+    gone[r] = true;
+    next[l] = next[r];
+    if (next[r] >= 0) prev[static_cast<size_t>(next[r])] = top.left;
+    if (prev[l] >= 0) consider(prev[l]);
+    consider(top.left);
   }
   std::vector<Sym> out;
   std::function<void(const std::string&)> resegment = [&](const std::string& t) {
-    const int64_t id = lookup(t);
+    const int64_t pid = lookup(t);
     const auto it = unmerge.find(t);
-    if (id >= 0 && m.types[static_cast<size_t>(id)] == SentencePieceModel::PieceType::Unused && it != unmerge.end()) {
+    if (pid >= 0 && m.types[static_cast<size_t>(pid)] == SentencePieceModel::PieceType::Unused && it != unmerge.end()) {
       resegment(it->second.first);
       resegment(it->second.second);
       return;
     }
-    out.push_back(Sym{t, id});
+    out.push_back(Sym{t, pid});
   };
-  for (int64_t i = n ? 0 : -1; i >= 0; i = next[static_cast<size_t>(i)]) {
-    if (by_rank) out.push_back(syms[static_cast<size_t>(i)]);
-    else resegment(syms[static_cast<size_t>(i)].text);
+  for (int32_t i = n ? 0 : -1; i >= 0; i = next[static_cast<size_t>(i)]) {
+    const auto from = static_cast<size_t>(begin[static_cast<size_t>(i)]);
+    std::string text = s.substr(from, static_cast<size_t>(end_of(i)) - from);
+    if (by_rank) out.push_back(Sym{std::move(text), id[static_cast<size_t>(i)]});
+    else resegment(text);
   }
   return out;
 }
 
 }  // namespace
+
+void Impl::Model::index_prefixes() {
+  proper_prefixes.clear();
+  for (const auto& [piece, id] : lookup)
+    for (size_t k = 1; k < piece.size(); ++k) proper_prefixes.insert(piece.substr(0, k));
+}
 
 int tokenizer_detail::byte_of_piece(const std::string& t) {
   unsigned v = 0;
@@ -341,21 +385,10 @@ void segment(const Impl& impl, const std::string& s, std::vector<Sym>& out) {
 // between matches is (start offset, text).
 template <typename F>
 void split_added(const Impl& impl, const std::string& text, F&& on_text, std::vector<Sym>& out) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t best = std::string::npos, best_len = 0;
-    int64_t best_id = -1;
-    for (const auto& [content, id] : impl.added) {
-      const size_t at = text.find(content, pos);
-      if (at != std::string::npos && (at < best || (at == best && content.size() > best_len)))
-        best = at, best_len = content.size(), best_id = id;
-    }
-    const size_t stop = best == std::string::npos ? text.size() : best;
-    if (stop > pos) on_text(pos, text.substr(pos, stop - pos));
-    if (best == std::string::npos) break;
-    out.push_back(Sym{text.substr(best, best_len), best_id});
-    pos = best + best_len;
-  }
+  tokenizer_detail::for_each_added(impl.added, text, [&](size_t from, size_t to, const int64_t* id) {
+    if (id) out.push_back(Sym{text.substr(from, to - from), *id});
+    else on_text(from, text.substr(from, to - from));
+  });
 }
 
 // Pieces with the ids the user sees (remapped through vocab.json for Marian).

@@ -151,6 +151,7 @@ SentencePieceTokenizer SentencePieceTokenizer::from_model(const SentencePieceMod
     }
     if (t == PieceType::UserDefined) impl->user_defined.push_back(model->pieces[i]);
   }
+  model->index_prefixes();
   model->unk_score = (lowest == FLT_MAX ? 0.0f : lowest) - 10.0f;
   model->user_defined_bonus = highest;
   model->float_scores = true;
