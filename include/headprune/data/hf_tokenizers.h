@@ -13,7 +13,8 @@
 //                        Isolated, or a Sequence; regexes run on ICU), BPE with ignore_merges, and
 //                        added tokens, matched before anything else (longest first).
 // Unicode properties (categories, case mapping, NFC/NFD) come from ICU. Plain C++ (no LibTorch).
-// Text is UTF-8; an invalid byte sequence is read as U+FFFD.
+// Text is UTF-8; invalid bytes are read by valid_utf8() (tokenizer.h): one U+FFFD per maximal
+// ill-formed subsequence, as for every kind of tokenizer.
 #pragma once
 
 #include <array>

@@ -105,7 +105,8 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::load(const std::string& vocab_json,
   }
 }
 
-std::vector<std::string> ByteLevelBpeTokenizer::pre_tokenize(const std::string& text) const {
+std::vector<std::string> ByteLevelBpeTokenizer::pre_tokenize(const std::string& raw) const {
+  const std::string text = valid_utf8(raw);  // the one rule for invalid UTF-8 (tokenizer.h)
   if (pipeline_) return pipeline_->pre_tokenize(text);
   const auto cs = code_points(text);
   const size_t n = cs.size();
@@ -211,7 +212,8 @@ std::vector<std::string> ByteLevelBpeTokenizer::tokenize_plain(const std::string
   return out;
 }
 
-std::vector<std::string> ByteLevelBpeTokenizer::tokenize(const std::string& text) const {
+std::vector<std::string> ByteLevelBpeTokenizer::tokenize(const std::string& raw) const {
+  const std::string text = valid_utf8(raw);  // the one rule for invalid UTF-8 (tokenizer.h)
   if (added_.empty()) return tokenize_plain(text);
   // Added tokens first: the earliest occurrence of any of them (the longest at that position) is one
   // token; the text between them is tokenized as usual.

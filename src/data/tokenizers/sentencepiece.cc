@@ -392,7 +392,8 @@ void split_added(const Impl& impl, const std::string& text, F&& on_text, std::ve
 }
 
 // Pieces with the ids the user sees (remapped through vocab.json for Marian).
-std::vector<Sym> run(const Impl& impl, const std::string& text) {
+std::vector<Sym> run(const Impl& impl, const std::string& raw) {
+  const std::string text = valid_utf8(raw);  // the one rule for invalid UTF-8 (tokenizer.h)
   std::vector<Sym> out;
   auto on_text = [&](size_t offset, std::string s) {
     for (const auto& n : impl.normalizers) s = apply_normalizer(n, impl.user_defined, std::move(s));

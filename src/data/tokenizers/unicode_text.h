@@ -12,7 +12,8 @@
 
 namespace hp::tokenizer_detail {
 
-// UTF-8 -> code points; an invalid byte becomes U+FFFD.
+// UTF-8 -> code points; each maximal ill-formed subsequence becomes one U+FFFD, the rule of
+// valid_utf8() (headprune/data/tokenizer.h).
 std::vector<UChar32> code_points(const std::string& s);
 
 // Code points -> UTF-8.
