@@ -196,6 +196,11 @@ std::vector<std::string> ByteLevelBpeTokenizer::bpe(const std::string& piece) co
       if (const int32_t pr = rank(p).first; pr >= 0) heap.emplace(pr, p);
     if (const int32_t nr = rank(i).first; nr >= 0) heap.emplace(nr, i);
   }
+  {  // the heap's and the back links' memory back before the tokens are built
+    decltype(heap) none;
+    heap.swap(none);
+    std::vector<int32_t>().swap(prev);
+  }
   std::vector<std::string> out;
   for (int32_t i = n ? 0 : -1; i >= 0; i = next[i]) {
     const size_t from = static_cast<size_t>(begin[i]);
@@ -225,13 +230,26 @@ std::vector<std::string> ByteLevelBpeTokenizer::tokenize(const std::string& raw)
   return out;
 }
 
-std::vector<int64_t> ByteLevelBpeTokenizer::encode(const std::string& text) const {
+// As tokenize(), without keeping every token's text: one piece's tokens at a time become ids.
+std::vector<int64_t> ByteLevelBpeTokenizer::encode(const std::string& raw) const {
+  const std::string text = valid_utf8(raw);  // the one rule for invalid UTF-8 (tokenizer.h)
   std::vector<int64_t> out;
-  for (const auto& t : tokenize(text)) {
-    const auto it = ids_.find(t);
-    if (it == ids_.end()) throw std::invalid_argument("byte-level BPE: token '" + t + "' is not in the vocabulary");
-    out.push_back(it->second);
+  const auto plain = [&](const std::string& part) {
+    for (const auto& piece : pre_tokenize(part))
+      for (const auto& t : bpe(piece)) {
+        const auto it = ids_.find(t);
+        if (it == ids_.end()) throw std::invalid_argument("byte-level BPE: token '" + t + "' is not in the vocabulary");
+        out.push_back(it->second);
+      }
+  };
+  if (added_.empty()) {
+    plain(text);
+    return out;
   }
+  tokenizer_detail::for_each_added(added_, text, [&](size_t from, size_t to, const int64_t* id) {
+    if (id) out.push_back(*id);
+    else plain(text.substr(from, to - from));
+  });
   return out;
 }
 

@@ -172,11 +172,13 @@ std::vector<std::string> apply_pre_tokenizer(const Impl::PreTokenizer& p, std::v
 // path found first. The arithmetic is the reference's, since ties are decided by rounding: HF adds in
 // double; sentencepiece (Score = float) keeps path scores in float but adds a piece's score in double
 // and compares that sum with the stored float (an unknown character's sum stays float).
-template <typename Score>
-std::vector<Sym> unigram(const Impl::Model& m, const std::string& s) {
+template <typename Score, typename Emit>
+void unigram(const Impl::Model& m, const std::string& s, Emit&& emit) {
+  if (s.size() >= static_cast<size_t>(INT32_MAX))
+    throw std::invalid_argument("tokenizer: a piece of " + std::to_string(s.size()) + " bytes is too long");
   struct Best {
     Score score = 0;
-    int64_t start = -1, id = -1;
+    int32_t start = -1, id = -1;
   };
   const size_t n = s.size();
   std::vector<Best> best(n + 1);
@@ -200,25 +202,29 @@ std::vector<Sym> unigram(const Impl::Model& m, const std::string& s) {
                             : m.scores[static_cast<size_t>(id)];
       const double cand = sc + static_cast<double>(here);
       Best& t = best[pos + len];
-      if (t.start < 0 || cand > static_cast<double>(t.score)) t = Best{static_cast<Score>(cand), static_cast<int64_t>(pos), id};
+      if (t.start < 0 || cand > static_cast<double>(t.score))
+        t = Best{static_cast<Score>(cand), static_cast<int32_t>(pos), static_cast<int32_t>(id)};
       if (len == mblen) single = true;
     }
     if (!single) {
       const Score cand = static_cast<Score>(m.unk_score) + here;
       Best& t = best[pos + mblen];
-      if (t.start < 0 || cand > t.score) t = Best{cand, static_cast<int64_t>(pos), -1};
+      if (t.start < 0 || cand > t.score) t = Best{cand, static_cast<int32_t>(pos), -1};
     }
     pos += mblen;
   }
-  std::vector<Sym> out;
+  std::vector<std::pair<int32_t, int32_t>> path;  // (start, id) of each piece, last first
   for (size_t end = n; end > 0;) {
     const Best& b = best[end];
-    const size_t start = static_cast<size_t>(b.start);
-    out.push_back(Sym{s.substr(start, end - start), b.id});
-    end = start;
+    path.emplace_back(b.start, b.id);
+    end = static_cast<size_t>(b.start);
   }
-  std::reverse(out.begin(), out.end());
-  return out;
+  std::vector<Best>().swap(best);
+  for (size_t k = path.size(); k-- > 0;) {
+    const auto start = static_cast<size_t>(path[k].first);
+    const size_t end = k ? static_cast<size_t>(path[k - 1].first) : n;
+    emit(Sym{s.substr(start, end - start), path[k].second});
+  }
 }
 
 // BPE: start from characters (user-defined pieces whole), merge the best adjacent pair until none is
@@ -227,8 +233,10 @@ std::vector<Sym> unigram(const Impl::Model& m, const std::string& s) {
 // which is split back afterwards. The symbols are spans of `s` in a linked list; the agenda holds
 // (priority, left symbol, bytes of the pair) and an entry is stale when the pair at its left symbol no
 // longer spans those bytes (a symbol only ever grows to the right, so the span fixes both halves):
-// O(n log n) time and about 36 bytes a character, whatever the length of the piece.
-std::vector<Sym> bpe(const Impl& impl, const std::string& s) {
+// O(n log n) time and a few tens of bytes a character, whatever the length of the piece. The pieces
+// go to emit(Sym&&) in order.
+template <typename Emit>
+void bpe(const Impl& impl, const std::string& s, Emit&& emit) {
   const Impl::Model& m = *impl.model;
   const bool by_rank = impl.algorithm == Impl::Algorithm::BpeByRank;
   auto lookup = [&](std::string_view t) -> int64_t {
@@ -256,14 +264,18 @@ std::vector<Sym> bpe(const Impl& impl, const std::string& s) {
     return j >= 0 ? begin[static_cast<size_t>(j)] : static_cast<int32_t>(s.size());
   };
   struct Pair {
-    double priority;
+    float priority;  // exact: sentencepiece's scores are floats, HF's ranks are below 2^24
     int32_t left, bytes;
   };
-  auto worse = [](const Pair& a, const Pair& b) { return a.priority < b.priority || (a.priority == b.priority && a.left > b.left); };
-  std::priority_queue<Pair, std::vector<Pair>, decltype(worse)> agenda(worse);
+  struct Worse {
+    bool operator()(const Pair& a, const Pair& b) const {
+      return a.priority < b.priority || (a.priority == b.priority && a.left > b.left);
+    }
+  };
+  std::priority_queue<Pair, std::vector<Pair>, Worse> agenda;
   std::map<std::string, std::pair<std::string, std::string>> unmerge;  // unused piece -> its two halves
   // The merge of symbol l with the next one: (priority, merged id), or id -1 when there is none.
-  auto merge_of = [&](int32_t l) -> std::pair<double, int64_t> {
+  auto merge_of = [&](int32_t l) -> std::pair<float, int64_t> {
     const int32_t r = l < 0 ? -1 : next[static_cast<size_t>(l)];
     if (r < 0 || frozen[static_cast<size_t>(l)] || frozen[static_cast<size_t>(r)]) return {0, -1};
     const int64_t a = id[static_cast<size_t>(l)], b = id[static_cast<size_t>(r)];
@@ -271,13 +283,13 @@ std::vector<Sym> bpe(const Impl& impl, const std::string& s) {
       if (a < 0 || b < 0) return {0, -1};
       const auto it = m.merges.find({a, b});
       if (it == m.merges.end()) return {0, -1};
-      return {-static_cast<double>(it->second.first), it->second.second};
+      return {-static_cast<float>(it->second.first), it->second.second};
     }
     const size_t from = static_cast<size_t>(begin[static_cast<size_t>(l)]), to = static_cast<size_t>(end_of(r));
     if (to - from > m.max_piece_bytes) return {0, -1};
     const int64_t merged = lookup(std::string_view(s).substr(from, to - from));
     if (merged < 0) return {0, -1};
-    return {m.scores[static_cast<size_t>(merged)], merged};
+    return {static_cast<float>(m.scores[static_cast<size_t>(merged)]), merged};
   };
   auto consider = [&](int32_t l) {
     const auto [priority, merged] = merge_of(l);
@@ -305,7 +317,10 @@ std::vector<Sym> bpe(const Impl& impl, const std::string& s) {
     if (prev[l] >= 0) consider(prev[l]);
     consider(top.left);
   }
-  std::vector<Sym> out;
+  {
+    decltype(agenda) none;  // the agenda's memory back before the pieces are emitted
+    agenda.swap(none);
+  }
   std::function<void(const std::string&)> resegment = [&](const std::string& t) {
     const int64_t pid = lookup(t);
     const auto it = unmerge.find(t);
@@ -314,15 +329,14 @@ std::vector<Sym> bpe(const Impl& impl, const std::string& s) {
       resegment(it->second.second);
       return;
     }
-    out.push_back(Sym{t, pid});
+    emit(Sym{t, pid});
   };
   for (int32_t i = n ? 0 : -1; i >= 0; i = next[static_cast<size_t>(i)]) {
     const auto from = static_cast<size_t>(begin[static_cast<size_t>(i)]);
     std::string text = s.substr(from, static_cast<size_t>(end_of(i)) - from);
-    if (by_rank) out.push_back(Sym{std::move(text), id[static_cast<size_t>(i)]});
+    if (by_rank) emit(Sym{std::move(text), id[static_cast<size_t>(i)]});
     else resegment(text);
   }
-  return out;
 }
 
 }  // namespace
@@ -346,18 +360,41 @@ namespace {
 
 // The model's pieces of one pre-tokenized piece, with unknown characters as byte pieces (byte
 // fallback, when every byte has its piece) or as <unk> (one per run when fuse_unk).
-void segment(const Impl& impl, const std::string& s, std::vector<Sym>& out) {
-  if (s.empty()) return;
-  std::vector<Sym> syms;
-  if (impl.algorithm == Impl::Algorithm::Unigram) {
-    syms = impl.model->float_scores ? unigram<float>(*impl.model, s) : unigram<double>(*impl.model, s);
-  } else if (impl.ignore_merges && impl.model->lookup.count(s)) {
-    syms = {Sym{s, impl.model->lookup.at(s)}};
-  } else {
-    syms = bpe(impl, s);
+// Where the pieces go, in order, one at a time: the last one is held back, since an unknown run may
+// still grow it (fuse_unk), and handed on when the next one comes or at flush(). Marian's pieces get
+// their ids from vocab.json by their text on the way (not the added tokens, which have theirs).
+class SymSink {
+ public:
+  SymSink(const Impl& impl, std::function<void(Sym&&)> consume) : impl_(impl), consume_(std::move(consume)) {}
+  void push_back(Sym&& s, bool by_text = true) {
+    flush();
+    last_ = std::move(s);
+    by_text_ = by_text;
+    held_ = true;
   }
+  Sym& back() { return last_; }
+  void flush() {
+    if (!held_) return;
+    held_ = false;
+    if (by_text_ && impl_.ids_by_text) {
+      const auto it = impl_.ids.find(last_.text);
+      last_.id = it == impl_.ids.end() ? impl_.unk_id : it->second;
+    }
+    consume_(std::move(last_));
+  }
+
+ private:
+  const Impl& impl_;
+  std::function<void(Sym&&)> consume_;
+  Sym last_;
+  bool by_text_ = false, held_ = false;
+};
+
+void segment(const Impl& impl, const std::string& s, SymSink& out) {
+  if (s.empty()) return;
   bool prev_unk = false;
-  for (auto& sym : syms) {
+  // Each piece of the segmentation as it comes (no second list of them for a long piece).
+  auto take = [&](Sym&& sym) {
     const bool unknown = sym.id < 0 || sym.id == impl.model_unk_id;
     if (unknown && impl.byte_fallback &&
         std::all_of(sym.text.begin(), sym.text.end(), [&](char c) { return impl.byte_ids[static_cast<unsigned char>(c)] >= 0; })) {
@@ -366,64 +403,68 @@ void segment(const Impl& impl, const std::string& s, std::vector<Sym>& out) {
         out.push_back(Sym{impl.model->pieces[static_cast<size_t>(id)], id});
       }
       prev_unk = false;
-      continue;
+      return;
     }
     if (unknown) {
       if (impl.model_unk_id < 0) throw std::invalid_argument("tokenizer: '" + sym.text + "' is unknown and the model has no unknown piece");
       // An unknown run keeps its text (sentencepiece's pieces show it; Marian looks it up).
       if (prev_unk && impl.fuse_unk) out.back().text += sym.text;
-      else out.push_back(Sym{sym.text, impl.model_unk_id});
+      else out.push_back(Sym{std::move(sym.text), impl.model_unk_id});
       prev_unk = true;
-      continue;
+      return;
     }
     out.push_back(std::move(sym));
     prev_unk = false;
+  };
+  if (impl.algorithm == Impl::Algorithm::Unigram) {
+    if (impl.model->float_scores) unigram<float>(*impl.model, s, take);
+    else unigram<double>(*impl.model, s, take);
+  } else if (impl.ignore_merges && impl.model->lookup.count(s)) {
+    take(Sym{s, impl.model->lookup.at(s)});
+  } else {
+    bpe(impl, s, take);
   }
 }
 
 // HF's added tokens: the earliest match in the raw text (the longest there) is one token; the text
 // between matches is (start offset, text).
 template <typename F>
-void split_added(const Impl& impl, const std::string& text, F&& on_text, std::vector<Sym>& out) {
+void split_added(const Impl& impl, const std::string& text, F&& on_text, SymSink& out) {
   tokenizer_detail::for_each_added(impl.added, text, [&](size_t from, size_t to, const int64_t* id) {
-    if (id) out.push_back(Sym{text.substr(from, to - from), *id});
+    if (id) out.push_back(Sym{text.substr(from, to - from), *id}, /*by_text=*/false);
     else on_text(from, text.substr(from, to - from));
   });
 }
 
-// Pieces with the ids the user sees (remapped through vocab.json for Marian).
-std::vector<Sym> run(const Impl& impl, const std::string& raw) {
+// Pieces with the ids the user sees (remapped through vocab.json for Marian), each handed to
+// `consume` as it comes: no list of them all is kept.
+void run(const Impl& impl, const std::string& raw, std::function<void(Sym&&)> consume) {
   const std::string text = valid_utf8(raw);  // the one rule for invalid UTF-8 (tokenizer.h)
-  std::vector<Sym> out;
+  SymSink out(impl, std::move(consume));
   auto on_text = [&](size_t offset, std::string s) {
     for (const auto& n : impl.normalizers) s = apply_normalizer(n, impl.user_defined, std::move(s));
     std::vector<std::string> pieces = {std::move(s)};
     for (const auto& p : impl.pre_tokenizers) pieces = apply_pre_tokenizer(p, std::move(pieces), offset == 0);
     for (const auto& p : pieces) {
-      const size_t from = out.size();
       segment(impl, p, out);
-      if (impl.ids_by_text)
-        for (size_t k = from; k < out.size(); ++k) {
-          const auto it = impl.ids.find(out[k].text);
-          out[k].id = it == impl.ids.end() ? impl.unk_id : it->second;
-        }
+      out.flush();  // an unknown run never continues into the next piece
     }
   };
   split_added(impl, text, on_text, out);
-  return out;
+  out.flush();
 }
 
 }  // namespace
 
 std::vector<std::string> SentencePieceTokenizer::tokenize(const std::string& text) const {
   std::vector<std::string> out;
-  for (auto& s : run(*impl_, text)) out.push_back(std::move(s.text));
+  run(*impl_, text, [&](Sym&& s) { out.push_back(std::move(s.text)); });
   return out;
 }
 
 std::vector<int64_t> SentencePieceTokenizer::encode(const std::string& text) const {
   std::vector<int64_t> out;
-  for (const auto& s : run(*impl_, text)) out.push_back(s.id);
+  run(*impl_, text, [&](Sym&& s) { out.push_back(s.id); });
   return out;
 }
 
