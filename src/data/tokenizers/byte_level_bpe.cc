@@ -200,8 +200,12 @@ std::vector<std::string> ByteLevelBpeTokenizer::bpe(const std::string& piece) co
     decltype(heap) none;
     heap.swap(none);
     std::vector<int32_t>().swap(prev);
+    std::vector<int32_t>().swap(sym);
   }
+  size_t count = 0;
+  for (int32_t i = n ? 0 : -1; i >= 0; i = next[i]) ++count;
   std::vector<std::string> out;
+  out.reserve(count);
   for (int32_t i = n ? 0 : -1; i >= 0; i = next[i]) {
     const size_t from = static_cast<size_t>(begin[i]);
     const size_t to = next[i] >= 0 ? static_cast<size_t>(begin[next[i]]) : mapped.size();
