@@ -85,6 +85,34 @@ SP_BPE_JSON = {
                                                  {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}}
 
 
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
+                r"\s+(?!\S)|\s+")
+
+
+def byte_level_json(pre_tokenizer):
+    """A byte-level BPE tokenizer.json: every byte a token (GPT-2's printable symbols), a few merges."""
+    symbols, n = [], 256
+    for b in range(256):
+        if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255:
+            symbols.append(chr(b))
+        else:
+            symbols.append(chr(n))
+            n += 1
+    vocab = {s: i for i, s in enumerate(symbols)}
+    for t in ("ab", "cd", "abcd", "abc"):
+        vocab[t] = len(vocab)
+    return {"model": {"type": "BPE", "vocab": vocab, "merges": ["a b", "c d", "ab cd", "ab c"]},
+            "added_tokens": [{"id": len(vocab), "content": "<|endoftext|>", "special": True}],
+            "pre_tokenizer": pre_tokenizer, "decoder": {"type": "ByteLevel"}}
+
+
+def split_regex(pattern):
+    """A Split (Isolated) by `pattern`, then ByteLevel without GPT-2's pattern (as Llama 3's file)."""
+    return {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": pattern, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+
+
 def strip_comments(raw):
     """Drops // line comments (run configs allow them; they never occur inside these strings)."""
     return "\n".join(l.split("//")[0] if l.lstrip().startswith("//") else l for l in raw.decode().splitlines())
@@ -173,6 +201,24 @@ def main():
         "ab  c é".encode())
     put("sentencepiece", "unigram_bytes", sp_model(1, True) + SEP + json.dumps(SP_BPE_JSON, ensure_ascii=False).encode() +
         SEP + " éabé ".encode())
+    # An HF tokenizer directory (hf_tokenizer): tokenizer.json, source.spm, vocab.json, text. Byte-level
+    # tokenizer.json files split by Llama 3's regex, by one that backtracks catastrophically (it must
+    # stop with an error: ICU's time limit) and by a String pattern holding \\E (matched literally);
+    # Marian vocabularies, one with an id far past its entry count (refused before allocating)
+    put("hf_tokenizer", "llama3_regex", json.dumps(byte_level_json(split_regex({"Regex": LLAMA3_REGEX})),
+                                                   ensure_ascii=False).encode() + SEP + SEP + SEP +
+        "Hello world's 12345 \n\n  ok".encode())
+    put("hf_tokenizer", "catastrophic_regex", json.dumps(byte_level_json(split_regex({"Regex": "(a+)+$"})),
+                                                         ensure_ascii=False).encode() + SEP + SEP + SEP +
+        b"a" * 40 + b"b")
+    put("hf_tokenizer", "string_pattern", json.dumps(byte_level_json(split_regex({"String": "\\E.*"})),
+                                                     ensure_ascii=False).encode() + SEP + SEP + SEP +
+        b"ab\\E.*cd\\Ex")
+    marian_vocab = {"<unk>": 0, "</s>": 1, "<pad>": 2, "\u2581a": 3, "\u2581ab": 4, "b": 5}
+    put("hf_tokenizer", "marian", SEP + sp_model(1, False) + SEP + json.dumps(marian_vocab, ensure_ascii=False).encode() +
+        SEP + "ab a b</s> c".encode())
+    put("hf_tokenizer", "marian_huge_id", SEP + sp_model(2, False) + SEP +
+        json.dumps(dict(marian_vocab, b=100000000), ensure_ascii=False).encode() + SEP + b"ab")
     # TSV (SST-2 style), parallel text, CoNLL-U
     put("tsv", "sst2", "sentence\tlabel\nit 's a charming journey . \t1\na \"bad\" film\t0\n")
     put("tsv", "pair", "sentence\tlabel\tother\nx\t1\ty\n")

@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 bdir=$root/build-fuzz
 harnesses=(safetensors model_config run_config plan importance hf_model tokenizer_json gpt2_bpe
-           wordpiece tsv parallel conllu gzip figures sentencepiece)
+           wordpiece tsv parallel conllu gzip figures sentencepiece hf_tokenizer)
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 export CCACHE_NOHASHDIR=1

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
+#include <unicode/utf8.h>
 
 #include "headprune/io/files.h"
 
@@ -389,6 +390,37 @@ std::string string_field(const json& j, const char* key, const std::string& what
 
 }  // namespace
 
+std::string valid_utf8(std::string text) {
+  const auto* p = reinterpret_cast<const uint8_t*>(text.data());
+  const auto n = static_cast<int64_t>(text.size());
+  int64_t i = 0;
+  while (i < n) {  // ASCII runs quickly; anything else by ICU's decoder
+    if (p[i] < 0x80) {
+      ++i;
+      continue;
+    }
+    int32_t k = 0, len = static_cast<int32_t>(std::min<int64_t>(n - i, 4));
+    UChar32 c;
+    U8_NEXT(p + i, k, len, c);
+    if (c < 0) break;
+    i += k;
+  }
+  if (i == n) return text;
+  // U8_NEXT consumes one maximal subpart of an ill-formed sequence (ICU 60 and later), the unit that
+  // becomes one U+FFFD.
+  std::string out(text, 0, static_cast<size_t>(i));
+  out.reserve(text.size() + 16);
+  while (i < n) {
+    int32_t k = 0, len = static_cast<int32_t>(std::min<int64_t>(n - i, 4));
+    UChar32 c;
+    U8_NEXT(p + i, k, len, c);
+    if (c < 0) out += "\xEF\xBF\xBD";
+    else out.append(text, static_cast<size_t>(i), static_cast<size_t>(k));
+    i += k;
+  }
+  return out;
+}
+
 Tokenizer::Tokenizer(std::shared_ptr<const Model> model)
     : model_(std::move(model)), cache_(std::make_shared<Cache>()) {}
 
@@ -555,7 +587,10 @@ Tokenizer Tokenizer::load(const std::string& path) { return from_serialized(read
 
 void Tokenizer::save(const std::string& path) const { write_file_atomic(path, serialized()); }
 
-std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
+std::vector<int64_t> Tokenizer::encode(const std::string& raw) const {
+  // One rule for invalid UTF-8 before any kind of tokenizer sees the text (each HF kind applies the
+  // same valid_utf8() at its own entry too, for callers that use it directly; valid text passes as is).
+  const std::string text = valid_utf8(raw);
   if (backend_) return backend_->encode(text);
   std::vector<int64_t> out;
   for_each_word(text, [&](const std::string& w) {

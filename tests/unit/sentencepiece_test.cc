@@ -3,10 +3,13 @@
 // by Viterbi, byte fallback, unknown runs), bad files, and a few encodings of the real Llama-2 and
 // Marian files in ../shared/tokenizers against python3-sentencepiece's (the full comparison with the
 // real clients is the e2e test tokenizer_clients).
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "headprune/data/hf_tokenizers.h"
 #include "headprune/data/sentencepiece.h"
@@ -246,6 +249,68 @@ TEST(SentencePieceFiles, MarianMapsPiecesThroughVocabJson) {
   EXPECT_EQ(tok->specials().pad, 54687);      // <pad>: Marian's decoder start
   EXPECT_EQ(tok->specials().bos, 54687);
   EXPECT_EQ(tok->decode(ids), "Hello world");
+}
+
+// One rule for invalid UTF-8 (issue 78): every kind of tokenizer reads the same invalid bytes as the
+// same text, valid_utf8()'s: one U+FFFD per maximal ill-formed subsequence, as Python's
+// bytes.decode("utf-8", errors="replace") and Rust's String::from_utf8_lossy (what HF's tokenizers
+// are given) read them. Before, a model file gave one U+FFFD per byte, a tokenizer.json kept the raw
+// bytes, and a byte-level BPE without GPT-2's pattern spelled them as byte symbols.
+TEST(TokenizerInvalidUtf8, EveryKindReadsInvalidBytesAsTheSameText) {
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  EXPECT_EQ(valid_utf8("a\xFF b\xE2\x82 c\xC0\xAF"), "a" + r + " b" + r + " c" + r + r);  // as Python's
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), r + r + r);                                        // a surrogate
+  EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), r + r + r + r);                                // past U+10FFFF
+  EXPECT_EQ(valid_utf8("x\xF0\x9F\x99"), "x" + r);                                         // cut short: one
+  EXPECT_EQ(valid_utf8("\x80\x80"), r + r);
+  const std::string fine = "na\xC3\xAFve \xE6\x97\xA5 \xF0\x9F\x99\x82 " + r;
+  EXPECT_EQ(valid_utf8(fine), fine);
+
+  const std::string bad = "ab\xFF a\xE2\x82 b\xC0\xAF ab";
+  const std::string text = valid_utf8(bad);
+  ASSERT_NE(text, bad);
+  test::TempDir d;
+  // A model file (Unigram, U+FFFD a piece) and Marian (its pieces through vocab.json).
+  auto pieces = small_pieces(-1, -2, -3);
+  pieces.push_back({r, -2});
+  const auto spm = from_proto(model_proto(pieces, 1));
+  test::write(d / "vocab.json", "{\"<unk>\": 0, \"</s>\": 1, \"" + kSp + "a\": 2, \"" + r + "\": 3}");
+  const auto marian = spm.with_vocabulary(d / "vocab.json");
+  // tokenizer.json: Unigram, and BPE with byte fallback.
+  test::write(d / "unigram.json", unigram_json());
+  const auto unigram = SentencePieceTokenizer::from_tokenizer_json(d / "unigram.json");
+  test::write(d / "bpe.json", R"({"model": {"type": "BPE", "byte_fallback": true, "fuse_unk": true, "unk_token": "<unk>",
+      "vocab": {"<unk>": 0, "▁": 1, "a": 2, "b": 3, "▁a": 4, "ab": 5, "<0xEF>": 6, "<0xBF>": 7, "<0xBD>": 8, "<0xFF>": 9},
+      "merges": ["a b", "▁ a"]}, "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false}})");
+  const auto bpe = SentencePieceTokenizer::from_tokenizer_json(d / "bpe.json");
+  for (const auto* t : {&spm, &marian, &unigram, &bpe}) {
+    EXPECT_EQ(t->tokenize(bad), t->tokenize(text)) << t->kind();
+    EXPECT_EQ(t->encode(bad), t->encode(text)) << t->kind();
+  }
+  EXPECT_EQ(bpe.encode("\xFF"), (Ids{1, 6, 7, 8}));  // U+FFFD's bytes, not the raw byte's piece <0xFF>
+  const auto spm_ids = spm.encode(bad);
+  EXPECT_EQ(std::count(spm_ids.begin(), spm_ids.end(), 9), 4) << "U+FFFD's piece, once for each maximal subpart";
+  // A byte-level tokenizer.json without GPT-2's pattern, GPT-2's files, BERT's WordPiece.
+  nlohmann::json vocab = nlohmann::json::object();
+  int64_t id = 0;
+  for (const auto& sym : ByteLevelBpeTokenizer::byte_symbols()) vocab[sym] = id++;
+  test::write(d / "tokenizer.json", nlohmann::json({{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+                                                    {"pre_tokenizer", {{"type", "ByteLevel"}, {"use_regex", false}}}}).dump());
+  const auto level = ByteLevelBpeTokenizer::from_tokenizer_json(d / "tokenizer.json");
+  const auto gpt2 = ByteLevelBpeTokenizer::from_parts(vocab.get<std::map<std::string, int64_t>>(), {});
+  for (const auto* t : {&level, &gpt2}) {
+    EXPECT_EQ(t->tokenize(bad), t->tokenize(text));
+    EXPECT_EQ(t->encode(bad), t->encode(text));
+    EXPECT_EQ(t->decode(t->encode(bad)), text);
+  }
+  WordPieceTokenizer::Options o;
+  const auto wp = WordPieceTokenizer::from_vocab({"[UNK]", "a", "##b", "ab", r}, o);
+  EXPECT_EQ(wp.tokenize(bad), wp.tokenize(text));
+  EXPECT_EQ(wp.encode(bad), wp.encode(text));
+  // headprune's own BPE, and every kind behind the Tokenizer interface.
+  const auto own = Tokenizer::train({"ab a b", "a " + r}, TokenizerTrainOptions{});
+  EXPECT_EQ(own.encode(bad), own.encode(text));
+  EXPECT_EQ(as_tokenizer(marian).encode(bad), marian.encode(text));
 }
 
 }  // namespace

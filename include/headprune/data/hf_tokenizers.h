@@ -4,16 +4,20 @@
 //                        then greedy longest-match-first word pieces with "##" continuations.
 //   ByteLevelBpeTokenizer  GPT-2: vocab.json + merges.txt; GPT-2's pre-tokenization pattern
 //                        ('s 't 're 've 'm 'll 'd | ?letters | ?numbers | ?other | spaces), bytes
-//                        mapped to printable characters, then BPE by merge rank.
+//                        mapped to printable characters, then BPE by merge rank (lowest rank
+//                        first, ties to the leftmost pair, over a linked list of symbols with a
+//                        priority queue of their adjacent pairs: O(n log n) in a word's length).
 //                        Or HF's tokenizer.json of a byte-level BPE model (Llama 3, Qwen2, SmolLM,
 //                        GPT-2): normalizer (none, NFC, NFKC, a Sequence of them), pre-tokenizer
 //                        (ByteLevel with or without GPT-2's pattern, Split by a regex with behavior
 //                        Isolated, or a Sequence; regexes run on ICU), BPE with ignore_merges, and
 //                        added tokens, matched before anything else (longest first).
 // Unicode properties (categories, case mapping, NFC/NFD) come from ICU. Plain C++ (no LibTorch).
-// Text is UTF-8; an invalid byte sequence is read as U+FFFD.
+// Text is UTF-8; invalid bytes are read by valid_utf8() (tokenizer.h): one U+FFFD per maximal
+// ill-formed subsequence, as for every kind of tokenizer.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -92,7 +96,11 @@ class ByteLevelBpeTokenizer {
   std::vector<std::string> tokenize_plain(const std::string& text) const;  // text without added tokens
   std::unordered_map<std::string, int64_t> ids_;
   std::map<int64_t, std::string> by_id_;
-  std::map<std::pair<std::string, std::string>, int64_t> ranks_;
+  // The merges by number: every string a merge names (its parts and its result) gets one;
+  // (left << 32 | right) -> (rank, the result's number). bpe() runs on these numbers.
+  std::unordered_map<std::string, int32_t> merge_symbols_;
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;
+  std::array<int32_t, 256> byte_merge_symbols_{};  // each byte's symbol's number (-1: in no merge)
   // tokenizer.json only (defaults: GPT-2's files).
   struct Pipeline;                          // normalizer and pre-tokenizer steps (ICU regexes): src/data/tokenizers/
   std::shared_ptr<const Pipeline> pipeline_;  // null: GPT-2's pattern

@@ -16,6 +16,14 @@ struct SpecialFrame {
   std::vector<int64_t> before, after;
 };
 
+// Text as every tokenizer reads it, whatever its kind (tokenizer.json BPE, WordPiece and Unigram,
+// SentencePiece model files, Marian, GPT-2's files, headprune's own BPE): UTF-8, with each maximal
+// ill-formed subsequence replaced by one U+FFFD (Unicode's recommended practice, chapter 3 "U+FFFD
+// Substitution of Maximal Subparts"). HF's tokenizers take Rust Strings, so invalid bytes never reach
+// them: they are replaced this way before, by Python's bytes.decode("utf-8", errors="replace") or
+// Rust's String::from_utf8_lossy, which follow the same rule. Valid text is returned unchanged.
+std::string valid_utf8(std::string text);
+
 struct TokenizerTrainOptions {
   int64_t vocab_size = 8000;       // including the 4 special pieces
   std::string kind = "bpe";  // the data spec's "tokenizer": only "bpe" is supported; anything else is std::invalid_argument
@@ -62,8 +70,9 @@ class Tokenizer {
                                    const std::string& what = "serialized tokenizer");
   void save(const std::string& path) const;  // atomic: temp file, then rename
 
-  // Words (split on Unicode whitespace) become "▁word" and are segmented by applying the learned
-  // merges lowest rank first; each character outside the vocabulary is one <unk>. No bos/eos added.
+  // The text is read by valid_utf8() first, for every kind of tokenizer. Words (split on Unicode
+  // whitespace) become "▁word" and are segmented by applying the learned merges lowest rank first;
+  // each character outside the vocabulary is one <unk>. No bos/eos added.
   std::vector<int64_t> encode(const std::string& text) const;
   // The same, framed by the special ids the tokenizer's reference adds (frame()); headprune's own BPE
   // adds none.

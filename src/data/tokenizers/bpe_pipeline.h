@@ -9,20 +9,21 @@
 
 #include <nlohmann/json.hpp>
 #include <unicode/normalizer2.h>
-#include <unicode/regex.h>
 
 #include "headprune/data/hf_tokenizers.h"
+#include "tokenizer_json.h"
 
 namespace hp {
 
 struct ByteLevelBpeTokenizer::Pipeline {
   std::vector<const icu::Normalizer2*> normalizers;  // applied in order
   struct Step {
-    std::shared_ptr<icu::RegexPattern> split;  // Split(Regex, Isolated): matches and the gaps between them
+    std::shared_ptr<const tokenizer_detail::FileRegex> split;  // Split(Regex or String, Isolated): matches and the gaps between them
     bool byte_level = false;                   // ByteLevel: GPT-2's pattern when use_regex
     bool use_regex = false, add_prefix_space = false;
   };
   std::vector<Step> steps;
+  std::string path;  // the tokenizer.json, named in errors
 
   // tokenizer.json's "normalizer" and "pre_tokenizer" (which must hold a ByteLevel step); errors
   // name `path` and the field.

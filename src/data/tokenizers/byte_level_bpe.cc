@@ -4,6 +4,8 @@
 #include "headprune/data/hf_tokenizers.h"
 
 #include <climits>
+#include <functional>
+#include <queue>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -23,8 +25,14 @@ using tokenizer_detail::utf8;
 
 namespace {
 
+uint64_t merge_key(int32_t left, int32_t right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
 // Python's str.isspace(), which the `regex` module's \s follows.
 bool py_space(UChar32 c) { return u_isUWhiteSpace(c) || (c >= 0x1C && c <= 0x1F); }
+
+constexpr int32_t kMergedAway = -2;  // bpe(): a symbol joined to the one before it
 
 }  // namespace
 
@@ -52,7 +60,19 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::from_parts(const std::map<std::stri
       throw std::invalid_argument("vocabulary: id " + std::to_string(id) + " is used twice");
     t.ids_[tok] = id;
   }
-  for (size_t i = 0; i < merges.size(); ++i) t.ranks_.emplace(merges[i], static_cast<int64_t>(i));
+  if (merges.size() >= static_cast<size_t>(INT32_MAX / 3))
+    throw std::invalid_argument("merges: " + std::to_string(merges.size()) + " of them, more than a vocabulary can use");
+  auto number = [&](const std::string& s) {
+    return t.merge_symbols_.emplace(s, static_cast<int32_t>(t.merge_symbols_.size())).first->second;
+  };
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const auto key = merge_key(number(merges[i].first), number(merges[i].second));
+    t.merges_.emplace(key, std::make_pair(static_cast<int32_t>(i), number(merges[i].first + merges[i].second)));  // a repeated pair keeps its first rank
+  }
+  for (int b = 0; b < 256; ++b) {
+    const auto it = t.merge_symbols_.find(byte_symbols()[static_cast<size_t>(b)]);
+    t.byte_merge_symbols_[static_cast<size_t>(b)] = it == t.merge_symbols_.end() ? -1 : it->second;
+  }
   return t;
 }
 
@@ -85,7 +105,8 @@ ByteLevelBpeTokenizer ByteLevelBpeTokenizer::load(const std::string& vocab_json,
   }
 }
 
-std::vector<std::string> ByteLevelBpeTokenizer::pre_tokenize(const std::string& text) const {
+std::vector<std::string> ByteLevelBpeTokenizer::pre_tokenize(const std::string& raw) const {
+  const std::string text = valid_utf8(raw);  // the one rule for invalid UTF-8 (tokenizer.h)
   if (pipeline_) return pipeline_->pre_tokenize(text);
   const auto cs = code_points(text);
   const size_t n = cs.size();
@@ -128,39 +149,69 @@ std::vector<std::string> ByteLevelBpeTokenizer::pre_tokenize(const std::string& 
   return out;
 }
 
+// Lowest rank first, ties to the leftmost pair, which is what GPT-2's bpe() (every occurrence of the
+// best pair, left to right) and HF's BPE (a heap of pairs by rank and position) both come to. The
+// symbols are a linked list over the piece; a heap holds (rank, left symbol) of adjacent pairs, and an
+// entry whose pair has changed since it was pushed is skipped when it comes up: O(n log n).
 std::vector<std::string> ByteLevelBpeTokenizer::bpe(const std::string& piece) const {
-  std::vector<std::string> syms;
-  for (unsigned char b : piece) syms.push_back(byte_symbols()[b]);
-  if (ignore_merges_) {
-    std::string whole;
-    for (const auto& x : syms) whole += x;
-    if (ids_.count(whole)) return {whole};
+  const auto& table = byte_symbols();
+  std::string mapped;  // the piece's bytes as printable symbols
+  mapped.reserve(piece.size() * 2);
+  const size_t n = piece.size();
+  if (n >= static_cast<size_t>(INT32_MAX / 4))
+    throw std::invalid_argument("byte-level BPE: a piece of " + std::to_string(n) + " bytes is too long");
+  std::vector<int32_t> begin(n), sym(n), next(n), prev(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto b = static_cast<unsigned char>(piece[i]);
+    begin[i] = static_cast<int32_t>(mapped.size());
+    mapped += table[b];
+    sym[i] = byte_merge_symbols_[b];
+    prev[i] = static_cast<int32_t>(i) - 1;
+    next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
   }
-  while (syms.size() > 1) {
-    int64_t best = LLONG_MAX;
-    size_t at = 0;
-    for (size_t k = 0; k + 1 < syms.size(); ++k) {
-      const auto it = ranks_.find({syms[k], syms[k + 1]});
-      if (it != ranks_.end() && it->second < best) {
-        best = it->second;
-        at = k;
-      }
-    }
-    if (best == LLONG_MAX) break;
-    // Merge every occurrence of the best pair, left to right (as GPT-2's bpe() does).
-    const std::string a = syms[at], b = syms[at + 1];
-    std::vector<std::string> merged;
-    for (size_t k = 0; k < syms.size();) {
-      if (k + 1 < syms.size() && syms[k] == a && syms[k + 1] == b) {
-        merged.push_back(a + b);
-        k += 2;
-      } else {
-        merged.push_back(syms[k++]);
-      }
-    }
-    syms = std::move(merged);
+  if (ignore_merges_ && ids_.count(mapped)) return {mapped};
+  // The rank of merging symbol i with the next one, or -1.
+  const auto rank = [&](int32_t i) -> std::pair<int32_t, int32_t> {
+    if (i < 0 || next[i] < 0 || sym[i] < 0 || sym[next[i]] < 0) return {-1, -1};
+    const auto it = merges_.find(merge_key(sym[i], sym[next[i]]));
+    return it == merges_.end() ? std::make_pair(-1, -1) : it->second;
+  };
+  using Entry = std::pair<int32_t, int32_t>;  // (rank, left symbol's position)
+  std::vector<Entry> initial;
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(n); ++i)
+    if (const int32_t r = rank(i).first; r >= 0) initial.emplace_back(r, i);
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap(std::greater<Entry>(), std::move(initial));
+  while (!heap.empty()) {
+    const auto [r, i] = heap.top();
+    heap.pop();
+    if (sym[i] == kMergedAway) continue;
+    const auto [now, merged] = rank(i);
+    if (now != r) continue;  // stale: a neighbour has changed since this entry was pushed
+    const int32_t j = next[i];
+    sym[i] = merged;
+    sym[j] = kMergedAway;
+    next[i] = next[j];
+    if (next[j] >= 0) prev[next[j]] = i;
+    if (const int32_t p = prev[i]; p >= 0)
+      if (const int32_t pr = rank(p).first; pr >= 0) heap.emplace(pr, p);
+    if (const int32_t nr = rank(i).first; nr >= 0) heap.emplace(nr, i);
   }
-  return syms;
+  {  // the heap's and the back links' memory back before the tokens are built
+    decltype(heap) none;
+    heap.swap(none);
+    std::vector<int32_t>().swap(prev);
+    std::vector<int32_t>().swap(sym);
+  }
+  size_t count = 0;
+  for (int32_t i = n ? 0 : -1; i >= 0; i = next[i]) ++count;
+  std::vector<std::string> out;
+  out.reserve(count);
+  for (int32_t i = n ? 0 : -1; i >= 0; i = next[i]) {
+    const size_t from = static_cast<size_t>(begin[i]);
+    const size_t to = next[i] >= 0 ? static_cast<size_t>(begin[next[i]]) : mapped.size();
+    out.push_back(mapped.substr(from, to - from));
+  }
+  return out;
 }
 
 std::vector<std::string> ByteLevelBpeTokenizer::tokenize_plain(const std::string& text) const {
@@ -170,36 +221,39 @@ std::vector<std::string> ByteLevelBpeTokenizer::tokenize_plain(const std::string
   return out;
 }
 
-std::vector<std::string> ByteLevelBpeTokenizer::tokenize(const std::string& text) const {
+std::vector<std::string> ByteLevelBpeTokenizer::tokenize(const std::string& raw) const {
+  const std::string text = valid_utf8(raw);  // the one rule for invalid UTF-8 (tokenizer.h)
   if (added_.empty()) return tokenize_plain(text);
   // Added tokens first: the earliest occurrence of any of them (the longest at that position) is one
   // token; the text between them is tokenized as usual.
   std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t best = std::string::npos, best_len = 0;
-    for (const auto& [content, id] : added_) {
-      const size_t at = text.find(content, pos);
-      if (at == std::string::npos) continue;
-      if (at < best || (at == best && content.size() > best_len)) best = at, best_len = content.size();
-    }
-    const size_t stop = best == std::string::npos ? text.size() : best;
-    if (stop > pos)
-      for (auto& t : tokenize_plain(text.substr(pos, stop - pos))) out.push_back(std::move(t));
-    if (best == std::string::npos) break;
-    out.push_back(text.substr(best, best_len));
-    pos = best + best_len;
-  }
+  tokenizer_detail::for_each_added(added_, text, [&](size_t from, size_t to, const int64_t* id) {
+    if (id) out.push_back(text.substr(from, to - from));
+    else for (auto& t : tokenize_plain(text.substr(from, to - from))) out.push_back(std::move(t));
+  });
   return out;
 }
 
-std::vector<int64_t> ByteLevelBpeTokenizer::encode(const std::string& text) const {
+// As tokenize(), without keeping every token's text: one piece's tokens at a time become ids.
+std::vector<int64_t> ByteLevelBpeTokenizer::encode(const std::string& raw) const {
+  const std::string text = valid_utf8(raw);  // the one rule for invalid UTF-8 (tokenizer.h)
   std::vector<int64_t> out;
-  for (const auto& t : tokenize(text)) {
-    const auto it = ids_.find(t);
-    if (it == ids_.end()) throw std::invalid_argument("byte-level BPE: token '" + t + "' is not in the vocabulary");
-    out.push_back(it->second);
+  const auto plain = [&](const std::string& part) {
+    for (const auto& piece : pre_tokenize(part))
+      for (const auto& t : bpe(piece)) {
+        const auto it = ids_.find(t);
+        if (it == ids_.end()) throw std::invalid_argument("byte-level BPE: token '" + t + "' is not in the vocabulary");
+        out.push_back(it->second);
+      }
+  };
+  if (added_.empty()) {
+    plain(text);
+    return out;
   }
+  tokenizer_detail::for_each_added(added_, text, [&](size_t from, size_t to, const int64_t* id) {
+    if (id) out.push_back(*id);
+    else plain(text.substr(from, to - from));
+  });
   return out;
 }
 

@@ -39,9 +39,21 @@ size_t user_defined_prefix(const std::vector<std::string>& user_defined, std::st
   return 0;
 }
 
+// Every occurrence of `from` (left to right, not overlapping) replaced by `to`, in one pass.
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   if (from.empty()) return;
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  size_t at = s.find(from);
+  if (at == std::string::npos) return;
+  std::string out;
+  out.reserve(s.size());
+  size_t done = 0;
+  for (; at != std::string::npos; at = s.find(from, done)) {
+    out.append(s, done, at - done);
+    out += to;
+    done = at + from.size();
+  }
+  out.append(s, done, std::string::npos);
+  s.swap(out);
 }
 
 // sentencepiece's Normalizer::Normalize: rules (or the characters as they are), leading, trailing and
@@ -160,11 +172,13 @@ std::vector<std::string> apply_pre_tokenizer(const Impl::PreTokenizer& p, std::v
 // path found first. The arithmetic is the reference's, since ties are decided by rounding: HF adds in
 // double; sentencepiece (Score = float) keeps path scores in float but adds a piece's score in double
 // and compares that sum with the stored float (an unknown character's sum stays float).
-template <typename Score>
-std::vector<Sym> unigram(const Impl::Model& m, const std::string& s) {
+template <typename Score, typename Emit>
+void unigram(const Impl::Model& m, const std::string& s, Emit&& emit) {
+  if (s.size() >= static_cast<size_t>(INT32_MAX))
+    throw std::invalid_argument("tokenizer: a piece of " + std::to_string(s.size()) + " bytes is too long");
   struct Best {
     Score score = 0;
-    int64_t start = -1, id = -1;
+    int32_t start = -1, id = -1;
   };
   const size_t n = s.size();
   std::vector<Best> best(n + 1);
@@ -174,8 +188,12 @@ std::vector<Sym> unigram(const Impl::Model& m, const std::string& s) {
     const Score here = best[pos].score;
     bool single = false;
     for (size_t len = 1; len <= std::min(m.max_piece_bytes, n - pos); ++len) {
-      const auto it = m.lookup.find(std::string_view(s).substr(pos, len));
-      if (it == m.lookup.end()) continue;
+      const std::string_view candidate = std::string_view(s).substr(pos, len);
+      const auto it = m.lookup.find(candidate);
+      if (it == m.lookup.end()) {
+        if (!m.proper_prefixes.count(candidate)) break;  // no piece starts with it: none is longer
+        continue;
+      }
       const auto id = it->second;
       const auto type = m.types[static_cast<size_t>(id)];
       if (type == SentencePieceModel::PieceType::Unused) continue;
@@ -184,110 +202,150 @@ std::vector<Sym> unigram(const Impl::Model& m, const std::string& s) {
                             : m.scores[static_cast<size_t>(id)];
       const double cand = sc + static_cast<double>(here);
       Best& t = best[pos + len];
-      if (t.start < 0 || cand > static_cast<double>(t.score)) t = Best{static_cast<Score>(cand), static_cast<int64_t>(pos), id};
+      if (t.start < 0 || cand > static_cast<double>(t.score))
+        t = Best{static_cast<Score>(cand), static_cast<int32_t>(pos), static_cast<int32_t>(id)};
       if (len == mblen) single = true;
     }
     if (!single) {
       const Score cand = static_cast<Score>(m.unk_score) + here;
       Best& t = best[pos + mblen];
-      if (t.start < 0 || cand > t.score) t = Best{cand, static_cast<int64_t>(pos), -1};
+      if (t.start < 0 || cand > t.score) t = Best{cand, static_cast<int32_t>(pos), -1};
     }
     pos += mblen;
   }
-  std::vector<Sym> out;
+  std::vector<std::pair<int32_t, int32_t>> path;  // (start, id) of each piece, last first
   for (size_t end = n; end > 0;) {
     const Best& b = best[end];
-    const size_t start = static_cast<size_t>(b.start);
-    out.push_back(Sym{s.substr(start, end - start), b.id});
-    end = start;
+    path.emplace_back(b.start, b.id);
+    end = static_cast<size_t>(b.start);
   }
-  std::reverse(out.begin(), out.end());
-  return out;
+  std::vector<Best>().swap(best);
+  for (size_t k = path.size(); k-- > 0;) {
+    const auto start = static_cast<size_t>(path[k].first);
+    const size_t end = k ? static_cast<size_t>(path[k - 1].first) : n;
+    emit(Sym{s.substr(start, end - start), path[k].second});
+  }
 }
 
 // BPE: start from characters (user-defined pieces whole), merge the best adjacent pair until none is
 // left. By score (sentencepiece: the merged piece's score, highest first) or by rank (HF: the merges
 // list, lowest first); ties go to the leftmost pair. sentencepiece may merge through an unused piece,
-// which is split back afterwards.
-std::vector<Sym> bpe(const Impl& impl, const std::string& s) {
+// which is split back afterwards. The symbols are spans of `s` in a linked list; the agenda holds
+// (priority, left symbol, bytes of the pair) and an entry is stale when the pair at its left symbol no
+// longer spans those bytes (a symbol only ever grows to the right, so the span fixes both halves):
+// O(n log n) time and a few tens of bytes a character, whatever the length of the piece. The pieces
+// go to emit(Sym&&) in order.
+template <typename Emit>
+void bpe(const Impl& impl, const std::string& s, Emit&& emit) {
   const Impl::Model& m = *impl.model;
   const bool by_rank = impl.algorithm == Impl::Algorithm::BpeByRank;
   auto lookup = [&](std::string_view t) -> int64_t {
     const auto it = m.lookup.find(t);
     return it == m.lookup.end() ? -1 : it->second;
   };
-  std::vector<Sym> syms;
-  std::vector<bool> frozen;
+  if (s.size() >= static_cast<size_t>(INT32_MAX))
+    throw std::invalid_argument("tokenizer: a piece of " + std::to_string(s.size()) + " bytes is too long");
+  std::vector<int32_t> begin, id;  // a symbol is s[begin[i], begin[next[i]]); its piece id (-1: none)
+  std::vector<bool> frozen;        // a user-defined piece: never merged
   for (size_t pos = 0; pos < s.size();) {
     const size_t u = by_rank ? 0 : user_defined_prefix(impl.user_defined, std::string_view(s).substr(pos));
     const size_t len = u ? u : std::min(char_length(std::string_view(s).substr(pos)), s.size() - pos);
-    syms.push_back(Sym{s.substr(pos, len), lookup(std::string_view(s).substr(pos, len))});
+    begin.push_back(static_cast<int32_t>(pos));
+    id.push_back(static_cast<int32_t>(lookup(std::string_view(s).substr(pos, len))));
     frozen.push_back(u != 0);
     pos += len;
   }
-  const size_t n = syms.size();
-  std::vector<int64_t> prev(n), next(n);
-  for (size_t i = 0; i < n; ++i) prev[i] = static_cast<int64_t>(i) - 1, next[i] = i + 1 < n ? static_cast<int64_t>(i + 1) : -1;
+  const auto n = static_cast<int32_t>(begin.size());
+  std::vector<int32_t> prev(static_cast<size_t>(n)), next(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) prev[static_cast<size_t>(i)] = i - 1, next[static_cast<size_t>(i)] = i + 1 < n ? i + 1 : -1;
+  std::vector<bool> gone(static_cast<size_t>(n), false);  // merged into the symbol before it
+  const auto end_of = [&](int32_t i) {
+    const int32_t j = next[static_cast<size_t>(i)];
+    return j >= 0 ? begin[static_cast<size_t>(j)] : static_cast<int32_t>(s.size());
+  };
   struct Pair {
-    double priority;
-    int64_t left, right, left_id, right_id, merged;
-    size_t bytes;
+    float priority;  // exact: sentencepiece's scores are floats, HF's ranks are below 2^24
+    int32_t left, bytes;
   };
-  auto worse = [](const Pair& a, const Pair& b) { return a.priority < b.priority || (a.priority == b.priority && a.left > b.left); };
-  std::priority_queue<Pair, std::vector<Pair>, decltype(worse)> agenda(worse);
-  std::map<std::string, std::pair<std::string, std::string>> unmerge;  // unused piece -> its two halves
-  auto consider = [&](int64_t l, int64_t r) {
-    if (l < 0 || r < 0 || frozen[static_cast<size_t>(l)] || frozen[static_cast<size_t>(r)]) return;
-    const Sym& a = syms[static_cast<size_t>(l)];
-    const Sym& b = syms[static_cast<size_t>(r)];
-    if (by_rank) {
-      const auto it = m.merges.find({a.id, b.id});
-      if (a.id < 0 || b.id < 0 || it == m.merges.end()) return;
-      agenda.push(Pair{-static_cast<double>(it->second.first), l, r, a.id, b.id, it->second.second, 0});
-      return;
+  struct Worse {
+    bool operator()(const Pair& a, const Pair& b) const {
+      return a.priority < b.priority || (a.priority == b.priority && a.left > b.left);
     }
-    const std::string joined = a.text + b.text;
-    const int64_t id = lookup(joined);
-    if (id < 0) return;
-    agenda.push(Pair{m.scores[static_cast<size_t>(id)], l, r, a.id, b.id, id, joined.size()});
-    if (m.types[static_cast<size_t>(id)] == SentencePieceModel::PieceType::Unused) unmerge[joined] = {a.text, b.text};
   };
-  for (size_t i = 1; i < n; ++i) consider(static_cast<int64_t>(i - 1), static_cast<int64_t>(i));
+  std::priority_queue<Pair, std::vector<Pair>, Worse> agenda;
+  std::map<std::string, std::pair<std::string, std::string>> unmerge;  // unused piece -> its two halves
+  // The merge of symbol l with the next one: (priority, merged id), or id -1 when there is none.
+  auto merge_of = [&](int32_t l) -> std::pair<float, int64_t> {
+    const int32_t r = l < 0 ? -1 : next[static_cast<size_t>(l)];
+    if (r < 0 || frozen[static_cast<size_t>(l)] || frozen[static_cast<size_t>(r)]) return {0, -1};
+    const int64_t a = id[static_cast<size_t>(l)], b = id[static_cast<size_t>(r)];
+    if (by_rank) {
+      if (a < 0 || b < 0) return {0, -1};
+      const auto it = m.merges.find({a, b});
+      if (it == m.merges.end()) return {0, -1};
+      return {-static_cast<float>(it->second.first), it->second.second};
+    }
+    const size_t from = static_cast<size_t>(begin[static_cast<size_t>(l)]), to = static_cast<size_t>(end_of(r));
+    if (to - from > m.max_piece_bytes) return {0, -1};
+    const int64_t merged = lookup(std::string_view(s).substr(from, to - from));
+    if (merged < 0) return {0, -1};
+    return {static_cast<float>(m.scores[static_cast<size_t>(merged)]), merged};
+  };
+  auto consider = [&](int32_t l) {
+    const auto [priority, merged] = merge_of(l);
+    if (merged < 0) return;
+    const int32_t r = next[static_cast<size_t>(l)];
+    const int32_t from = begin[static_cast<size_t>(l)], mid = begin[static_cast<size_t>(r)], to = end_of(r);
+    agenda.push(Pair{priority, l, to - from});
+    if (!by_rank && m.types[static_cast<size_t>(merged)] == SentencePieceModel::PieceType::Unused)
+      unmerge[s.substr(static_cast<size_t>(from), static_cast<size_t>(to - from))] = {
+          s.substr(static_cast<size_t>(from), static_cast<size_t>(mid - from)), s.substr(static_cast<size_t>(mid), static_cast<size_t>(to - mid))};
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) consider(i);
   while (!agenda.empty()) {
     const Pair top = agenda.top();
     agenda.pop();
-    Sym& a = syms[static_cast<size_t>(top.left)];
-    Sym& b = syms[static_cast<size_t>(top.right)];
-    if (a.text.empty() || b.text.empty() || next[static_cast<size_t>(top.left)] != top.right || a.id != top.left_id ||
-        b.id != top.right_id || (!by_rank && a.text.size() + b.text.size() != top.bytes))
-      continue;  // stale: one side has changed since the pair was queued
-    a.text += b.text;
-    a.id = top.merged;
-    b.text.clear();
-    next[static_cast<size_t>(top.left)] = next[static_cast<size_t>(top.right)];
-    if (next[static_cast<size_t>(top.right)] >= 0) prev[static_cast<size_t>(next[static_cast<size_t>(top.right)])] = top.left;
-    consider(prev[static_cast<size_t>(top.left)], top.left);
-    consider(top.left, next[static_cast<size_t>(top.left)]);
+    const auto l = static_cast<size_t>(top.left);
+    if (gone[l] || next[l] < 0 || end_of(next[l]) - begin[l] != top.bytes) continue;  // stale: a side has changed
+    const auto merged = merge_of(top.left).second;
+    if (merged < 0) continue;
+    const auto r = static_cast<size_t>(next[l]);
+    id[l] = static_cast<int32_t>(merged);
+    gone[r] = true;
+    next[l] = next[r];
+    if (next[r] >= 0) prev[static_cast<size_t>(next[r])] = top.left;
+    if (prev[l] >= 0) consider(prev[l]);
+    consider(top.left);
   }
-  std::vector<Sym> out;
+  {
+    decltype(agenda) none;  // the agenda's memory back before the pieces are emitted
+    agenda.swap(none);
+  }
   std::function<void(const std::string&)> resegment = [&](const std::string& t) {
-    const int64_t id = lookup(t);
+    const int64_t pid = lookup(t);
     const auto it = unmerge.find(t);
-    if (id >= 0 && m.types[static_cast<size_t>(id)] == SentencePieceModel::PieceType::Unused && it != unmerge.end()) {
+    if (pid >= 0 && m.types[static_cast<size_t>(pid)] == SentencePieceModel::PieceType::Unused && it != unmerge.end()) {
       resegment(it->second.first);
       resegment(it->second.second);
       return;
     }
-    out.push_back(Sym{t, id});
+    emit(Sym{t, pid});
   };
-  for (int64_t i = n ? 0 : -1; i >= 0; i = next[static_cast<size_t>(i)]) {
-    if (by_rank) out.push_back(syms[static_cast<size_t>(i)]);
-    else resegment(syms[static_cast<size_t>(i)].text);
+  for (int32_t i = n ? 0 : -1; i >= 0; i = next[static_cast<size_t>(i)]) {
+    const auto from = static_cast<size_t>(begin[static_cast<size_t>(i)]);
+    std::string text = s.substr(from, static_cast<size_t>(end_of(i)) - from);
+    if (by_rank) emit(Sym{std::move(text), id[static_cast<size_t>(i)]});
+    else resegment(text);
   }
-  return out;
 }
 
 }  // namespace
+
+void Impl::Model::index_prefixes() {
+  proper_prefixes.clear();
+  for (const auto& [piece, id] : lookup)
+    for (size_t k = 1; k < piece.size(); ++k) proper_prefixes.insert(piece.substr(0, k));
+}
 
 int tokenizer_detail::byte_of_piece(const std::string& t) {
   unsigned v = 0;
@@ -302,18 +360,41 @@ namespace {
 
 // The model's pieces of one pre-tokenized piece, with unknown characters as byte pieces (byte
 // fallback, when every byte has its piece) or as <unk> (one per run when fuse_unk).
-void segment(const Impl& impl, const std::string& s, std::vector<Sym>& out) {
-  if (s.empty()) return;
-  std::vector<Sym> syms;
-  if (impl.algorithm == Impl::Algorithm::Unigram) {
-    syms = impl.model->float_scores ? unigram<float>(*impl.model, s) : unigram<double>(*impl.model, s);
-  } else if (impl.ignore_merges && impl.model->lookup.count(s)) {
-    syms = {Sym{s, impl.model->lookup.at(s)}};
-  } else {
-    syms = bpe(impl, s);
+// Where the pieces go, in order, one at a time: the last one is held back, since an unknown run may
+// still grow it (fuse_unk), and handed on when the next one comes or at flush(). Marian's pieces get
+// their ids from vocab.json by their text on the way (not the added tokens, which have theirs).
+class SymSink {
+ public:
+  SymSink(const Impl& impl, std::function<void(Sym&&)> consume) : impl_(impl), consume_(std::move(consume)) {}
+  void push_back(Sym&& s, bool by_text = true) {
+    flush();
+    last_ = std::move(s);
+    by_text_ = by_text;
+    held_ = true;
   }
+  Sym& back() { return last_; }
+  void flush() {
+    if (!held_) return;
+    held_ = false;
+    if (by_text_ && impl_.ids_by_text) {
+      const auto it = impl_.ids.find(last_.text);
+      last_.id = it == impl_.ids.end() ? impl_.unk_id : it->second;
+    }
+    consume_(std::move(last_));
+  }
+
+ private:
+  const Impl& impl_;
+  std::function<void(Sym&&)> consume_;
+  Sym last_;
+  bool by_text_ = false, held_ = false;
+};
+
+void segment(const Impl& impl, const std::string& s, SymSink& out) {
+  if (s.empty()) return;
   bool prev_unk = false;
-  for (auto& sym : syms) {
+  // Each piece of the segmentation as it comes (no second list of them for a long piece).
+  auto take = [&](Sym&& sym) {
     const bool unknown = sym.id < 0 || sym.id == impl.model_unk_id;
     if (unknown && impl.byte_fallback &&
         std::all_of(sym.text.begin(), sym.text.end(), [&](char c) { return impl.byte_ids[static_cast<unsigned char>(c)] >= 0; })) {
@@ -322,74 +403,68 @@ void segment(const Impl& impl, const std::string& s, std::vector<Sym>& out) {
         out.push_back(Sym{impl.model->pieces[static_cast<size_t>(id)], id});
       }
       prev_unk = false;
-      continue;
+      return;
     }
     if (unknown) {
       if (impl.model_unk_id < 0) throw std::invalid_argument("tokenizer: '" + sym.text + "' is unknown and the model has no unknown piece");
       // An unknown run keeps its text (sentencepiece's pieces show it; Marian looks it up).
       if (prev_unk && impl.fuse_unk) out.back().text += sym.text;
-      else out.push_back(Sym{sym.text, impl.model_unk_id});
+      else out.push_back(Sym{std::move(sym.text), impl.model_unk_id});
       prev_unk = true;
-      continue;
+      return;
     }
     out.push_back(std::move(sym));
     prev_unk = false;
+  };
+  if (impl.algorithm == Impl::Algorithm::Unigram) {
+    if (impl.model->float_scores) unigram<float>(*impl.model, s, take);
+    else unigram<double>(*impl.model, s, take);
+  } else if (impl.ignore_merges && impl.model->lookup.count(s)) {
+    take(Sym{s, impl.model->lookup.at(s)});
+  } else {
+    bpe(impl, s, take);
   }
 }
 
 // HF's added tokens: the earliest match in the raw text (the longest there) is one token; the text
 // between matches is (start offset, text).
 template <typename F>
-void split_added(const Impl& impl, const std::string& text, F&& on_text, std::vector<Sym>& out) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t best = std::string::npos, best_len = 0;
-    int64_t best_id = -1;
-    for (const auto& [content, id] : impl.added) {
-      const size_t at = text.find(content, pos);
-      if (at != std::string::npos && (at < best || (at == best && content.size() > best_len)))
-        best = at, best_len = content.size(), best_id = id;
-    }
-    const size_t stop = best == std::string::npos ? text.size() : best;
-    if (stop > pos) on_text(pos, text.substr(pos, stop - pos));
-    if (best == std::string::npos) break;
-    out.push_back(Sym{text.substr(best, best_len), best_id});
-    pos = best + best_len;
-  }
+void split_added(const Impl& impl, const std::string& text, F&& on_text, SymSink& out) {
+  tokenizer_detail::for_each_added(impl.added, text, [&](size_t from, size_t to, const int64_t* id) {
+    if (id) out.push_back(Sym{text.substr(from, to - from), *id}, /*by_text=*/false);
+    else on_text(from, text.substr(from, to - from));
+  });
 }
 
-// Pieces with the ids the user sees (remapped through vocab.json for Marian).
-std::vector<Sym> run(const Impl& impl, const std::string& text) {
-  std::vector<Sym> out;
+// Pieces with the ids the user sees (remapped through vocab.json for Marian), each handed to
+// `consume` as it comes: no list of them all is kept.
+void run(const Impl& impl, const std::string& raw, std::function<void(Sym&&)> consume) {
+  const std::string text = valid_utf8(raw);  // the one rule for invalid UTF-8 (tokenizer.h)
+  SymSink out(impl, std::move(consume));
   auto on_text = [&](size_t offset, std::string s) {
     for (const auto& n : impl.normalizers) s = apply_normalizer(n, impl.user_defined, std::move(s));
     std::vector<std::string> pieces = {std::move(s)};
     for (const auto& p : impl.pre_tokenizers) pieces = apply_pre_tokenizer(p, std::move(pieces), offset == 0);
     for (const auto& p : pieces) {
-      const size_t from = out.size();
       segment(impl, p, out);
-      if (impl.ids_by_text)
-        for (size_t k = from; k < out.size(); ++k) {
-          const auto it = impl.ids.find(out[k].text);
-          out[k].id = it == impl.ids.end() ? impl.unk_id : it->second;
-        }
+      out.flush();  // an unknown run never continues into the next piece
     }
   };
   split_added(impl, text, on_text, out);
-  return out;
+  out.flush();
 }
 
 }  // namespace
 
 std::vector<std::string> SentencePieceTokenizer::tokenize(const std::string& text) const {
   std::vector<std::string> out;
-  for (auto& s : run(*impl_, text)) out.push_back(std::move(s.text));
+  run(*impl_, text, [&](Sym&& s) { out.push_back(std::move(s.text)); });
   return out;
 }
 
 std::vector<int64_t> SentencePieceTokenizer::encode(const std::string& text) const {
   std::vector<int64_t> out;
-  for (const auto& s : run(*impl_, text)) out.push_back(s.id);
+  run(*impl_, text, [&](Sym&& s) { out.push_back(s.id); });
   return out;
 }
 

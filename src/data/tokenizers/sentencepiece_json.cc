@@ -157,6 +157,7 @@ void index_pieces(Impl::Model& m, const std::string& path) {
       throw field_error(path, "model.vocab", "'" + m.pieces[i] + "' appears twice");
     m.max_piece_bytes = std::max(m.max_piece_bytes, m.pieces[i].size());
   }
+  m.index_prefixes();
 }
 
 // model: Unigram ({"vocab": [[piece, score], ...], "unk_id": N, "byte_fallback": bool}).

@@ -151,6 +151,7 @@ SentencePieceTokenizer SentencePieceTokenizer::from_model(const SentencePieceMod
     }
     if (t == PieceType::UserDefined) impl->user_defined.push_back(model->pieces[i]);
   }
+  model->index_prefixes();
   model->unk_score = (lowest == FLT_MAX ? 0.0f : lowest) - 10.0f;
   model->user_defined_bonus = highest;
   model->float_scores = true;
@@ -189,11 +190,16 @@ SentencePieceTokenizer SentencePieceTokenizer::with_vocabulary(const std::string
   auto impl = std::make_shared<Impl>(*impl_);
   impl->tokens.clear();
   impl->ids.clear();
+  // Ids are bounded by the number of entries before anything is allocated for them: n distinct ids
+  // below n are 0..n-1, as every Marian vocab.json has them (an id of 1e8 would otherwise cost GBs).
+  const auto entries = static_cast<int64_t>(j.size());
+  impl->tokens.assign(j.size(), std::string());
   for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= (1LL << 31))
-      throw std::runtime_error(vocab_json + ": the id of '" + it.key() + "' is not an integer in [0, 2^31)");
+    if (!it.value().is_number_integer() || (it.value().is_number_unsigned() && it.value().get<uint64_t>() >= static_cast<uint64_t>(entries)) ||
+        it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= entries)
+      throw std::runtime_error(vocab_json + ": the id of '" + it.key() + "' is " + it.value().dump() +
+                               ", expected an integer in [0, " + std::to_string(entries) + ") (below the number of entries)");
     const auto id = it.value().get<int64_t>();
-    if (static_cast<size_t>(id) >= impl->tokens.size()) impl->tokens.resize(static_cast<size_t>(id) + 1);
     if (!impl->tokens[static_cast<size_t>(id)].empty())
       throw std::runtime_error(vocab_json + ": id " + std::to_string(id) + " is used by '" +
                                impl->tokens[static_cast<size_t>(id)] + "' and '" + it.key() + "'");

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct SentencePieceTokenizer::Impl {
     std::unordered_map<std::string_view, int64_t> lookup;
     std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> merges;  // (left, right) -> (rank, merged)
     size_t max_piece_bytes = 0;
+    // The proper prefixes of the keys of `lookup` (views into `pieces`): Unigram stops extending a
+    // candidate once it is none of them, instead of trying every length up to max_piece_bytes.
+    std::unordered_set<std::string_view> proper_prefixes;
+    void index_prefixes();  // fills proper_prefixes from lookup (sentencepiece.cc)
     double unk_score = 0;  // Unigram: the lowest normal score minus 10 (sentencepiece: in float)
     float user_defined_bonus = 0;  // sentencepiece Unigram: a user-defined piece scores length * this - 0.1
     bool float_scores = false;     // sentencepiece adds path scores in float, HF in double

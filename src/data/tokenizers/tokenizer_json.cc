@@ -163,12 +163,6 @@ std::string base64_decode(const std::string& in, const std::string& path, const 
   return out;
 }
 
-}  // namespace tokenizer_detail
-
-using tokenizer_detail::field_error;
-using tokenizer_detail::read_merges;
-using tokenizer_detail::read_vocab;
-
 namespace {
 
 // HF's regexes (Rust regex / Oniguruma) read by ICU: \s and \S become Unicode White_Space, which is
@@ -188,12 +182,79 @@ std::string icu_pattern(const std::string& p) {
   return out;
 }
 
-std::vector<std::string> split_isolated(const icu::RegexPattern& re, const std::string& text) {
-  std::vector<std::string> out;
+// What an ICU error of a regex from a file says.
+std::string regex_failure(UErrorCode err, int32_t time_limit, int32_t length) {
+  if (err == U_REGEX_TIME_OUT)
+    return "matching ran past ICU's time limit (" + std::to_string(time_limit) + " steps on a text of " +
+           std::to_string(length) + " UTF-16 units; a pattern that backtracks catastrophically, such as (a+)+$?)";
+  if (err == U_REGEX_STACK_OVERFLOW)
+    return "matching needed more than ICU's backtracking stack limit of " +
+           std::to_string(FileRegex::kStackLimitBytes >> 20) + " MiB";
+  return std::string("ICU failed: ") + u_errorName(err);
+}
+
+}  // namespace
+
+FileRegex::FileRegex(const std::string& pattern, bool literal, const std::string& path, const std::string& field)
+    : pattern_(pattern), literal_(literal), path_(path), field_(field) {
   UErrorCode err = U_ZERO_ERROR;
+  UParseError pe{};
+  const icu::UnicodeString compiled = icu::UnicodeString::fromUTF8(literal ? pattern : icu_pattern(pattern));
+  re_.reset(icu::RegexPattern::compile(compiled, literal ? UREGEX_LITERAL : 0, pe, err));
+  if (U_FAILURE(err) || !re_)
+    throw field_error(path, field,
+                      std::string(literal ? "the string" : "the regex") + " '" + pattern + "' does not compile (" +
+                          u_errorName(err) + " at offset " + std::to_string(pe.offset) + ")");
+}
+
+int32_t FileRegex::time_limit(int32_t length) {
+  return kTimeLimitBase + length / kTimeLimitUnitsPerStep;
+}
+
+std::runtime_error FileRegex::error(const std::string& what) const {
+  return field_error(path_, field_, (literal_ ? "the string '" : "the regex '") + pattern_ + "': " + what);
+}
+
+void FileRegex::for_each_match(const icu::UnicodeString& text,
+                               const std::function<void(int32_t, int32_t)>& on_match) const {
+  UErrorCode err = U_ZERO_ERROR;
+  std::unique_ptr<icu::RegexMatcher> m(re_->matcher(text, err));
+  const int32_t n = text.length();
+  const int32_t limit = time_limit(n);
+  if (U_SUCCESS(err)) m->setTimeLimit(limit, err);
+  if (U_SUCCESS(err)) m->setStackLimit(kStackLimitBytes, err);
+  if (U_FAILURE(err) || !m) throw error(regex_failure(err, limit, n));
+  // find(start) resets the matcher, so the time limit holds for each match, not for the whole text.
+  for (int32_t pos = 0; pos <= n;) {
+    const bool found = m->find(pos, err);
+    if (U_FAILURE(err)) throw error(regex_failure(err, limit, n));
+    if (!found) break;
+    const int32_t a = m->start(err), b = m->end(err);
+    if (U_FAILURE(err)) throw error(regex_failure(err, limit, n));
+    if (b > a) {
+      on_match(a, b);
+      pos = b;
+    } else {  // an empty match splits nothing; the next try starts one code point on
+      if (b >= n) break;
+      pos = text.moveIndex32(b, 1);
+    }
+  }
+}
+
+}  // namespace tokenizer_detail
+
+using tokenizer_detail::FileRegex;
+using tokenizer_detail::field_error;
+using tokenizer_detail::read_merges;
+using tokenizer_detail::read_vocab;
+
+namespace {
+
+// The pieces of `text` by a Split step (behavior Isolated): each match and each gap between matches,
+// empty ones left out. Every U_FAILURE is an error naming the file, the field and the pattern.
+std::vector<std::string> split_isolated(const FileRegex& re, const std::string& text) {
+  std::vector<std::string> out;
   const icu::UnicodeString u = icu::UnicodeString::fromUTF8(text);
-  std::unique_ptr<icu::RegexMatcher> m(re.matcher(u, err));
-  if (U_FAILURE(err)) throw std::runtime_error(std::string("tokenizer: regex matcher: ") + u_errorName(err));
   int32_t last = 0;
   auto piece = [&](int32_t a, int32_t b) {
     if (b <= a) return;
@@ -201,13 +262,11 @@ std::vector<std::string> split_isolated(const icu::RegexPattern& re, const std::
     u.tempSubStringBetween(a, b).toUTF8String(sub);
     out.push_back(std::move(sub));
   };
-  while (m->find(err) && U_SUCCESS(err)) {
-    const int32_t a = m->start(err), b = m->end(err);
-    if (b == a) continue;  // an empty match splits nothing
+  re.for_each_match(u, [&](int32_t a, int32_t b) {
     piece(last, a);
     piece(a, b);
     last = b;
-  }
+  });
   piece(last, u.length());
   return out;
 }
@@ -227,29 +286,19 @@ const nlohmann::json& bpe_model(const nlohmann::json& j, const std::string& path
   return model;
 }
 
-// A Split pre-tokenizer's pattern (a Regex or a String), compiled; only behavior Isolated, not inverted.
-std::shared_ptr<icu::RegexPattern> split_pattern(const nlohmann::json& p, const std::string& f, const std::string& path) {
+// A Split pre-tokenizer's pattern (a Regex, or a String matched as it is), compiled; only behavior
+// Isolated, not inverted.
+std::shared_ptr<const FileRegex> split_pattern(const nlohmann::json& p, const std::string& f, const std::string& path) {
   if (p.value("behavior", std::string("Isolated")) != "Isolated" || p.value("invert", false))
     throw field_error(path, f,
                       "Split with behavior '" + p.value("behavior", std::string()) + "'" +
                           (p.value("invert", false) ? " inverted" : "") + " is not supported (Isolated only)");
   const auto& pat = p.value("pattern", nlohmann::json::object());
-  std::string regex;
-  if (pat.contains("Regex") && pat.at("Regex").is_string()) {
-    regex = icu_pattern(pat.at("Regex").get<std::string>());
-  } else if (pat.contains("String") && pat.at("String").is_string()) {
-    regex = "\\Q" + pat.at("String").get<std::string>() + "\\E";
-  } else {
-    throw field_error(path, f + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
-  }
-  UErrorCode err = U_ZERO_ERROR;
-  UParseError pe;
-  std::shared_ptr<icu::RegexPattern> re(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(regex), 0, pe, err));
-  if (U_FAILURE(err) || !re)
-    throw field_error(path, f + ".pattern",
-                      "the regex does not compile (" + std::string(u_errorName(err)) + " at offset " +
-                          std::to_string(pe.offset) + ")");
-  return re;
+  if (pat.contains("Regex") && pat.at("Regex").is_string())
+    return std::make_shared<const FileRegex>(pat.at("Regex").get<std::string>(), false, path, f + ".pattern");
+  if (pat.contains("String") && pat.at("String").is_string())
+    return std::make_shared<const FileRegex>(pat.at("String").get<std::string>(), true, path, f + ".pattern");
+  throw field_error(path, f + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
 }
 
 // "decoder": none, or ByteLevel.
@@ -265,6 +314,7 @@ void check_decoder(const nlohmann::json& j, const std::string& path) {
 std::shared_ptr<const ByteLevelBpeTokenizer::Pipeline> ByteLevelBpeTokenizer::Pipeline::read(
     const nlohmann::json& tokenizer_json, const std::string& path) {
   auto pipeline = std::make_shared<Pipeline>();
+  pipeline->path = path;
   pipeline->add_normalizer(tokenizer_json.value("normalizer", nlohmann::json()), "normalizer", path);
   pipeline->add_pre_tokenizer(tokenizer_json.value("pre_tokenizer", nlohmann::json()), "pre_tokenizer", path);
   if (!std::any_of(pipeline->steps.begin(), pipeline->steps.end(), [](const Step& st) { return st.byte_level; }))
@@ -321,7 +371,7 @@ std::vector<std::string> ByteLevelBpeTokenizer::Pipeline::pre_tokenize(const std
   for (const auto* n : normalizers) {
     UErrorCode err = U_ZERO_ERROR;
     const icu::UnicodeString u = n->normalize(icu::UnicodeString::fromUTF8(normalized), err);
-    if (U_FAILURE(err)) throw std::runtime_error(std::string("tokenizer: normalization failed: ") + u_errorName(err));
+    if (U_FAILURE(err)) throw field_error(path, "normalizer", std::string("ICU's normalization failed: ") + u_errorName(err));
     normalized.clear();
     u.toUTF8String(normalized);
   }
