@@ -157,6 +157,10 @@ def main():
                 model = None
             if isinstance(model, dict):
                 put("model_config", name[:-5], json.dumps(model))
+    # Issue 78: one unused key nested far deeper than the 256 levels parse_json takes (300,000 levels
+    # crashed every reader of config.json, which copied the tree recursively); and one just inside the bound.
+    put("model_config", "nested-deep", json.dumps(tiny)[:-1] + ', "unused": ' + "[" * 5000 + "]" * 5000 + "}")
+    put("model_config", "nested-255", json.dumps(tiny)[:-1] + ', "unused": ' + "[" * 254 + "]" * 254 + "}")
     put("model_config", "grouped", json.dumps({
         "arch": "decoder_lm", "vocab_size": 40, "d_model": 16, "d_ff": 32, "n_heads": 4, "n_kv_heads": 2,
         "qkv_bias": False, "o_bias": False, "n_decoder_layers": 2, "max_positions": 16,

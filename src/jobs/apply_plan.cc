@@ -48,6 +48,18 @@ void PlanChecks::print(std::ostream& out) const {
   out << "reloaded max |diff| " << std::scientific << std::setprecision(1) << reloaded << std::defaultfloat << "\n";
 }
 
+namespace {
+// A model loaded in f16 that computes in fp32 (the CPU: model/precision.h) is saved in f16 again, as it
+// came: its weights rounded back to fp16 first (exact unless fine-tuned), so that the logits checked
+// after saving are the saved model's. Returns the dtype to save in (none: as held).
+std::optional<torch::ScalarType> round_to_f16_as_loaded(torch::ScalarType loaded, TransformerImpl& result) {
+  if (loaded != torch::kHalf || result.parameters().front().scalar_type() != torch::kFloat) return std::nullopt;
+  torch::NoGradGuard no_grad;
+  for (auto& t : result.parameters()) t.set_data(t.detach().to(torch::kHalf).to(torch::kFloat));
+  return torch::kHalf;
+}
+}  // namespace
+
 PlanChecks apply_plan(JobInputs& in, const PruningPlan& plan, const std::string& dir, const EvalSet& set,
                       const PlanApplication& how, StageTable& stages) {
   PlanChecks checks;
@@ -107,15 +119,7 @@ PlanChecks apply_plan(JobInputs& in, const PruningPlan& plan, const std::string&
   // The saved model's logits on the check batch, taken before it is saved; then the loaded model goes
   // (the weights it maps stay resident only while something uses them), and the checkpoint just
   // written is read back and compared: memory holds one model's weights at a time.
-  // A model loaded in f16 that computes in fp32 (the CPU: model/precision.h) is saved in f16 again, as
-  // it came: its weights rounded back to fp16 first (exact unless fine-tuned), so that the logits
-  // checked below are the saved model's.
-  std::optional<torch::ScalarType> save_as;
-  if (in.loaded.dtype == torch::kHalf && result->parameters().front().scalar_type() == torch::kFloat) {
-    save_as = torch::kHalf;
-    torch::NoGradGuard no_grad;
-    for (auto& t : result->parameters()) t.set_data(t.detach().to(torch::kHalf).to(torch::kFloat));
-  }
+  const std::optional<torch::ScalarType> save_as = round_to_f16_as_loaded(in.loaded.dtype, *result);
   const Batch check = check_batch(set, *result);
   const torch::Tensor expected = logits_of(*result, check);
   save_checkpoint(join_path(dir, "model"), *result, extras, save_as);

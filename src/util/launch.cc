@@ -98,6 +98,9 @@ void validate(const LaunchOptions& opts) {
   if (opts.grace_s < 0) throw std::invalid_argument("launch: the grace period must be >= 0");
 }
 
+// Set in every child to the launcher's process id (a launch inside a child is refused while it runs).
+constexpr const char* kLauncherVariable = "HP_LAUNCHED_BY";
+
 // The command and each child's environment, built before the first fork: between fork and exec a
 // child only calls async-signal-safe functions. The pointers point into the strings held here.
 class ChildCommands {
@@ -106,7 +109,8 @@ class ChildCommands {
       : envs_(static_cast<size_t>(opts.nproc)), env_ptrs_(static_cast<size_t>(opts.nproc)) {
     std::vector<std::string> base_env;  // ours replaced
     const std::vector<std::string> ours = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
-                                           "MASTER_PORT=", "GROUP_RANK=", std::string(dist::kStoreFileVariable) + "="};
+                                           "MASTER_PORT=", "GROUP_RANK=", std::string(dist::kStoreFileVariable) + "=",
+                                           std::string(kLauncherVariable) + "="};
     for (char** e = environ; *e; ++e) {
       const std::string kv = *e;
       bool replaced = false;
@@ -126,6 +130,7 @@ class ChildCommands {
       e.push_back("MASTER_ADDR=" + opts.master_addr);
       e.push_back("MASTER_PORT=" + std::to_string(port));
       e.push_back(std::string(dist::kStoreFileVariable) + "=" + store_file);
+      e.push_back(std::string(kLauncherVariable) + "=" + std::to_string(::getpid()));
       for (auto& s : e) env_ptrs_[static_cast<size_t>(r)].push_back(s.data());
       env_ptrs_[static_cast<size_t>(r)].push_back(nullptr);
     }
@@ -251,6 +256,18 @@ int supervise(Running& running, const LaunchOptions& opts, const std::function<v
 
 int launch(const LaunchOptions& opts) {
   validate(opts);
+  // Inside a launch already (a launcher that is still running started this process or an ancestor):
+  // the inner launch would start its processes in every one of the outer's, each job run that many
+  // times over (issue 78). A variable merely inherited from a launcher that has ended is no reason.
+  const char* launcher = std::getenv(kLauncherVariable);
+  const long outer = launcher ? std::strtol(launcher, nullptr, 10) : 0;
+  if (outer > 0 && (::kill(static_cast<pid_t>(outer), 0) == 0 || errno == EPERM)) {
+    const char* rank = std::getenv("RANK");
+    const char* world = std::getenv("WORLD_SIZE");
+    throw std::invalid_argument(std::string("launch: this process is already rank ") + (rank ? rank : "?") + " of " +
+                                (world ? world : "?") + " started by launch; a launch inside it would run every job "
+                                "once per outer process: give the command without the inner launch");
+  }
   auto note = [&](const std::string& s) {
     if (opts.note) opts.note(s);
   };

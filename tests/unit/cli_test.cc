@@ -35,19 +35,8 @@
 namespace hp {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result run_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "headprune");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  int code = cli::run(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using Result = test::CliResult;
+using test::run_cli;
 
 TEST(Cli, ThreadsAreBoundedByTheMachine) {
   // --threads 1000 made a 20-example evaluation 40x slower; --threads -1 printed a 300-digit bound.

@@ -164,6 +164,20 @@ TEST(Launch, RefusesBadOptions) {
   o.nproc = 1;
   o.argv = {"/no/such/program"};
   EXPECT_EQ(launch(o), 127);
+  // Issue 78: a launch inside a launch's child ran every job once per outer process.
+  ScopedEnv child({{"HP_LAUNCHED_BY", std::to_string(::getppid())}, {"RANK", std::string("1")},
+                   {"WORLD_SIZE", std::string("2")}});
+  o.argv = {"/bin/true"};
+  try {
+    launch(o);
+    ADD_FAILURE() << "a nested launch ran";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("launch: this process is already rank 1 of 2 started by launch"),
+              std::string::npos) << e.what();
+  }
+  // The same variable left by a launcher that has ended does not stop a launch.
+  ScopedEnv stale({{"HP_LAUNCHED_BY", std::string("999999999")}});
+  EXPECT_EQ(launch(o), 0);
 }
 
 }  // namespace

@@ -150,18 +150,8 @@ INSTANTIATE_TEST_SUITE_P(F16, F16Hf,
 // ---------------------------------------------------------------------------------------
 // The global --dtype in the subcommands that load a model.
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-CliRun headprune(std::vector<std::string> args) {
-  args.insert(args.begin(), "headprune");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  const int code = cli::run(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
+using CliRun = test::CliResult;
+const auto headprune = test::run_cli;
 
 TEST(F16Cli, GenerateHonoursTheGlobalDtype) {
   const std::string gpt2 = test::hf_fixture("gpt2");
@@ -218,13 +208,9 @@ TEST(F16Cli, ExportLoadsAndWritesInTheGlobalDtype) {
 }
 
 TEST(F16Cli, RolesHonoursTheGlobalDtype) {
-  TokenizerTrainOptions to;
-  to.vocab_size = 60;
-  const auto tok = Tokenizer::train({"the dog chased cats .", "do n't run quickly", "the cats run"}, to);
-  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
-  cfg.vocab_size = tok.vocab_size();
-  cfg.finalize();
-  auto model = test::make_model(cfg);
+  auto made = test::tiny_classifier_with_tokenizer();
+  const Tokenizer& tok = made.tok;
+  Transformer& model = made.model;
   test::TempDir dir;
   save_checkpoint(dir / "ckpt", *model, {{kTokenizerFile, tok.serialized()}});
   test::write(dir / "a.conllu",

@@ -149,13 +149,9 @@ TEST(RoleClassifiers, RareWordHeads) {
 
 TEST(RoleClassifiers, PointersFromAModel) {
   // A tiny classifier with a trained-on-the-fly tokenizer: every head gets one pointer per word.
-  TokenizerTrainOptions to;
-  to.vocab_size = 60;
-  const auto tok = Tokenizer::train({"the dog chased cats .", "do n't run quickly", "the cats run"}, to);
-  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
-  cfg.vocab_size = tok.vocab_size();
-  cfg.finalize();
-  auto model = test::make_model(cfg);
+  auto made = test::tiny_classifier_with_tokenizer();
+  const Tokenizer& tok = made.tok;
+  Transformer& model = made.model;
   test::TempDir dir;
   write(dir / "a.conllu", kTwoSentences);
   const auto s = read_conllu(dir / "a.conllu");

@@ -4,12 +4,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include "app.h"
 #include "headprune/io/files.h"
 #include "headprune/util/runtime.h"
 
@@ -35,6 +37,25 @@ Transformer make_model(Fam fam, uint64_t seed, torch::ScalarType dtype) { return
 
 Batch make_batch(const ModelConfig& cfg, uint64_t seed, int64_t batch_size) {
   return synthetic_batch(cfg, batch_size, 3, 12, seed);
+}
+
+CliResult run_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "headprune");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  const int code = cli::run(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+ClassifierWithTokenizer tiny_classifier_with_tokenizer() {
+  TokenizerTrainOptions to;
+  to.vocab_size = 60;
+  auto tok = Tokenizer::train({"the dog chased cats .", "do n't run quickly", "the cats run"}, to);
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  cfg.vocab_size = tok.vocab_size();
+  cfg.finalize();
+  return {std::move(tok), make_model(cfg)};
 }
 
 TempDir::TempDir() {

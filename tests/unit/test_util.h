@@ -4,8 +4,10 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "headprune/config.h"
+#include "headprune/data/tokenizer.h"
 #include "headprune/data/synthetic.h"
 #include "headprune/eval/task_eval.h"
 #include "headprune/model/transformer.h"
@@ -28,6 +30,20 @@ Transformer make_model(Arch arch, uint64_t seed = 7, torch::ScalarType dtype = t
 Transformer make_model(Fam fam, uint64_t seed = 7, torch::ScalarType dtype = torch::kFloat);
 Transformer make_model(const ModelConfig& cfg, uint64_t seed = 7, torch::ScalarType dtype = torch::kFloat);
 Batch make_batch(const ModelConfig& cfg, uint64_t seed = 11, int64_t batch_size = 4);
+
+// The CLI run in this process (cli::run), with what it printed.
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+CliResult run_cli(std::vector<std::string> args);  // args without the program name
+
+// A tiny encoder classifier with a tokenizer trained on the fly (60 pieces) and sized to it.
+struct ClassifierWithTokenizer {
+  Tokenizer tok;
+  Transformer model;
+};
+ClassifierWithTokenizer tiny_classifier_with_tokenizer();
 
 // A fresh, empty directory under the system temp dir; removed by the destructor.
 struct TempDir {

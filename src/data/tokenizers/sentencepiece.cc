@@ -235,6 +235,44 @@ void unigram(const Impl::Model& m, const std::string& s, Emit&& emit) {
 // longer spans those bytes (a symbol only ever grows to the right, so the span fixes both halves):
 // O(n log n) time and a few tens of bytes a character, whatever the length of the piece. The pieces
 // go to emit(Sym&&) in order.
+// BPE's first symbols: the characters of s, user-defined pieces whole (sentencepiece's rule).
+struct BpeSymbols {
+  std::vector<int32_t> begin, id;  // a symbol is s[begin[i], begin[next[i]]); its piece id (-1: none)
+  std::vector<bool> frozen;        // a user-defined piece: never merged
+};
+BpeSymbols bpe_symbols(const Impl& impl, const std::string& s, bool by_rank) {
+  if (s.size() >= static_cast<size_t>(INT32_MAX))
+    throw std::invalid_argument("tokenizer: a piece of " + std::to_string(s.size()) + " bytes is too long");
+  const Impl::Model& m = *impl.model;
+  BpeSymbols out;
+  for (size_t pos = 0; pos < s.size();) {
+    const size_t u = by_rank ? 0 : user_defined_prefix(impl.user_defined, std::string_view(s).substr(pos));
+    const size_t len = u ? u : std::min(char_length(std::string_view(s).substr(pos)), s.size() - pos);
+    const auto it = m.lookup.find(std::string_view(s).substr(pos, len));
+    out.begin.push_back(static_cast<int32_t>(pos));
+    out.id.push_back(static_cast<int32_t>(it == m.lookup.end() ? -1 : it->second));
+    out.frozen.push_back(u != 0);
+    pos += len;
+  }
+  return out;
+}
+
+// sentencepiece's BPE may merge through an unused piece: such a piece goes out as the pieces it was
+// merged from (recursively), every other piece as it is.
+template <typename Emit>
+void emit_split_unused(const Impl::Model& m, const std::map<std::string, std::pair<std::string, std::string>>& unmerge,
+                       const std::string& t, Emit& emit) {
+  const auto found = m.lookup.find(t);
+  const int64_t pid = found == m.lookup.end() ? -1 : found->second;
+  const auto it = unmerge.find(t);
+  if (pid >= 0 && m.types[static_cast<size_t>(pid)] == SentencePieceModel::PieceType::Unused && it != unmerge.end()) {
+    emit_split_unused(m, unmerge, it->second.first, emit);
+    emit_split_unused(m, unmerge, it->second.second, emit);
+    return;
+  }
+  emit(Sym{t, pid});
+}
+
 template <typename Emit>
 void bpe(const Impl& impl, const std::string& s, Emit&& emit) {
   const Impl::Model& m = *impl.model;
@@ -243,18 +281,10 @@ void bpe(const Impl& impl, const std::string& s, Emit&& emit) {
     const auto it = m.lookup.find(t);
     return it == m.lookup.end() ? -1 : it->second;
   };
-  if (s.size() >= static_cast<size_t>(INT32_MAX))
-    throw std::invalid_argument("tokenizer: a piece of " + std::to_string(s.size()) + " bytes is too long");
-  std::vector<int32_t> begin, id;  // a symbol is s[begin[i], begin[next[i]]); its piece id (-1: none)
-  std::vector<bool> frozen;        // a user-defined piece: never merged
-  for (size_t pos = 0; pos < s.size();) {
-    const size_t u = by_rank ? 0 : user_defined_prefix(impl.user_defined, std::string_view(s).substr(pos));
-    const size_t len = u ? u : std::min(char_length(std::string_view(s).substr(pos)), s.size() - pos);
-    begin.push_back(static_cast<int32_t>(pos));
-    id.push_back(static_cast<int32_t>(lookup(std::string_view(s).substr(pos, len))));
-    frozen.push_back(u != 0);
-    pos += len;
-  }
+  BpeSymbols sym = bpe_symbols(impl, s, by_rank);
+  const std::vector<int32_t>& begin = sym.begin;
+  std::vector<int32_t>& id = sym.id;
+  const std::vector<bool>& frozen = sym.frozen;
   const auto n = static_cast<int32_t>(begin.size());
   std::vector<int32_t> prev(static_cast<size_t>(n)), next(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) prev[static_cast<size_t>(i)] = i - 1, next[static_cast<size_t>(i)] = i + 1 < n ? i + 1 : -1;
@@ -317,25 +347,12 @@ void bpe(const Impl& impl, const std::string& s, Emit&& emit) {
     if (prev[l] >= 0) consider(prev[l]);
     consider(top.left);
   }
-  {
-    decltype(agenda) none;  // the agenda's memory back before the pieces are emitted
-    agenda.swap(none);
-  }
-  std::function<void(const std::string&)> resegment = [&](const std::string& t) {
-    const int64_t pid = lookup(t);
-    const auto it = unmerge.find(t);
-    if (pid >= 0 && m.types[static_cast<size_t>(pid)] == SentencePieceModel::PieceType::Unused && it != unmerge.end()) {
-      resegment(it->second.first);
-      resegment(it->second.second);
-      return;
-    }
-    emit(Sym{t, pid});
-  };
+  decltype(agenda)().swap(agenda);  // the agenda's memory back before the pieces are emitted
   for (int32_t i = n ? 0 : -1; i >= 0; i = next[static_cast<size_t>(i)]) {
     const auto from = static_cast<size_t>(begin[static_cast<size_t>(i)]);
     std::string text = s.substr(from, static_cast<size_t>(end_of(i)) - from);
     if (by_rank) emit(Sym{std::move(text), id[static_cast<size_t>(i)]});
-    else resegment(text);
+    else emit_split_unused(m, unmerge, text, emit);
   }
 }
 
