@@ -108,7 +108,9 @@ void save_checkpoint(const std::string& dir, TransformerImpl& model, const std::
   nlohmann::json j = {{"format", "headprune"}, {"version", kCheckpointVersion}};
   j.update(model.config().to_json());
   std::map<std::string, LazyTensor> tensors;
-  for (const auto& [name, t] : state_dict(model)) {
+  for (const auto& entry : state_dict(model)) {
+    const std::string& name = entry.first;
+    const torch::Tensor& t = entry.second;  // a named variable: C++17 lambdas cannot capture bindings
     if (dtype && at::isFloatingType(t.scalar_type()) && t.scalar_type() != *dtype)
       tensors.emplace(name, LazyTensor{*dtype, t.sizes().vec(), [t, d = *dtype] { return t.to(d).contiguous(); }});
     else
