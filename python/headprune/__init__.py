@@ -916,7 +916,7 @@ def export(model: Union[Model, PathLike], *, hf: Optional[PathLike] = None, gguf
            onnx: Optional[PathLike] = None, native: Optional[PathLike] = None, hf_layout: Optional[str] = None,
            gguf_dtype: Optional[str] = None, onnx_attention: Optional[str] = None, overwrite: bool = False) -> str:
     """headprune export: an HF directory (hf_layout auto, pruned_heads or dense), a GGUF file for
-    llama.cpp (LLaMA family; gguf_dtype f32, f16 or bf16), an ONNX file (onnx_attention auto, fused or
+    llama.cpp (LLaMA family; gguf_dtype f32, f16, bf16, q8_0 or q4_0), an ONNX file (onnx_attention auto, fused or
     standard) and/or a headprune checkpoint. Returns one line per output written."""
     def path(p: Optional[PathLike]) -> Optional[str]:
         return None if p is None else os.fspath(p)

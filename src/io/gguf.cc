@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 
@@ -46,16 +48,15 @@ uint64_t scalar_bytes(GgufType t) {
   }
 }
 
-uint64_t ggml_element_bytes(GgmlType t) { return t == GgmlType::F32 ? 4 : 2; }
-
 torch::ScalarType torch_type_of(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return torch::kFloat32;
     case GgmlType::F16: return torch::kFloat16;
     case GgmlType::BF16: return torch::kBFloat16;
+    default: return torch::kFloat32;  // F32, and the block types once dequantized
   }
-  return torch::kFloat32;
 }
+
+bool is_read(uint32_t type) { return type == 0 || type == 1 || type == 2 || type == 8 || type == 30; }
 
 // ---- writing ----
 
@@ -246,13 +247,23 @@ GgmlType ggml_type_of(torch::ScalarType t) {
   }
 }
 
+GgufTensor quantized_gguf_tensor(std::string name, GgmlType type, std::vector<int64_t> shape,
+                                 std::function<torch::Tensor()> make_values) {
+  if (!is_block_type(type) || shape.size() != 2)
+    throw std::logic_error("GGUF writer: '" + name + "': only 2-D tensors are quantized, to Q8_0 or Q4_0");
+  const std::vector<int64_t> blocks_shape{shape[0], static_cast<int64_t>(ggml_row_bytes(type, shape[1]))};
+  GgufTensor t{std::move(name), LazyTensor{torch::kUInt8, blocks_shape, {}}, type, std::move(shape)};
+  t.data.make = [make_values = std::move(make_values), type] { return quantize_blocks(make_values(), type); };
+  return t;
+}
+
 void write_gguf(std::ostream& out, const GgufFile& file) {
   std::set<std::string> keys, names;
   for (const auto& [k, v] : file.metadata)
     if (!keys.insert(k).second) throw std::logic_error("GGUF writer: metadata key '" + k + "' twice");
   for (const auto& t : file.tensors) {
     if (!names.insert(t.name).second) throw std::logic_error("GGUF writer: tensor '" + t.name + "' twice");
-    ggml_type_of(t.data.dtype);
+    t.type();  // a dtype GGUF has no type for fails here
   }
   uint64_t at = 0;
   auto counted = [&](auto&& write) {  // writes and counts the bytes (the stream may not be seekable)
@@ -272,9 +283,10 @@ void write_gguf(std::ostream& out, const GgufFile& file) {
     uint64_t offset = 0;
     for (const auto& t : file.tensors) {
       put_string(out, t.name);
-      put<uint32_t>(out, static_cast<uint32_t>(t.data.shape.size()));
-      for (auto d = t.data.shape.rbegin(); d != t.data.shape.rend(); ++d) put<uint64_t>(out, static_cast<uint64_t>(*d));
-      put<uint32_t>(out, static_cast<uint32_t>(ggml_type_of(t.data.dtype)));
+      const auto& dims = t.dims();
+      put<uint32_t>(out, static_cast<uint32_t>(dims.size()));
+      for (auto d = dims.rbegin(); d != dims.rend(); ++d) put<uint64_t>(out, static_cast<uint64_t>(*d));
+      put<uint32_t>(out, static_cast<uint32_t>(t.type()));
       put<uint64_t>(out, offset);
       offset = padded(offset + t.data.nbytes(), file.alignment);
     }
@@ -325,17 +337,27 @@ GgufInfo read_gguf_info(const std::string& path) {
       t.ne.push_back(static_cast<int64_t>(n));
     }
     const auto type = r.get<uint32_t>("type of '" + t.name + "'");
-    if (type != 0 && type != 1 && type != 30)
-      r.fail("tensor '" + t.name + "' has ggml type " + std::to_string(type) + " (F32 0, F16 1 and BF16 30 are read)");
+    if (!is_read(type))
+      r.fail("tensor '" + t.name + "' has ggml type " + std::to_string(type) +
+             " (F32 0, F16 1, Q4_0 2, Q8_0 8 and BF16 30 are read)");
     t.type = static_cast<GgmlType>(type);
+    if (is_block_type(t.type) && (t.ne[0] == 0 || t.ne[0] % kGgmlBlockValues != 0))
+      r.fail("tensor '" + t.name + "' is " + to_string(t.type) + " with rows of " + std::to_string(t.ne[0]) +
+             " values, not whole blocks of " + std::to_string(kGgmlBlockValues));
     t.offset = r.get<uint64_t>("offset of '" + t.name + "'");
     if (t.offset % alignment != 0) r.fail("tensor '" + t.name + "' is not aligned to " + std::to_string(alignment));
     info.tensors.push_back(std::move(t));
   }
   info.data_offset = padded(r.at(), alignment);
   for (const auto& t : info.tensors) {
-    uint64_t n = ggml_element_bytes(t.type);
-    for (int64_t d : t.ne) n *= static_cast<uint64_t>(d);
+    uint64_t n = ggml_row_bytes(t.type, t.ne[0]);  // each dimension at most 2^40, at most four: a row fits
+    for (size_t d = 1; d < t.ne.size(); ++d) {
+      if (t.ne[d] != 0 && n > info.file_size / static_cast<uint64_t>(t.ne[d])) {
+        n = info.file_size + 1;  // past the end whatever the offset: no overflow below
+        break;
+      }
+      n *= static_cast<uint64_t>(t.ne[d]);
+    }
     if (info.data_offset > info.file_size || t.offset > info.file_size - info.data_offset ||
         n > info.file_size - info.data_offset - t.offset)
       r.fail("tensor '" + t.name + "' runs past the end of the file (" + std::to_string(info.file_size) + " bytes)");
@@ -347,12 +369,15 @@ torch::Tensor gguf_tensor(const std::string& path, const GgufInfo& info, const s
   const auto it = std::find_if(info.tensors.begin(), info.tensors.end(), [&](const auto& t) { return t.name == name; });
   if (it == info.tensors.end()) throw std::runtime_error(path + ": no tensor '" + name + "'");
   std::vector<int64_t> shape(it->ne.rbegin(), it->ne.rend());
-  torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(torch_type_of(it->type)));
+  const bool blocks = is_block_type(it->type);
+  const int64_t cols = it->ne[0], rows = cols == 0 ? 0 : std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>()) / cols;
+  torch::Tensor t = blocks ? torch::empty({rows, static_cast<int64_t>(ggml_row_bytes(it->type, cols))}, torch::kUInt8)
+                           : torch::empty(shape, torch::TensorOptions().dtype(torch_type_of(it->type)));
   std::ifstream in(path, std::ios::binary);
   in.seekg(static_cast<std::streamoff>(info.data_offset + it->offset));
   in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
   if (!in) throw std::runtime_error(path + ": cannot read tensor '" + name + "'");
-  return t;
+  return blocks ? dequantize_blocks(t, it->type, cols).reshape(shape) : t;
 }
 
 }  // namespace hp

@@ -15,21 +15,21 @@ namespace hp {
 
 namespace {
 
-void require(bool ok, const std::string& what) {
+void gguf_require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("GGUF export: " + what);
 }
 
 }  // namespace
 
 void check_gguf_family(const ModelConfig& c) {
-  require(c.arch == Arch::DecoderLM,
+  gguf_require(c.arch == Arch::DecoderLM,
           "only decoder LMs of the LLaMA family (Llama, Mistral, Qwen2, Qwen3) are written to GGUF; this model is an " +
               std::string(c.arch == Arch::EncoderDecoder ? "encoder-decoder" : "encoder classifier"));
-  require(c.positional == Positional::Rotary && c.norm_kind == NormKind::RmsNorm && c.norm == NormPosition::Pre &&
+  gguf_require(c.positional == Positional::Rotary && c.norm_kind == NormKind::RmsNorm && c.norm == NormPosition::Pre &&
               c.gated_ffn && c.activation == Activation::Silu && !c.embed_layer_norm,
           "the model is not of the LLaMA family (rotary positions, pre-RMSNorm, SwiGLU feed-forward); GGUF export "
           "writes Llama, Mistral, Qwen2 and Qwen3 models");
-  require(c.scaled_attention && c.output_scale == 1.0 && !c.logits_bias && c.n_segments == 0,
+  gguf_require(c.scaled_attention && c.output_scale == 1.0 && !c.logits_bias && c.n_segments == 0,
           "the model has attention or output options llama.cpp's LLaMA architectures lack");
 }
 
@@ -79,12 +79,12 @@ torch::Tensor repeat_heads(const torch::Tensor& w, int64_t head_dim, const std::
   return torch::cat(parts, 0);
 }
 
-class Builder {
+class GgufBuilder {
  public:
-  Builder(GgufFile& file, std::shared_ptr<const TensorMap> state, torch::ScalarType dtype)
-      : file_(file), state_(std::move(state)), dtype_(dtype) {}
+  GgufBuilder(GgufFile& file, std::shared_ptr<const TensorMap> state, GgmlType type, std::vector<std::string>* kept_f16)
+      : file_(file), state_(std::move(state)), type_(type), kept_f16_(kept_f16) {}
 
-  // A tensor of the model, transformed when written; 2-D ones in the file's dtype, the rest F32.
+  // A tensor of the model, transformed when written; 2-D ones in the file's type, the rest F32.
   void add(const std::string& name, const std::string& ours, std::vector<int64_t> shape,
            std::function<torch::Tensor(const torch::Tensor&)> f = {}) {
     const auto s = state_;
@@ -93,18 +93,47 @@ class Builder {
       return f ? f(t) : t;
     });
   }
+  // 2-D tensors in a block type when their rows split into blocks, else F16 (as llama.cpp's converter
+  // writes them), named in kept_f16.
+  // The output projection (the token embedding when tied) is the most sensitive weight: under q4_0 it
+  // goes q8_0, as llama.cpp's quantizer gives it a higher type (Q6_K there, which is not written here).
   void add_made(const std::string& name, std::vector<int64_t> shape, std::function<torch::Tensor()> make) {
-    const auto dt = shape.size() == 2 ? dtype_ : torch::kFloat32;
-    file_.tensors.push_back({name, LazyTensor{dt, std::move(shape), [make, dt] { return make().to(torch::kCPU, dt).contiguous(); }}});
+    GgmlType type = shape.size() == 2 ? type_ : GgmlType::F32;
+    if (type == GgmlType::Q4_0 && name == output_name_) type = GgmlType::Q8_0;
+    if (is_block_type(type) && shape[1] % kGgmlBlockValues != 0) {
+      type = GgmlType::F16;
+      if (kept_f16_) kept_f16_->push_back(name);
+    }
+    if (is_block_type(type)) {
+      file_.tensors.push_back(quantized_gguf_tensor(name, type, std::move(shape), std::move(make)));
+      return;
+    }
+    const auto dt = type == GgmlType::F32 ? torch::kFloat32 : type == GgmlType::F16 ? torch::kFloat16 : torch::kBFloat16;
+    file_.tensors.push_back({name, LazyTensor{dt, std::move(shape), [make, dt] { return make().to(torch::kCPU, dt).contiguous(); }}, {}, {}});
   }
   bool has(const std::string& ours) const { return state_->count(ours) > 0; }
+  void set_output(std::string name) { output_name_ = std::move(name); }
   void meta(const std::string& key, GgufValue v) { file_.metadata.emplace_back(key, std::move(v)); }
 
  private:
   GgufFile& file_;
   std::shared_ptr<const TensorMap> state_;
-  torch::ScalarType dtype_;
+  GgmlType type_;
+  std::vector<std::string>* kept_f16_;
+  std::string output_name_;
 };
+
+// llama.cpp's llama_ftype for a file whose 2-D weights are of `t`.
+int64_t file_type_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q8_0: return 7;
+    case GgmlType::BF16: return 32;
+  }
+  return 0;
+}
 
 std::string choose_arch(const ModelConfig& c, const std::vector<LayerHeads>& layers) {
   bool uniform = true;
@@ -112,9 +141,9 @@ std::string choose_arch(const ModelConfig& c, const std::vector<LayerHeads>& lay
     uniform = uniform && l.n_head > 0 && !l.stand_in && l.n_head == layers[0].n_head && l.n_kv == layers[0].n_kv;
   const int64_t D = c.head_dim;
   const bool partial = c.rotary_dim > 0 && c.rotary_dim != D;
-  require(!partial, "partial rotary embeddings (Phi-3's partial_rotary_factor) are not written to GGUF");
+  gguf_require(!partial, "partial rotary embeddings (Phi-3's partial_rotary_factor) are not written to GGUF");
   if (c.qk_norm) {
-    require(uniform, "Qwen3's q_norm / k_norm have no GGUF form with a different head count per layer (llama.cpp's "
+    gguf_require(uniform, "Qwen3's q_norm / k_norm have no GGUF form with a different head count per layer (llama.cpp's "
                      "deci architecture lacks them); prune the same number of heads and groups in every layer "
                      "(prune --unit balanced) to write it as qwen3");
     return "qwen3";
@@ -125,7 +154,7 @@ std::string choose_arch(const ModelConfig& c, const std::vector<LayerHeads>& lay
   return uniform ? "llama" : "deci";
 }
 
-void write_hparams(Builder& b, const std::string& arch, const ModelConfig& c, const std::vector<LayerHeads>& layers) {
+void write_hparams(GgufBuilder& b, const std::string& arch, const ModelConfig& c, const std::vector<LayerHeads>& layers) {
   const std::string a = arch + ".";
   int64_t context = c.max_positions;
   if (c.sliding_window > 0 && c.sliding_window < context) context = c.sliding_window;  // exact up to the window
@@ -154,13 +183,13 @@ void write_hparams(Builder& b, const std::string& arch, const ModelConfig& c, co
   }
 }
 
-void write_vocab(Builder& b, const GgufVocab& v, int64_t vocab_size) {
-  require(v.model == "llama" || v.model == "gpt2", "tokenizer model '" + v.model + "' (llama or gpt2)");
+void write_vocab(GgufBuilder& b, const GgufVocab& v, int64_t vocab_size) {
+  gguf_require(v.model == "llama" || v.model == "gpt2", "tokenizer model '" + v.model + "' (llama or gpt2)");
   const auto n = static_cast<int64_t>(v.tokens.size());
-  require(n > 0, "the tokenizer has no tokens");
-  require(n <= vocab_size, "the tokenizer has " + std::to_string(n) + " tokens, more than the model's vocabulary of " +
+  gguf_require(n > 0, "the tokenizer has no tokens");
+  gguf_require(n <= vocab_size, "the tokenizer has " + std::to_string(n) + " tokens, more than the model's vocabulary of " +
                                std::to_string(vocab_size));
-  require(v.types.size() == v.tokens.size() && (v.model != "llama" || v.scores.size() == v.tokens.size()),
+  gguf_require(v.types.size() == v.tokens.size() && (v.model != "llama" || v.scores.size() == v.tokens.size()),
           "the tokenizer's token types or scores do not cover its tokens");
   auto tokens = v.tokens;
   auto scores = v.scores;
@@ -183,7 +212,7 @@ void write_vocab(Builder& b, const GgufVocab& v, int64_t vocab_size) {
   if (v.model == "llama") b.meta("tokenizer.ggml.add_space_prefix", GgufValue::boolean(v.add_space_prefix));
 }
 
-void write_attention(Builder& b, const ModelConfig& c, int64_t l, const LayerHeads& h, bool permute) {
+void write_attention(GgufBuilder& b, const ModelConfig& c, int64_t l, const LayerHeads& h, bool permute) {
   const std::string at = attention_prefix(AttnType::DecoderSelf, l) + ".", blk = "blk." + std::to_string(l) + ".";
   const int64_t D = c.head_dim, C = c.d_model, q = h.n_head * D, kv = h.n_kv * D;
   if (h.stand_in) {  // one head: values and output zero, so it adds nothing
@@ -213,7 +242,7 @@ void write_attention(Builder& b, const ModelConfig& c, int64_t l, const LayerHea
   if (b.has(at + "o_proj.bias")) b.add(blk + "attn_output.bias", at + "o_proj.bias", {C});
 }
 
-void write_layer(Builder& b, const ModelConfig& c, int64_t l, const LayerHeads& h, bool permute) {
+void write_layer(GgufBuilder& b, const ModelConfig& c, int64_t l, const LayerHeads& h, bool permute) {
   const std::string blk = "blk." + std::to_string(l) + ".", ours = "decoder.layers." + std::to_string(l) + ".";
   const int64_t C = c.d_model, F = c.d_ff;
   if (h.n_head > 0) {  // an empty layer has no attention tensors at all (deci skips its attention)
@@ -230,16 +259,14 @@ void write_layer(Builder& b, const ModelConfig& c, int64_t l, const LayerHeads& 
 
 }  // namespace
 
-torch::ScalarType parse_gguf_dtype(const std::string& s) {
-  if (s == "f32") return torch::kFloat32;
-  if (s == "f16") return torch::kFloat16;
-  if (s == "bf16") return torch::kBFloat16;
-  throw std::invalid_argument("GGUF dtype '" + s + "': expected f32, f16 or bf16");
+GgmlType parse_gguf_dtype(const std::string& s) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0})
+    if (s == to_string(t)) return t;
+  throw std::invalid_argument("GGUF dtype '" + s + "': expected f32, f16, bf16, q8_0 or q4_0");
 }
 
-GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, torch::ScalarType dtype, const std::string& name,
+GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, GgmlType type, const std::string& name,
                  GgufLayout* layout) {
-  ggml_type_of(dtype);
   check_gguf_family(model.config());
   // The file holds no masks: masked heads are removed (the untouched tensors shared, not copied).
   Transformer pruned{nullptr};
@@ -253,18 +280,23 @@ GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, torch::ScalarTy
     layers.push_back(layer_heads(head_geometry(c, AttnType::DecoderSelf, l), l));
   const std::string arch = choose_arch(c, layers);
   const bool permute = arch == "llama" || arch == "deci";
-  require(c.rope_scaling.type != RopeScalingType::Llama3 || permute, "llama3 rope scaling is written for llama and deci only");
+  gguf_require(c.rope_scaling.type != RopeScalingType::Llama3 || permute, "llama3 rope scaling is written for llama and deci only");
 
   GgufFile file;
-  Builder b(file, state, dtype);
+  GgufLayout scratch;
+  if (!layout) layout = &scratch;
+  layout->kept_f16.clear();
+  GgufBuilder b(file, state, type, &layout->kept_f16);
   b.meta("general.architecture", GgufValue::str(arch));
   b.meta("headprune.exporter", GgufValue::str(std::string("headprune ") + HP_VERSION_STRING));
   b.meta("general.name", GgufValue::str(name));
-  b.meta("general.file_type", GgufValue::u32(dtype == torch::kFloat32 ? 0 : dtype == torch::kFloat16 ? 1 : 32));
+  b.meta("general.file_type", GgufValue::u32(file_type_of(type)));
+  if (is_block_type(type)) b.meta("general.quantization_version", GgufValue::u32(2));  // ggml's GGML_QNT_VERSION
   write_hparams(b, arch, c, layers);
   write_vocab(b, vocab, c.vocab_size);
 
   const int64_t C = c.d_model, V = c.vocab_size;
+  b.set_output(c.tie_embeddings ? "token_embd.weight" : "output.weight");
   b.add("token_embd.weight", "decoder.embed_tokens.weight", {V, C});
   b.add("output_norm.weight", "decoder.final_norm.weight", {C});
   if (!c.tie_embeddings) b.add("output.weight", "lm_head.weight", {V, C});
@@ -276,14 +308,12 @@ GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, torch::ScalarTy
   }
   for (size_t l = 0; l < layers.size(); ++l) write_layer(b, c, static_cast<int64_t>(l), layers[l], permute);
 
-  if (layout) {
-    layout->arch = arch;
-    layout->n_head.clear(), layout->n_head_kv.clear(), layout->stand_in_layers.clear();
-    for (size_t l = 0; l < layers.size(); ++l) {
-      layout->n_head.push_back(layers[l].n_head);
-      layout->n_head_kv.push_back(layers[l].n_kv);
-      if (layers[l].stand_in) layout->stand_in_layers.push_back(static_cast<int64_t>(l));
-    }
+  layout->arch = arch;
+  layout->n_head.clear(), layout->n_head_kv.clear(), layout->stand_in_layers.clear();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    layout->n_head.push_back(layers[l].n_head);
+    layout->n_head_kv.push_back(layers[l].n_kv);
+    if (layers[l].stand_in) layout->stand_in_layers.push_back(static_cast<int64_t>(l));
   }
   return file;
 }

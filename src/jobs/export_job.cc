@@ -32,7 +32,7 @@ const OptionTable<ExportRequest>& export_request_table() {
           .text("gguf_path", "--gguf",
                 "GGUF file for llama.cpp (LLaMA family; uneven head counts per layer as arch deci; the tokenizer inside)",
                 &E::gguf_path, false)
-          .parsed("gguf_dtype", "--dtype", "GGUF weights: f32, f16 or bf16 (norms and biases stay f32)",
+          .parsed("gguf_dtype", "--dtype", "GGUF weights: f32, f16, bf16, or ggml's blocks q8_0 or q4_0 (norms and biases stay f32; a weight whose rows do not split into 32-value blocks stays f16)",
                   [](E& e, const std::string& s) {
                     parse_gguf_dtype(s);
                     e.gguf_dtype = s;
@@ -78,6 +78,9 @@ std::string write_gguf_output(const OutputFile& out, const GgufOutput& g, const 
   write_file_atomic(out.path, [&](std::ostream& o) { write_gguf(o, g.file); });
   std::string line = "wrote " + out.path + " (gguf " + g.layout.arch + ", " + g.dtype + ": query heads per layer " +
                      counts(g.layout.n_head) + ", key/value heads " + counts(g.layout.n_head_kv);
+  if (!g.layout.kept_f16.empty())
+    line += "; " + std::to_string(g.layout.kept_f16.size()) + " weights kept f16, their rows not whole " + g.dtype +
+            " blocks of 32 (" + g.layout.kept_f16.front() + (g.layout.kept_f16.size() > 1 ? ", ..." : "") + ")";
   if (!g.layout.stand_in_layers.empty())
     line += "; emptied layers " + counts(g.layout.stand_in_layers) + " keep a zero stand-in head (layer 0: llama.cpp reads "
             "the head size there; others: their output bias)";

@@ -13,6 +13,11 @@
 //     decoding (tokens/s of NEW_TOKENS greedy tokens after a DECODE_AFTER-token prompt, 128 by default,
 //     one evaluation each), the median of REPS runs each after one untimed run, on a fresh sequence each
 //     time (KV cache KV_TYPE, F32 by default, e.g. F16; flash attention off). One JSON line.
+//   node gguf_check.mjs nll MODEL.gguf IDS.json
+//     IDS: {"sequences": [[id, ...], ...]} (llama2c_reference.py sample writes it). llama.cpp evaluates
+//     each sequence on a fresh context (F32 KV cache) and takes -log p(next token) at every position but
+//     the last; prints one JSON line: the per-token losses of every sequence (in order), their mean and
+//     the perplexity exp(mean).
 //   node gguf_check.mjs tokenize MODEL.gguf TEXTS_FILE [special]
 //     One JSON line per line of TEXTS_FILE: llama.cpp's token ids for it (no special tokens added;
 //     with `special`, special tokens written in the text are read as such, as HF's tokenizers do).
@@ -62,6 +67,28 @@ async function logprobs(modelPath, ioPath) {
   console.log(JSON.stringify({positions: T, vocabulary: V, compared, max_abs_logprob_diff: maxDiff, worst,
                               max_abs_prob_diff: maxProbDiff,
                               argmax_agree: argmaxAgree}));
+}
+
+async function nll(modelPath, idsPath) {
+  const sequences = JSON.parse(fs.readFileSync(idsPath, "utf8")).sequences;
+  const longest = Math.max(...sequences.map((s) => s.length));
+  const {model, context} = await open(modelPath, Math.max(256, longest));
+  const seq = context.getSequence();
+  const opts = {probabilities: true, options: {temperature: 1, topK: 0, topP: 1, minP: 0}};
+  const losses = [];
+  for (const ids of sequences) {
+    await seq.clearHistory();
+    const res = await seq.controlledEvaluate(ids.map((t) => [t, {generateNext: opts}]));
+    for (let t = 0; t + 1 < ids.length; ++t) {
+      const p = res[t]?.next?.probabilities?.get(ids[t + 1]);
+      if (!(p > 0)) throw new Error(`no probability for token ${ids[t + 1]} after position ${t}`);
+      losses.push(-Math.log(p));
+    }
+  }
+  const mean = losses.reduce((a, b) => a + b, 0) / losses.length;
+  console.log(JSON.stringify({sequences: sequences.length, tokens: losses.length, mean_nll: mean,
+                              perplexity: Math.exp(mean), per_token: losses}));
+  void model;
 }
 
 async function tokenize(modelPath, textsPath, special) {
@@ -117,8 +144,10 @@ const [mode, ...args] = process.argv.slice(2);
 if (mode === "logprobs") await logprobs(...args);
 else if (mode === "speed") await speed(...args);
 else if (mode === "tokenize") await tokenize(...args);
+else if (mode === "nll") await nll(...args);
 else {
-  console.error("usage: gguf_check.mjs logprobs MODEL.gguf IO.safetensors | tokenize MODEL.gguf TEXTS");
+  console.error("usage: gguf_check.mjs logprobs MODEL.gguf IO.safetensors | nll MODEL.gguf IDS.json | tokenize MODEL.gguf TEXTS");
   process.exit(2);
 }
-process.exit(0);
+// Exit once stdout is flushed (a pipe is written asynchronously: exiting at once cuts a long line).
+process.stdout.write("", () => process.exit(0));

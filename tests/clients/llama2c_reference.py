@@ -17,7 +17,9 @@ differs by ~5e-5 on logits of size ~17, and is printed for information).
 Usage (run with /usr/bin/python3; all outputs are JSON, written atomically):
   llama2c_reference.py sample    --model DIR --n N --length L --seed S --out F.json [--temperature 1.0]
                                  (BOS=1 then L-1 samples; never stops at EOS; temperature 0 = argmax)
-  llama2c_reference.py logits    --model DIR --ids IDS.json --out F.json [--float64]   # IDS: {"sequences": [[...]]}
+  llama2c_reference.py logits    --model DIR --ids IDS.json --out F.json [--float64] [--ggml-round q8_0|q4_0]
+                                 (IDS: {"sequences": [[...]]}; --ggml-round: the weights as a GGUF of that
+                                 block format holds them, from ggml's definitions)
   llama2c_reference.py greedy    --model DIR --prompt 1,5,8 --new N --out F.json
   llama2c_reference.py selfcheck --model DIR
 Importable: load(dir) -> (weights, cfg); forward(weights, cfg, ids[B,T]) -> logits[B,T,V] float32;
@@ -218,6 +220,37 @@ def selfcheck(weights, cfg, T=64, seed=0):
     return worst
 
 
+def ggml_round(w, fmt):
+    """The weights as a GGUF file in ggml's block format `fmt` holds them, written from ggml's definitions
+    (ggml-common.h, ggml-quants.c's reference quantizers) independently of headprune's writer: rows in
+    blocks of 32 values with a float16 scale d; Q8_0: d = max|x|/127, q = round(x/d) (half away from
+    zero); Q4_0: m = the value of largest magnitude, d = m/-8, q = min(15, trunc(x/d + 8.5)), x = (q-8)d.
+    A matrix whose rows are not whole blocks is rounded to float16; under q4_0 the output (here the tied
+    embedding) is q8_0. Norms stay float32."""
+    def blocks(x, kind):
+        if x.shape[1] % 32:
+            return x.half().float()
+        b = x.reshape(-1, 32)
+        if kind == "q8_0":
+            d = b.abs().amax(1, keepdim=True) / 127
+            inv = torch.where(d == 0, torch.zeros_like(d), 1 / d)
+            q = (b * inv).abs().add(0.5).floor() * (b * inv).sign()
+            return (q * d.half().float()).reshape(x.shape)
+        m = b.gather(1, b.abs().argmax(1, keepdim=True))
+        d = m / -8
+        inv = torch.where(d == 0, torch.zeros_like(d), 1 / d)
+        q = (b * inv + 8.5).trunc().clamp(max=15)
+        return ((q - 8) * d.half().float()).reshape(x.shape)
+    out = dict(w)
+    tied = w["out"] is w["embed"]
+    output_fmt = "q8_0" if fmt == "q4_0" else fmt
+    out["embed"] = blocks(w["embed"], output_fmt if tied else fmt)
+    out["out"] = out["embed"] if tied else blocks(w["out"], output_fmt)
+    mats = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
+    out["layers"] = [{k: (blocks(v, fmt) if k in mats else v) for k, v in layer.items()} for layer in w["layers"]]
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -233,6 +266,8 @@ def main(argv=None):
     lg.add_argument("--out", required=True)
     lg.add_argument("--float64", action="store_true",
                     help="compute in float64 (a comparison then sees only the other side's float32 rounding)")
+    lg.add_argument("--ggml-round", choices=("q8_0", "q4_0"),
+                    help="weights rounded as a GGUF file of that block format holds them (ggml_round)")
     gr = sub.add_parser("greedy")
     gr.add_argument("--prompt", required=True)
     gr.add_argument("--new", type=int, required=True)
@@ -248,7 +283,8 @@ def main(argv=None):
     elif a.cmd == "logits":
         with open(a.ids, encoding="utf-8") as f:
             seqs = json.load(f)["sequences"]
-        w = cast(weights, torch.float64) if a.float64 else weights
+        w = ggml_round(weights, a.ggml_round) if a.ggml_round else weights
+        w = cast(w, torch.float64) if a.float64 else w
         logits = _forward(w, cfg, torch.tensor(seqs, dtype=torch.long)) if a.float64 else forward(w, cfg, seqs)
         write_json(a.out, {"logits": logits.tolist()})
     elif a.cmd == "greedy":

@@ -4,12 +4,16 @@
 # pruned (uneven heads per layer, an emptied layer, an emptied layer 0, a removed key/value group),
 # exported with `export --gguf`; llama.cpp's next-token log-probabilities at every position must equal
 # headprune's within 1e-4, and its token ids for the tokenizer test texts headprune's.
-# Usage: gguf.sh HEADPRUNE_BINARY WORK_DIR [TOKENIZERS_DIR]   (exit 77: clients or tokenizers missing)
+# llama2.c's stories260K goes as f32, q8_0 and q4_0: its per-token loss in llama.cpp on sampled text
+# beside an independent forward (stories_quantized.json in WORK_DIR).
+# Usage: gguf.sh HEADPRUNE_BINARY WORK_DIR [TOKENIZERS_DIR [STORIES260K_DIR]]
+#        (exit 77: clients, tokenizers or stories260K missing)
 set -euo pipefail
 bin=$1
 work=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
 tokdir=${3:-$here/../../shared/tokenizers}
+stories=${4:-$here/../../shared/models/stories260K}
 clients=$here/clients
 texts=$here/fixtures/tokenizer_texts.txt
 if [ ! -d "$clients/node_modules/node-llama-cpp" ]; then
@@ -18,6 +22,7 @@ fi
 if [ ! -f "$tokdir/mistral-7b-v0.1/tokenizer.model" ] || [ ! -f "$tokdir/phi-2/tokenizer.json" ]; then
   echo "skipped: no tokenizers at $tokdir"; exit 77
 fi
+if [ ! -f "$stories/model.safetensors" ]; then echo "skipped: no stories260K at $stories"; exit 77; fi
 if ! /usr/bin/python3 -c "import torch, sentencepiece" 2>/dev/null; then
   echo "skipped: python3-torch or python3-sentencepiece is not installed"; exit 77
 fi
@@ -101,11 +106,73 @@ hp prune qwen2 --strategy manual --heads decoder_self:0:0,decoder_self:0:1,decod
 hp export qwen2_pruned/model --gguf qwen2_pruned.gguf | grep -q "gguf deci"
 logprobs qwen2_pruned qwen2_pruned/model qwen2_pruned.gguf 1e-4
 
-# 5. Bad input: clear errors, nothing written, a user's file untouched.
+# 5. A model someone else trained, quantized: llama2.c's stories260K as f32, q8_0 and q4_0 (ggml's blocks;
+#    its feed-forward down rows, 172 values, are not whole blocks and stay f16). llama.cpp's per-token
+#    loss on text sampled from the model, beside an independent PyTorch forward of llama2.c's math
+#    (llama2c_reference.py). stories260K has no tokenizer and a GGUF carries one: its copy here gets a
+#    stand-in vocabulary of its 512 ids (llama2.c's layout: 3 specials, 256 bytes, 253 pieces); the ids
+#    are fed as they are, so the pieces' text does not matter.
+mkdir -p stories
+cp "$stories/config.json" "$stories/model.safetensors" stories/
+/usr/bin/python3 - stories/tokenizer.json <<'PY'
+import json, sys
+vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+vocab.update({f"<0x{b:02X}>": 3 + b for b in range(256)})
+vocab.update({chr(0x4E00 + i): 259 + i for i in range(253)})
+specials = [{"id": i, "content": t, "special": True} for t, i in list(vocab.items())[:3]]
+json.dump({"model": {"type": "BPE", "byte_fallback": True, "unk_token": "<unk>", "vocab": vocab, "merges": []},
+           "added_tokens": specials}, open(sys.argv[1], "w"), ensure_ascii=False)
+PY
+/usr/bin/python3 "$clients/llama2c_reference.py" sample --model "$stories" --n 4 --length 128 --seed 3 --out held.json
+for q in f32 q8_0 q4_0; do
+  /usr/bin/python3 "$clients/llama2c_reference.py" logits --model "$stories" --ids held.json --out "held_ref_$q.json" \
+    $([ "$q" = f32 ] || echo --ggml-round "$q")
+done
+for q in f32 q8_0 q4_0; do
+  hp export stories --gguf "stories_$q.gguf" --dtype "$q" | tee export.txt
+  grep -q "gguf llama, $q" export.txt
+  check nll "stories_$q.gguf" held.json > "nll_$q.json"
+done
+grep -q "5 weights kept f16, their rows not whole q4_0 blocks of 32 (blk.0.ffn_down.weight" export.txt
+/usr/bin/python3 - held.json <<'PY'
+import json, math, os, sys
+import torch
+ids = json.load(open(sys.argv[1]))["sequences"]
+target = torch.tensor(ids)[:, 1:, None]
+rows = {}
+for q in ("f32", "q8_0", "q4_0"):
+    # The reference: llama2.c's math in PyTorch on the weights as ggml's blocks hold them (f32: as trained).
+    logp = torch.tensor(json.load(open(f"held_ref_{q}.json"))["logits"], dtype=torch.float64).log_softmax(-1)
+    ref = (-logp[:, :-1].gather(2, target)).flatten().tolist()
+    r = json.load(open(f"nll_{q}.json"))
+    assert r["tokens"] == len(ref) and all(math.isfinite(x) for x in r["per_token"]), q
+    rows[q] = {"llama_cpp_mean_loss": r["mean_nll"], "llama_cpp_perplexity": r["perplexity"],
+               "reference_mean_loss": sum(ref) / len(ref), "tokens": len(ref),
+               "max_abs_token_loss_diff_vs_reference": max(abs(a - b) for a, b in zip(r["per_token"], ref)),
+               "bytes": os.path.getsize(f"stories_{q}.gguf")}
+f32 = rows["f32"]["llama_cpp_mean_loss"]
+for q, r in rows.items():
+    r["loss_vs_f32"] = r["llama_cpp_mean_loss"] / f32 - 1
+    print(f"stories260K {q:5s} llama.cpp mean loss {r['llama_cpp_mean_loss']:.5f} (perplexity {r['llama_cpp_perplexity']:.3f}, "
+          f"{r['loss_vs_f32']:+.2%} vs f32), reference {r['reference_mean_loss']:.5f}, {r['bytes']} bytes, {r['tokens']} tokens")
+json.dump(rows, open("stories_quantized.json", "w"), indent=1)
+# f32: the file computes llama2.c's model. q8_0 / q4_0: llama.cpp on the file's blocks agrees with the
+# reference on the same rounded weights (llama.cpp also rounds activations to q8_0 blocks in its
+# quantized products: the rest of the gap), and q8_0 stays near f32.
+assert rows["f32"]["max_abs_token_loss_diff_vs_reference"] <= 1e-3, "the f32 GGUF disagrees with the reference forward"
+for q in ("q8_0", "q4_0"):
+    r = rows[q]
+    assert abs(r["llama_cpp_mean_loss"] / r["reference_mean_loss"] - 1) <= 0.02, f"{q}: llama.cpp is not the reference on ggml's blocks"
+assert rows["q8_0"]["loss_vs_f32"] <= 0.02, "q8_0's mean loss is more than 2 % above f32's"
+sizes = [rows[q]["bytes"] for q in ("f32", "q8_0", "q4_0")]
+assert sizes[1] < 0.5 * sizes[0] and sizes[2] < sizes[1], sizes
+PY
+
+# 6. Bad input: clear errors, nothing written, a user's file untouched.
 echo "user data" > users.gguf
 if hp export llama --gguf users.gguf 2> err.txt; then echo "overwrote a user's file"; exit 1; fi
 grep -q "users.gguf" err.txt && [ "$(cat users.gguf)" = "user data" ]
-if hp export llama --gguf x.gguf --dtype q4_0 2> err.txt; then echo "accepted --dtype q4_0"; exit 1; fi
+if hp export llama --gguf x.gguf --dtype q4_k 2> err.txt; then echo "accepted --dtype q4_k"; exit 1; fi
 grep -q "dtype" err.txt && [ ! -e x.gguf ]
 if hp export "$here/fixtures/hf/bert" --gguf bert.gguf 2> err.txt; then echo "wrote a BERT as GGUF"; exit 1; fi
 grep -q "GGUF export: only decoder LMs of the LLaMA family" err.txt && [ ! -e bert.gguf ]

@@ -49,7 +49,7 @@ TEST(Gguf, RoundTripsMetadataAndTensors) {
   const auto w = torch::randn({3, 5});
   const auto b = torch::randn({7}).to(torch::kBFloat16);
   const auto h = torch::randn({2, 3}).to(torch::kFloat16);
-  f.tensors = {{"w", LazyTensor::of(w)}, {"b", LazyTensor::of(b)}, {"h", LazyTensor::of(h)}};
+  f.tensors = {{"w", LazyTensor::of(w), {}, {}}, {"b", LazyTensor::of(b), {}, {}}, {"h", LazyTensor::of(h), {}, {}}};
   const auto path = dir / "x.gguf";
   write_file(path, f);
   const auto info = read_gguf_info(path);
@@ -78,7 +78,7 @@ TEST(Gguf, RefusesMalformedFilesNamingThem) {
   TempDir dir;
   GgufFile f;
   f.metadata = {{"k", GgufValue::strs({"a", "b"})}};
-  f.tensors = {{"w", LazyTensor::of(torch::ones({4, 4}))}};
+  f.tensors = {{"w", LazyTensor::of(torch::ones({4, 4})), {}, {}}};
   const auto good = dir / "good.gguf";
   write_file(good, f);
   const std::string bytes = read_file(good);
@@ -112,7 +112,7 @@ TEST(GgufModel, UniformLlamaIsArchLlamaWithTheModelsWeights) {
   auto model = test::make_model(test::Fam::Llama);
   const auto& c = model->config();
   GgufLayout layout;
-  const auto file = to_gguf(*model, tiny_vocab(90), torch::kFloat32, "tiny", &layout);
+  const auto file = to_gguf(*model, tiny_vocab(90), GgmlType::F32, "tiny", &layout);
   EXPECT_EQ(layout.arch, "llama");
   EXPECT_EQ(layout.n_head, (std::vector<int64_t>{4, 4}));
   EXPECT_EQ(layout.n_head_kv, (std::vector<int64_t>{2, 2}));
@@ -137,7 +137,7 @@ TEST(GgufModel, UniformLlamaIsArchLlamaWithTheModelsWeights) {
   EXPECT_TRUE(torch::equal(gguf_tensor(path, info, "blk.0.attn_v.weight"), s.at("decoder.layers.0.self_attn.v_proj.weight")));
   EXPECT_TRUE(torch::equal(gguf_tensor(path, info, "token_embd.weight"), s.at("decoder.embed_tokens.weight")));
   // bf16 weights, f32 norms.
-  const auto half = to_gguf(*model, tiny_vocab(100), torch::kBFloat16, "tiny");
+  const auto half = to_gguf(*model, tiny_vocab(100), GgmlType::BF16, "tiny");
   for (const auto& t : half.tensors)
     EXPECT_EQ(t.data.dtype, t.data.shape.size() == 2 ? torch::kBFloat16 : torch::kFloat32) << t.name;
 }
@@ -155,7 +155,7 @@ TEST(GgufModel, UnevenLayersAreDeciWithRepeatedGroupsAndAStandIn) {
   drop.push_back({AttnType::DecoderSelf, 1, 1});
   auto pruned = remove_heads(*model, drop);
   GgufLayout layout;
-  const auto file = to_gguf(*pruned, tiny_vocab(100), torch::kFloat32, "tiny", &layout);
+  const auto file = to_gguf(*pruned, tiny_vocab(100), GgmlType::F32, "tiny", &layout);
   EXPECT_EQ(layout.arch, "deci");
   EXPECT_EQ(layout.n_head, (std::vector<int64_t>{1, 3, 4}));
   EXPECT_EQ(layout.n_head_kv, (std::vector<int64_t>{1, 3, 2}));  // group 1 repeated: 1 + 2 key/value heads
@@ -165,6 +165,10 @@ TEST(GgufModel, UnevenLayersAreDeciWithRepeatedGroupsAndAStandIn) {
   write_file(path, file);
   const auto info = read_gguf_info(path);
   EXPECT_EQ(info.metadata.at("deci.attention.head_count").ints, (std::vector<int64_t>{1, 3, 4}));
+  // Every per-layer array has block_count entries (llama.cpp reads one per block).
+  const auto blocks = static_cast<size_t>(info.metadata.at("deci.block_count").i);
+  EXPECT_EQ(info.metadata.at("deci.attention.head_count").size(), blocks);
+  EXPECT_EQ(info.metadata.at("deci.attention.head_count_kv").size(), blocks);
   const auto s = state_dict(*pruned);
   const auto k = deinterleave(gguf_tensor(path, info, "blk.1.attn_k.weight"), D);
   const auto k_ours = s.at("decoder.layers.1.self_attn.k_proj.weight");
@@ -175,7 +179,7 @@ TEST(GgufModel, UnevenLayersAreDeciWithRepeatedGroupsAndAStandIn) {
   // An emptied layer other than 0 has no attention tensors at all.
   auto emptied = remove_heads(*model, {{AttnType::DecoderSelf, 2, 0}, {AttnType::DecoderSelf, 2, 1},
                                        {AttnType::DecoderSelf, 2, 2}, {AttnType::DecoderSelf, 2, 3}});
-  const auto f2 = to_gguf(*emptied, tiny_vocab(100), torch::kFloat32, "tiny", &layout);
+  const auto f2 = to_gguf(*emptied, tiny_vocab(100), GgmlType::F32, "tiny", &layout);
   EXPECT_EQ(layout.n_head, (std::vector<int64_t>{4, 4, 0}));
   for (const auto& t : f2.tensors) EXPECT_EQ(t.name.rfind("blk.2.attn", 0), std::string::npos) << t.name;
   // With an output bias, an emptied layer keeps a stand-in (deci would skip the bias with its attention).
@@ -184,7 +188,7 @@ TEST(GgufModel, UnevenLayersAreDeciWithRepeatedGroupsAndAStandIn) {
   auto with_bias = test::make_model(biased);
   auto emptied_bias = remove_heads(*with_bias, {{AttnType::DecoderSelf, 2, 0}, {AttnType::DecoderSelf, 2, 1},
                                                 {AttnType::DecoderSelf, 2, 2}, {AttnType::DecoderSelf, 2, 3}});
-  const auto f3 = to_gguf(*emptied_bias, tiny_vocab(100), torch::kFloat32, "tiny", &layout);
+  const auto f3 = to_gguf(*emptied_bias, tiny_vocab(100), GgmlType::F32, "tiny", &layout);
   EXPECT_EQ(layout.n_head, (std::vector<int64_t>{4, 4, 1}));
   EXPECT_EQ(layout.stand_in_layers, (std::vector<int64_t>{2}));
   bool bias_written = false;
@@ -192,13 +196,13 @@ TEST(GgufModel, UnevenLayersAreDeciWithRepeatedGroupsAndAStandIn) {
   EXPECT_TRUE(bias_written);
   // Masked heads are written removed: the same layout as the pruned model.
   model->mask_heads(drop);
-  to_gguf(*model, tiny_vocab(100), torch::kFloat32, "tiny", &layout);
+  to_gguf(*model, tiny_vocab(100), GgmlType::F32, "tiny", &layout);
   EXPECT_EQ(layout.n_head, (std::vector<int64_t>{1, 3, 4}));
 }
 
 TEST(GgufModel, RefusesWhatGgufCannotSay) {
   auto gpt = test::make_model(test::Fam::DecoderLM);
-  EXPECT_NE(test::error_of([&] { to_gguf(*gpt, tiny_vocab(100), torch::kFloat32, "x"); }).find("LLaMA family"),
+  EXPECT_NE(test::error_of([&] { to_gguf(*gpt, tiny_vocab(100), GgmlType::F32, "x"); }).find("LLaMA family"),
             std::string::npos);
   auto bert = test::make_model(test::Fam::EncoderClassifier);
   EXPECT_NE(test::error_of([&] { check_gguf_family(bert->config()); }).find("encoder classifier"), std::string::npos);
@@ -207,14 +211,105 @@ TEST(GgufModel, RefusesWhatGgufCannotSay) {
   q.decoder_self_heads.clear();
   q.finalize();
   auto qwen3 = test::make_model(q);
-  EXPECT_NO_THROW(to_gguf(*qwen3, tiny_vocab(100), torch::kFloat32, "x"));
+  EXPECT_NO_THROW(to_gguf(*qwen3, tiny_vocab(100), GgmlType::F32, "x"));
   auto uneven = remove_heads(*qwen3, {{AttnType::DecoderSelf, 0, 0}});
-  EXPECT_NE(test::error_of([&] { to_gguf(*uneven, tiny_vocab(100), torch::kFloat32, "x"); }).find("--unit balanced"),
+  EXPECT_NE(test::error_of([&] { to_gguf(*uneven, tiny_vocab(100), GgmlType::F32, "x"); }).find("--unit balanced"),
             std::string::npos);
   auto llama = test::make_model(test::Fam::Llama);
-  EXPECT_NE(test::error_of([&] { to_gguf(*llama, tiny_vocab(101), torch::kFloat32, "x"); }).find("101 tokens"),
+  EXPECT_NE(test::error_of([&] { to_gguf(*llama, tiny_vocab(101), GgmlType::F32, "x"); }).find("101 tokens"),
             std::string::npos);
-  EXPECT_NE(test::error_of([&] { parse_gguf_dtype("q4_0"); }).find("f32, f16 or bf16"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { parse_gguf_dtype("q4_k"); }).find("f32, f16, bf16, q8_0 or q4_0"), std::string::npos);
+  EXPECT_EQ(parse_gguf_dtype("q8_0"), GgmlType::Q8_0);
+}
+
+// Blocks worked out by hand from ggml's definitions (ggml-common.h, ggml-quants.c).
+TEST(GgmlQuant, Q8_0AndQ4_0BlocksHoldGgmlsBytes) {
+  // Q8_0 of x_j = j - 16: d = 16 / 127 (float16 0x3008, 0.12597656), q = round(x / d) from the unrounded d.
+  auto x = torch::arange(32, torch::kFloat32).sub(16).reshape({1, 32});
+  const auto q8 = quantize_blocks(x, GgmlType::Q8_0);
+  ASSERT_EQ(q8.sizes(), (std::vector<int64_t>{1, 34}));
+  const auto* b = q8.data_ptr<uint8_t>();
+  EXPECT_EQ(b[0] | (b[1] << 8), 0x3008);
+  EXPECT_EQ(static_cast<int8_t>(b[2 + 0]), -127);     // x = -16
+  EXPECT_EQ(static_cast<int8_t>(b[2 + 16]), 0);       // x = 0
+  EXPECT_EQ(static_cast<int8_t>(b[2 + 17]), 8);       // x = 1: 7.94
+  EXPECT_EQ(static_cast<int8_t>(b[2 + 31]), 119);     // x = 15: 119.06
+  EXPECT_FLOAT_EQ(dequantize_blocks(q8, GgmlType::Q8_0, 32)[0][17].item<float>(), 8 * 0.12597656f);
+  // Q4_0 of x_j = (j mod 16) - 8: the largest magnitude is -8, so d = -8 / -8 = 1 (float16 0x3C00) and
+  // q = trunc(x + 8.5) = x + 8; byte j holds values j and j + 16, equal here: j | j << 4.
+  x = torch::arange(32, torch::kFloat32).remainder(16).sub(8).reshape({1, 32});
+  const auto q4 = quantize_blocks(x, GgmlType::Q4_0);
+  ASSERT_EQ(q4.sizes(), (std::vector<int64_t>{1, 18}));
+  b = q4.data_ptr<uint8_t>();
+  EXPECT_EQ(b[0] | (b[1] << 8), 0x3C00);
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(b[2 + j], j | (j << 4)) << j;
+  EXPECT_TRUE(torch::equal(dequantize_blocks(q4, GgmlType::Q4_0, 32), x));
+  // A block of zeros: scale 0, every value 0 (no division by zero); q4_0's top value clips to 15.
+  EXPECT_EQ(dequantize_blocks(quantize_blocks(torch::zeros({2, 64}), GgmlType::Q8_0), GgmlType::Q8_0, 64).abs().sum().item<float>(), 0);
+  auto clip = torch::zeros({1, 32});
+  clip[0][0] = -4, clip[0][1] = 4;  // d = 0.5: 4 is 8 steps up, stored as 15 (3.5)
+  EXPECT_FLOAT_EQ(dequantize_blocks(quantize_blocks(clip, GgmlType::Q4_0), GgmlType::Q4_0, 32)[0][1].item<float>(), 3.5f);
+  EXPECT_NE(test::error_of([&] { quantize_blocks(torch::zeros({2, 40}), GgmlType::Q8_0); }).find("40 values"), std::string::npos);
+}
+
+TEST(GgmlQuant, ErrorsStayWithinHalfAStepPerBlock) {
+  torch::manual_seed(3);
+  const auto x = torch::randn({16, 256}) * torch::rand({16, 1}).mul(4);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    const auto back = dequantize_blocks(quantize_blocks(x, t), t, 256);
+    const auto blocks = x.reshape({-1, 32}), err = (back - x).abs().reshape({-1, 32});
+    const auto step = blocks.abs().amax(1) / (t == GgmlType::Q8_0 ? 127.0 : 8.0);
+    // Half a step, plus the scale's float16 rounding over up to 127 (8) steps; q4_0 clips its top value
+    // by a whole step.
+    const double half = t == GgmlType::Q8_0 ? 0.5 + 127.0 / 2048 : 1.0 + 8.0 / 2048;
+    EXPECT_TRUE((err.amax(1) <= step * half + 1e-7).all().item<bool>()) << to_string(t);
+    EXPECT_GT(err.max().item<float>(), 0.0f) << to_string(t);  // rounded, not copied
+  }
+}
+
+TEST(GgufModel, Q8_0AndQ4_0FilesHoldBlocksWhereRowsSplitAndF16Elsewhere) {
+  ModelConfig cfg = tiny_llama_config();
+  cfg.d_model = 64, cfg.d_ff = 72;  // the up and gate rows (64 values) split into blocks, the down rows (72) do not
+  cfg.decoder_self_heads.clear();
+  cfg.finalize();
+  auto model = test::make_model(cfg);
+  const auto s = state_dict(*model);
+  TempDir dir;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    GgufLayout layout;
+    const std::string path = dir / (to_string(t) + ".gguf");
+    write_file(path, to_gguf(*model, tiny_vocab(100), t, "tiny", &layout));
+    const auto info = read_gguf_info(path);
+    EXPECT_EQ(info.metadata.at("general.file_type").i, t == GgmlType::Q8_0 ? 7 : 2);
+    EXPECT_EQ(info.metadata.at("general.quantization_version").i, 2);
+    std::vector<std::string> f16;
+    for (const auto& r : info.tensors) {
+      if (r.ne.size() == 1) EXPECT_EQ(r.type, GgmlType::F32) << r.name;
+      if (r.ne.size() == 2 && r.type == GgmlType::F16) f16.push_back(r.name);
+      // Under q4_0 the output projection (untied here) is q8_0.
+      const bool output = r.name == "output.weight";
+      if (r.ne.size() == 2 && r.type != GgmlType::F16) EXPECT_EQ(r.type, output ? GgmlType::Q8_0 : t) << r.name;
+    }
+    EXPECT_EQ(f16, (std::vector<std::string>{"blk.0.ffn_down.weight", "blk.1.ffn_down.weight"}));
+    EXPECT_EQ(layout.kept_f16, f16);
+    const auto w = s.at("decoder.layers.1.ffn.fc1.weight");
+    const auto back = gguf_tensor(path, info, "blk.1.ffn_up.weight");
+    EXPECT_EQ(back.sizes(), w.sizes());
+    EXPECT_EQ(back.scalar_type(), torch::kFloat32);
+    EXPECT_LT((back - w).abs().max().item<float>(), w.abs().max().item<float>() / (t == GgmlType::Q8_0 ? 120 : 7));
+    EXPECT_TRUE(torch::allclose(gguf_tensor(path, info, "blk.0.ffn_down.weight").to(torch::kFloat32),
+                                s.at("decoder.layers.0.ffn.fc2.weight"), 1e-3, 1e-3));
+  }
+  // A block-typed tensor whose rows are not whole blocks is refused by the reader, naming it.
+  GgufFile f;
+  f.tensors.push_back(quantized_gguf_tensor("w", GgmlType::Q8_0, {2, 64}, [] { return torch::ones({2, 64}); }));
+  write_file(dir / "w.gguf", f);
+  std::string bytes = read_file(dir / "w.gguf");
+  const uint64_t cols = 48;  // the record's first dimension: magic, version, counts, name length, "w", dims
+  bytes.replace(4 + 4 + 8 + 8 + 8 + 1 + 4, 8, std::string(reinterpret_cast<const char*>(&cols), 8));
+  test::write(dir / "bad.gguf", bytes);
+  EXPECT_NE(test::error_of([&] { read_gguf_info(dir / "bad.gguf"); }).find("'w' is q8_0 with rows of 48 values"),
+            std::string::npos);
 }
 
 TEST(GgufVocab, HeadpruneBpeScoresPiecesByMergeRank) {

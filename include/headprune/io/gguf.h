@@ -3,18 +3,21 @@
 // as key, type, value; one record per tensor (name, dimensions innermost first, ggml type, offset in
 // the data section); padding to `general.alignment` (32); the tensor data, each tensor aligned.
 //
-// Types written here: the metadata's scalars, strings and arrays of one type; tensors F32, F16 and
-// BF16. A torch tensor [rows, cols] is the ggml tensor ne = {cols, rows}: the same bytes, the
-// dimensions listed in reverse.
+// Types written here: the metadata's scalars, strings and arrays of one type; tensors F32, F16, BF16
+// and the block formats Q8_0 and Q4_0 (io/ggml_quant.h). A torch tensor [rows, cols] is the ggml
+// tensor ne = {cols, rows}: the same bytes, the dimensions listed in reverse.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
+#include "headprune/io/ggml_quant.h"
 #include "headprune/io/safetensors.h"
 
 namespace hp {
@@ -48,14 +51,21 @@ struct GgufValue {
   size_t size() const;  // elements of an array, else 1
 };
 
-// ggml tensor types written and read here.
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, BF16 = 30 };
 GgmlType ggml_type_of(torch::ScalarType t);  // float32, float16, bfloat16; else std::invalid_argument
 
 struct GgufTensor {
   std::string name;
-  LazyTensor data;  // torch dtype float32, float16 or bfloat16; made when written
+  // F32, F16, BF16 (`blocks` unset): the values, torch dtype float32, float16 or bfloat16. Q8_0, Q4_0:
+  // their blocks, uint8 [rows, ggml_row_bytes], of a float tensor of `shape`. Made when written.
+  LazyTensor data;
+  std::optional<GgmlType> blocks;
+  std::vector<int64_t> shape;  // with `blocks`: the values' shape (torch order)
+  GgmlType type() const { return blocks ? *blocks : ggml_type_of(data.dtype); }
+  const std::vector<int64_t>& dims() const { return blocks ? shape : data.shape; }
 };
+// A float tensor [rows, cols] (cols a multiple of 32) stored as Q8_0 or Q4_0, quantized when written.
+GgufTensor quantized_gguf_tensor(std::string name, GgmlType type, std::vector<int64_t> shape,
+                                 std::function<torch::Tensor()> make_values);
 
 struct GgufFile {
   std::vector<std::pair<std::string, GgufValue>> metadata;  // in the file's order; keys distinct
@@ -81,10 +91,11 @@ struct GgufInfo {
   uint64_t data_offset = 0, file_size = 0;
 };
 // Reads and checks a file's header, metadata and tensor records (every count, length, type and offset
-// against the file's size; tensor types F32, F16, BF16): std::runtime_error naming the path and what is
-// wrong. Tensor data is read only by gguf_tensor.
+// against the file's size; tensor types F32, F16, BF16, Q8_0, Q4_0): std::runtime_error naming the path
+// and what is wrong. Tensor data is read only by gguf_tensor.
 GgufInfo read_gguf_info(const std::string& path);
-// One tensor's data as a torch tensor in torch order (the dimensions reversed) and its stored dtype.
+// One tensor's data as a torch tensor in torch order (the dimensions reversed): F32, F16, BF16 in their
+// own dtype, Q8_0 and Q4_0 dequantized to float32.
 torch::Tensor gguf_tensor(const std::string& path, const GgufInfo& info, const std::string& name);
 
 }  // namespace hp

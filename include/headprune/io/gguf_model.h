@@ -14,8 +14,11 @@
 //     as llama.cpp's own converter does for `llama` (qwen2 and qwen3 rotate halves: not permuted).
 // Qwen3's q_norm / k_norm and partial rotary (Phi-3) have no `deci` form: such a model with uneven
 // layers is std::invalid_argument, as is any model outside the LLaMA family.
-// Masked heads are removed first. 2-D weights in the dtype asked for (F32, F16, BF16); norms, biases
-// and llama3's rope_freqs always F32, as llama.cpp's converter writes them. Sliding-window attention
+// Masked heads are removed first. 2-D weights in the type asked for (F32, F16, BF16, or ggml's blocks
+// Q8_0 / Q4_0: a weight whose rows do not split into 32-value blocks stays F16, as llama.cpp's
+// converter does; under Q4_0 the output projection, or the token embedding when tied, is Q8_0, as
+// llama.cpp's quantizer gives it a higher type); norms, biases and llama3's rope_freqs always F32, as
+// that converter writes them. Sliding-window attention
 // (Mistral) is exact up to the window: the file's context_length is capped there.
 #pragma once
 
@@ -46,13 +49,14 @@ struct GgufLayout {
   std::string arch;
   std::vector<int64_t> n_head, n_head_kv;  // per layer, as written (after group equalization)
   std::vector<int64_t> stand_in_layers;    // emptied layers given a zero stand-in head
+  std::vector<std::string> kept_f16;       // a block type asked for: the 2-D tensors kept F16 instead
 };
 
-// The file's metadata and tensors (each made when written); `dtype` float32, float16 or bfloat16.
-GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, torch::ScalarType dtype, const std::string& name,
+// The file's metadata and tensors (each made, and quantized, when written); `type` the 2-D weights'.
+GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, GgmlType type, const std::string& name,
                  GgufLayout* layout = nullptr);
 // std::invalid_argument when the model is not of the LLaMA family (checked by to_gguf too).
 void check_gguf_family(const ModelConfig& cfg);
-torch::ScalarType parse_gguf_dtype(const std::string& s);  // "f32", "f16", "bf16"
+GgmlType parse_gguf_dtype(const std::string& s);  // "f32", "f16", "bf16", "q8_0", "q4_0"
 
 }  // namespace hp
