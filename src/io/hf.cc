@@ -96,14 +96,15 @@ HfLayout parse_hf_layout(const std::string& s) {
   if (s == "auto") return HfLayout::Auto;
   if (s == "pruned_heads") return HfLayout::PrunedHeads;
   if (s == "dense") return HfLayout::Dense;
-  throw std::invalid_argument("unknown HF layout '" + s + "' (expected auto, pruned_heads or dense)");
+  if (s == "native") return HfLayout::Native;
+  throw std::invalid_argument("unknown HF layout '" + s + "' (expected auto, native, dense or pruned_heads)");
 }
 
 HfExport to_hf(TransformerImpl& model, const nlohmann::json& base_config, HfLayout layout) {
   return export_family(hf_family_for(model.config(), base_config), model, base_config, layout);
 }
 
-void export_hf(const std::string& dir, TransformerImpl& model, const nlohmann::json& base_config, HfLayout layout) {
+HfLayout export_hf(const std::string& dir, TransformerImpl& model, const nlohmann::json& base_config, HfLayout layout) {
   auto e = to_hf(model, base_config, layout);
   // torch_dtype says what the weights are (a model loaded in another dtype than its base config's
   // is written in the one it holds); an fp32 model without one in its base config gets none.
@@ -113,6 +114,7 @@ void export_hf(const std::string& dir, TransformerImpl& model, const nlohmann::j
   make_directories(dir);
   write_safetensors_sharded(dir, "model", e.tensors, {{"format", "pt"}});  // HF's shards past 5 GiB
   write_json_file(join_path(dir, kConfigFile), e.config);
+  return e.layout;
 }
 
 }  // namespace hp

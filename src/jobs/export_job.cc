@@ -23,9 +23,10 @@ const OptionTable<ExportRequest>& export_request_table() {
       OptionTable<E>()
           .text("hf_dir", "--hf", "HF output directory (config.json, model.safetensors)", &E::hf_dir, false)
           .parsed("hf_layout", "--hf-layout",
-                  "auto, pruned_heads (HF v4's pruned_heads, sliced weights: transformers v4) or dense (every head "
-                  "count as configured, removed heads zero: every transformers version); auto is pruned_heads where "
-                  "the family has it: " +
+                  "auto, native (LLaMA family, the same heads kept in every layer: the smaller model's own "
+                  "num_attention_heads, num_key_value_heads and head_dim, weights sliced), dense (every head count as "
+                  "configured, removed heads zero: every transformers version) or pruned_heads (HF v4's "
+                  "pruned_heads: transformers v4 only); auto is native where it applies, else dense. Families: " +
                       hf_families_summary(),
                   [](E& e, const std::string& s) { e.hf_layout = parse_hf_layout(s); }, "auto")
           .text("native_dir", "--native", "headprune checkpoint output directory", &E::native_dir, false)
@@ -150,17 +151,19 @@ std::string run_export(const ExportRequest& req, const Runtime& rt) {
     native_out.emplace(req.native_dir, OutputDir::Options{"checkpoint", req.overwrite, false, inputs, "--native"});
   std::string out;
   if (hf_out) {
-    export_hf(hf_out->path(), *model, base, req.hf_layout);
+    const HfLayout layout = export_hf(hf_out->path(), *model, base, req.hf_layout);
     // An HF tokenizer goes along (HF's own tokenizer.json too: T5's, Llama's); headprune's BPE has no HF form.
     const bool own_bpe = is_headprune_tokenizer(join_path(req.checkpoint, kTokenizerFile));
     for (const auto& [name, bytes] : files)
       if (name != kTokenizerFile || !own_bpe) write_file_atomic(join_path(hf_out->path(), name), bytes);
     const auto cfg = read_json_file(join_path(hf_out->path(), kConfigFile));
     hf_out->commit();
-    const auto pruned = cfg.find("pruned_heads");
-    const bool sliced = pruned != cfg.end() && !pruned->empty();
-    out += "wrote " + req.hf_dir + " (" + cfg.at("model_type").get<std::string>() +
-           (sliced ? ", pruned_heads " + pruned->dump() : ", dense") + ")\n";
+    std::string how = ", dense";
+    if (layout == HfLayout::PrunedHeads) how = ", pruned_heads " + cfg.value("pruned_heads", nlohmann::json::object()).dump();
+    if (layout == HfLayout::Native)
+      how = ", native: " + cfg.at("num_attention_heads").dump() + " query heads, " + cfg.at("num_key_value_heads").dump() +
+            " key/value heads of " + cfg.at("head_dim").dump() + " channels in every layer";
+    out += "wrote " + req.hf_dir + " (" + cfg.at("model_type").get<std::string>() + how + ")\n";
   }
   if (gguf) out += write_gguf_output(*gguf_out, *gguf, req.checkpoint);
   if (onnx) out += write_onnx_output(*onnx_out, *onnx, model->config(), req.checkpoint);

@@ -36,7 +36,7 @@ import tempfile
 import torch
 
 BOS, EOS = 1, 2
-DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
+DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64, "I64": torch.int64}
 
 
 def read_safetensors(path):

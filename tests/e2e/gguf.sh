@@ -168,6 +168,43 @@ sizes = [rows[q]["bytes"] for q in ("f32", "q8_0", "q4_0")]
 assert sizes[1] < 0.5 * sizes[0] and sizes[2] < sizes[1], sizes
 PY
 
+# Uniform plans on stories260K (8 query heads in 4 key/value groups per layer): (q) one of the two query
+# heads of every group removed in every layer; (kv) groups 1 and 3 of every layer removed. The HF export
+# is the smaller standard model (num_attention_heads, num_key_value_heads, head_dim), headprune reads it
+# back with the masked model's logits, and its GGUF is arch llama within 1e-4 in llama.cpp.
+for case in q kv; do
+  heads=$(/usr/bin/python3 -c "import sys; q = sys.argv[1] == 'q'; print(','.join(f'decoder_self:{l}:{h}' for l in range(5) for h in range(8) if (h % 2 == 1 if q else h // 2 in (1, 3))))" "$case")
+  hp prune stories --strategy manual --heads "$heads" --calibration random --mask-only --out "masked_$case" > /dev/null
+  hp export "masked_$case/model" --hf "native_$case" | tee export.txt
+  if [ "$case" = q ]; then kv=4; else kv=2; fi
+  grep -q "llama, native: 4 query heads, $kv key/value heads of 8 channels in every layer" export.txt
+  hp bench "masked_$case/model" --batch 1 --seq 48 --reps 1 --warmup 0 --no-gemm-probe --save-io "masked_$case.io.safetensors" > /dev/null
+  hp bench "native_$case" --batch 1 --seq 48 --reps 1 --warmup 0 --no-gemm-probe --save-io "native_$case.io.safetensors" > /dev/null
+  /usr/bin/python3 - "$case" "$kv" "$stories" "$clients" <<'PY'
+import json, os, sys
+case, kv, stories, clients = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+sys.path.insert(0, clients)
+from llama2c_reference import read_safetensors
+cfg = json.load(open(f"native_{case}/config.json"))
+assert (cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"], cfg["hidden_size"]) == (4, kv, 8, 64), cfg
+assert "pruned_heads" not in cfg
+t, o = read_safetensors(f"native_{case}/model.safetensors"), read_safetensors(f"{stories}/model.safetensors")
+attn = lambda w: sum(v.numel() for k, v in w.items() if ".self_attn." in k)
+for l in range(5):
+    p = f"model.layers.{l}.self_attn."
+    assert tuple(t[p + "q_proj.weight"].shape) == (32, 64) and tuple(t[p + "k_proj.weight"].shape) == (kv * 8, 64)
+    assert tuple(t[p + "o_proj.weight"].shape) == (64, 32)
+a, b = read_safetensors(f"masked_{case}.io.safetensors"), read_safetensors(f"native_{case}.io.safetensors")
+assert a["input_ids"].equal(b["input_ids"])
+d = (a["logits"] - b["logits"]).abs().max().item()
+assert d <= 1e-5, f"the native export's logits differ from the masked model's by {d}"
+print(f"uniform {case}: HF config 4 query / {kv} key-value heads of 8; attention weights {attn(t)} of {attn(o)} "
+      f"({attn(t) / attn(o):.3f}); logits within {d:.1e} of the masked model's")
+PY
+  hp export "native_$case" --gguf "native_$case.gguf" | grep -q "gguf llama, f32: query heads per layer \[4,4,4,4,4\]"
+  logprobs "native_$case" "native_$case" "native_$case.gguf" 1e-4
+done
+
 # 6. Bad input: clear errors, nothing written, a user's file untouched.
 echo "user data" > users.gguf
 if hp export llama --gguf users.gguf 2> err.txt; then echo "overwrote a user's file"; exit 1; fi

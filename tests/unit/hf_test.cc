@@ -93,7 +93,7 @@ TEST(HfRoundTrip, PruneExportReimportMatchesTheMaskedModel) {
     hf.model->mask_heads(drop);
     const auto masked = logits(*hf.model, b);
     test::TempDir dir;
-    export_hf(dir / "out", *hf.model, hf.config);  // masked heads leave physically
+    export_hf(dir / "out", *hf.model, hf.config, HfLayout::PrunedHeads);  // masked heads leave physically
     const auto cfg = nlohmann::json::parse(read_file(dir / "out/config.json"));
     EXPECT_EQ(cfg.at("model_type"), hf.model_type);
     EXPECT_EQ(cfg.at(hf.model_type == "bert" ? "num_attention_heads" : "n_head"), 4);  // unchanged (HF v4)
@@ -108,8 +108,12 @@ TEST(HfRoundTrip, PruneExportReimportMatchesTheMaskedModel) {
     // pruned_heads accumulate: the existing {"1": [2]} plus the new ones, as original ids.
     auto hf = import_hf(test::hf_fixture("gpt2_pruned"));
     hf.model->mask_heads({{AttnType::DecoderSelf, 1, 0}});
-    const auto e = to_hf(*hf.model, hf.config);
+    const auto e = to_hf(*hf.model, hf.config, HfLayout::PrunedHeads);
     EXPECT_EQ(e.config.at("pruned_heads"), nlohmann::json::parse(R"({"1": [0, 2]})"));
+    // Auto is dense for GPT-2 (transformers v5 ignores pruned_heads): no pruned_heads, every head count.
+    const auto d = to_hf(*hf.model, hf.config);
+    EXPECT_FALSE(d.config.contains("pruned_heads"));
+    EXPECT_EQ(d.tensors.at("transformer.h.1.attn.c_attn.weight").shape, (std::vector<int64_t>{16, 48}));
     EXPECT_EQ(e.tensors.at("transformer.h.1.attn.c_attn.weight").shape, (std::vector<int64_t>{16, 24}));
   }
 }
@@ -129,7 +133,7 @@ TEST(HfRoundTrip, DenseExportKeepsEveryHeadCountAndTheMaskedModelsOutputs) {
     test::TempDir dir;
     export_hf(dir / "out", *hf.model, hf.config, HfLayout::Dense);
     const auto cfg = nlohmann::json::parse(read_file(dir / "out/config.json"));
-    EXPECT_TRUE(cfg.at("pruned_heads").empty()) << cfg.at("pruned_heads").dump();
+    EXPECT_FALSE(cfg.contains("pruned_heads")) << cfg.at("pruned_heads").dump();
     auto again = import_hf(dir / "out");
     for (int64_t l = 0; l < 2; ++l)
       EXPECT_EQ(again.model->config().heads(t)[static_cast<size_t>(l)], (std::vector<int64_t>{0, 1, 2, 3}));
@@ -139,7 +143,7 @@ TEST(HfRoundTrip, DenseExportKeepsEveryHeadCountAndTheMaskedModelsOutputs) {
   }
   EXPECT_EQ(parse_hf_layout("dense"), HfLayout::Dense);
   EXPECT_EQ(parse_hf_layout("pruned_heads"), HfLayout::PrunedHeads);
-  EXPECT_NE(test::error_of([] { parse_hf_layout("sliced"); }).find("auto, pruned_heads or dense"), std::string::npos);
+  EXPECT_NE(test::error_of([] { parse_hf_layout("sliced"); }).find("auto, native, dense or pruned_heads"), std::string::npos);
   auto llama = import_hf(test::hf_fixture("llama_gqa"));
   EXPECT_NE(test::error_of([&] { to_hf(*llama.model, llama.config, HfLayout::PrunedHeads); }).find("dense"),
             std::string::npos);

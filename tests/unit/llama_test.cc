@@ -209,6 +209,72 @@ TensorMap expect_export_unchanged(const std::string& name, const std::string& ex
 // Qwen3 is the LLaMA block with q_norm/k_norm over head_dim (io/hf/qwen3.cc): imported as qk_norm,
 // exported unchanged, and a pruned model exports dense as Qwen3 with the norms whole (they belong to
 // no head) and re-imports to the masked logits, from a native checkpoint too.
+// A uniform result (the same query heads per key/value group and the same groups in every layer) is an
+// ordinary smaller model: auto exports it natively, with the kept head counts and head_dim (issue 79),
+// for every LLaMA-family member; transformers, vLLM and the rest load it as that smaller model.
+TEST(LlamaHf, UniformPruningExportsTheSmallerModelNatively) {
+  test::TempDir tmp;
+  for (const char* name : {"llama_gqa", "mistral_window", "qwen2_tied", "qwen3_qk_norm", "phi3_fused", "phi3_partial_rotary"}) {
+    auto hf = import_hf(test::hf_fixture(name));
+    const LlamaGolden g(name);
+    const ModelConfig c = hf.model->config();
+    const int64_t H = c.n_heads, G = c.effective_kv_heads(), R = H / G, D = c.head_dim;
+    // Case 1: one query head of every group (every other head without groups); case 2: key/value group 0.
+    for (int which : {1, 2}) {
+      if (which == 2 && G < 2) continue;
+      SCOPED_TRACE(std::string(name) + " case " + std::to_string(which));
+      std::vector<HeadId> drop;
+      for (int64_t l = 0; l < c.n_decoder_layers; ++l)
+        for (int64_t h = 0; h < H; ++h)
+          if (which == 1 ? (R > 1 ? h % R == R - 1 : h % 2 == 1) : h / R == 0) drop.push_back({AttnType::DecoderSelf, l, h});
+      const int64_t kept_q = H - static_cast<int64_t>(drop.size()) / c.n_decoder_layers;
+      const int64_t kept_kv = which == 2 ? G - 1 : (R > 1 ? G : kept_q);
+      hf.model->mask_heads(drop);
+      const auto masked = logits(*hf.model, g.batch);
+      const std::string dir = tmp / (std::string(name) + std::to_string(which));
+      EXPECT_EQ(export_hf(dir, *hf.model, hf.config), HfLayout::Native);
+      hf.model->unmask_all();
+      const auto cfg = read_json_file(dir + "/config.json");
+      EXPECT_EQ(cfg.at("num_attention_heads"), kept_q);
+      EXPECT_EQ(cfg.at("num_key_value_heads"), kept_kv);
+      EXPECT_EQ(cfg.at("head_dim"), D);
+      EXPECT_EQ(cfg.at("hidden_size"), c.d_model);
+      // The attention weights shrink by the removed fraction.
+      const auto t = read_safetensors(dir + "/model.safetensors").tensors;
+      const bool fused = t.count("model.layers.0.self_attn.qkv_proj.weight") > 0;
+      if (fused) {
+        EXPECT_EQ(t.at("model.layers.0.self_attn.qkv_proj.weight").size(0), (kept_q + 2 * kept_kv) * D);
+      } else {
+        EXPECT_EQ(t.at("model.layers.0.self_attn.q_proj.weight").size(0), kept_q * D);
+        EXPECT_EQ(t.at("model.layers.1.self_attn.k_proj.weight").size(0), kept_kv * D);
+      }
+      EXPECT_EQ(t.at("model.layers.1.self_attn.o_proj.weight").size(1), kept_q * D);
+      // Read back as any HF loader reads it: a smaller dense model computing the masked model's logits.
+      auto again = import_hf(dir);
+      EXPECT_EQ(again.model->config().n_heads, kept_q);
+      EXPECT_TRUE(again.model->masked_heads().empty());
+      EXPECT_LT(test::max_abs_diff(logits(*again.model, g.batch), masked), 1e-5);
+    }
+  }
+  // Uneven layers: auto stays dense, native is refused naming the counts; BERT has no native form.
+  auto llama = import_hf(test::hf_fixture("llama_gqa"));
+  llama.model->mask_heads({{AttnType::DecoderSelf, 0, 1}});
+  EXPECT_EQ(to_hf(*llama.model, llama.config).layout, HfLayout::Dense);
+  EXPECT_NE(test::error_of([&] { to_hf(*llama.model, llama.config, HfLayout::Native); }).find("layers keep [3,4] query heads"),
+            std::string::npos);
+  llama.model->unmask_all();
+  llama.model->mask_heads({{AttnType::DecoderSelf, 0, 0}, {AttnType::DecoderSelf, 1, 0}, {AttnType::DecoderSelf, 0, 3},
+                           {AttnType::DecoderSelf, 1, 3}});  // each layer: both groups keep one head
+  EXPECT_EQ(to_hf(*llama.model, llama.config).layout, HfLayout::Native);
+  llama.model->unmask_all();
+  llama.model->mask_heads({{AttnType::DecoderSelf, 0, 0}, {AttnType::DecoderSelf, 1, 0}});  // groups keep 1 and 2
+  EXPECT_NE(test::error_of([&] { to_hf(*llama.model, llama.config, HfLayout::Native); }).find("serve different numbers"),
+            std::string::npos);
+  auto bert = import_hf(test::hf_fixture("bert"));
+  EXPECT_NE(test::error_of([&] { to_hf(*bert.model, bert.config, HfLayout::Native); }).find("LLaMA family"), std::string::npos);
+  EXPECT_EQ(parse_hf_layout("native"), HfLayout::Native);
+}
+
 TEST(LlamaHf, Qwen3QkNormRoundTrips) {
   test::TempDir tmp;
   auto q = import_hf(test::hf_fixture("qwen3_qk_norm"));

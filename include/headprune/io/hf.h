@@ -8,14 +8,15 @@
 // from a directory with config.json and model.safetensors (or a sharded model.safetensors.index.json;
 // F32, F16 and BF16 tensors are read as fp32), and export a (pruned) model back in HF's layout.
 //
-// Export has two layouts (HfLayout). pruned_heads, BERT's and GPT-2's default: HF v4's pruned_heads
+// Export has three layouts (HfLayout). pruned_heads, for BERT and GPT-2 when asked for: HF v4's pruned_heads
 // with the kept heads' weights, sliced; transformers v4 loads it, v5 (which dropped head pruning)
 // does not. dense: the config's head counts in every layer, every removed or masked query head's q
 // rows and o columns zero and a removed key/value head's k/v rows zero (model/remove_heads.h,
 // restore_head_shapes); any transformers version loads it and computes what the pruned model
-// computes, without running faster (headprune's own checkpoint is the physically smaller one). The
-// LLaMA family has no pruned_heads in HF, and its runtimes expect one head count for every layer, so
-// dense is its only layout.
+// computes, without running faster (headprune's own checkpoint is the physically smaller one). native:
+// a uniformly pruned LLaMA-family model as the smaller standard model (below). The LLaMA family has no
+// pruned_heads in HF, and its runtimes expect one head count for every layer, so an uneven result is
+// dense.
 //
 // Names are translated through each family's tensor-name table; fused tensors (GPT-2's transposed
 // c_attn, Phi-3's qkv_proj and gate_up_proj) are split, and Conv1D weights transposed.
@@ -61,6 +62,17 @@ TensorMap read_sharded_safetensors(const std::string& index_path);
 HfModel import_hf(const nlohmann::json& config, const TensorMap& tensors, const std::string& source,
                   const std::string& config_source = "config.json", const LoadOptions& options = {});
 
+// native: the kept heads as an ordinary, smaller model — num_attention_heads, num_key_value_heads and
+// head_dim of what is kept, the weights sliced — for a family whose config says head_dim (the LLaMA
+// family) and a model that keeps the same number of query heads and of key/value heads in every layer,
+// every key/value head serving as many query heads as the others (uniform; otherwise
+// std::invalid_argument naming the layers). Every transformers version and every runtime reading HF
+// checkpoints loads it as the smaller, faster model it is.
+// Auto: native where the family has it and the model is uniform, else dense; pruned_heads only when
+// asked for (transformers v5 ignores it), and std::invalid_argument for a family without it.
+enum class HfLayout { Auto, PrunedHeads, Dense, Native };
+HfLayout parse_hf_layout(const std::string& s);  // "auto", "pruned_heads", "dense", "native"
+
 // The HF tensors and config of a model (masked heads are removed first). `base_config` (e.g.
 // the imported one) supplies fields headprune does not model (id2label, token ids ...); the family is
 // the base config's where it fits the model, else the one the model's shape says (hf_family_for:
@@ -71,15 +83,12 @@ struct HfExport {
   // By HF name; each made when it is written (the LLaMA family restores one layer's attention at a
   // time from the model's own tensors: no second copy of a large model).
   std::map<std::string, LazyTensor> tensors;
+  HfLayout layout = HfLayout::Dense;  // the one written (auto resolved)
 };
-// Auto: pruned_heads where the family has it (BERT, GPT-2), else dense (the LLaMA family, for which
-// pruned_heads is std::invalid_argument).
-enum class HfLayout { Auto, PrunedHeads, Dense };
-HfLayout parse_hf_layout(const std::string& s);  // "auto", "pruned_heads", "dense"
 HfExport to_hf(TransformerImpl& model, const nlohmann::json& base_config = nlohmann::json::object(),
                HfLayout layout = HfLayout::Auto);
-// Writes dir/config.json and dir/model.safetensors atomically.
-void export_hf(const std::string& dir, TransformerImpl& model,
+// Writes dir/config.json and dir/model.safetensors atomically; returns the layout written.
+HfLayout export_hf(const std::string& dir, TransformerImpl& model,
                const nlohmann::json& base_config = nlohmann::json::object(), HfLayout layout = HfLayout::Auto);
 
 }  // namespace hp

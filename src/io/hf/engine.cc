@@ -238,6 +238,51 @@ ExportSource plain_source(TransformerImpl& model) {
   return {model.config(), std::make_shared<const TensorMap>(state_dict(model)), {}};
 }
 
+// Whether the family's config can say the kept head counts of a uniform model: a decoder whose config
+// writes head_dim (then num_attention_heads need not fill hidden_size).
+bool has_native_heads(const HfFamily& f, const ModelConfig& cfg) {
+  return cfg.arch == Arch::DecoderLM &&
+         std::any_of(f.keys.begin(), f.keys.end(), [](const HfConfigKey& k) { return k.key == "head_dim" && k.write; });
+}
+
+// Why a model (masked heads removed) is not uniform, or "" when it is: the same query and key/value
+// head counts in every layer, and each kept key/value head serving the same number of consecutive
+// query heads (HF's grouped-query order).
+std::string not_uniform(const ModelConfig& cfg) {
+  std::vector<int64_t> nq, nkv;
+  std::string why;
+  for (int64_t l = 0; l < cfg.n_layers(AttnType::DecoderSelf); ++l) {
+    const HeadGeometry g = head_geometry(cfg, AttnType::DecoderSelf, l);
+    nq.push_back(g.n_heads_kept());
+    nkv.push_back(g.n_kv_heads_kept());
+    const auto pos = g.kv_positions();
+    const int64_t per = g.n_kv_heads_kept() > 0 ? g.n_heads_kept() / g.n_kv_heads_kept() : 0;
+    for (size_t i = 0; i < pos.size() && why.empty(); ++i)
+      if (per == 0 || g.n_heads_kept() % g.n_kv_heads_kept() != 0 || pos[i] != static_cast<int64_t>(i) / per)
+        why = "layer " + std::to_string(l) + "'s key/value heads serve different numbers of query heads";
+  }
+  const nlohmann::json q(nq), kv(nkv);
+  if (std::count(nq.begin(), nq.end(), nq.front()) != static_cast<int64_t>(nq.size()) ||
+      std::count(nkv.begin(), nkv.end(), nkv.front()) != static_cast<int64_t>(nkv.size()))
+    return "layers keep " + q.dump() + " query heads and " + kv.dump() + " key/value heads";
+  if (nq.front() == 0) return "every layer is emptied";
+  return why;
+}
+
+// The kept heads as a smaller dense model: the config's head counts those kept, its tensors the
+// pruned model's (already of those shapes).
+ExportSource native_source(TransformerImpl& model) {
+  ExportSource src = plain_source(model);
+  const HeadGeometry g = head_geometry(src.cfg, AttnType::DecoderSelf, 0);
+  ModelConfig c = src.cfg;
+  c.n_heads = g.n_heads_kept();
+  c.n_kv_heads = g.n_kv_heads_kept() == g.n_heads_kept() ? 0 : g.n_kv_heads_kept();
+  c.decoder_self_heads.clear();
+  c.finalize();
+  src.cfg = c;
+  return src;
+}
+
 }  // namespace
 
 HfModel import_family(const HfFamily& f, const nlohmann::json& c, const TensorMap& tensors, const std::string& source,
@@ -282,9 +327,26 @@ HfModel import_family(const HfFamily& f, const nlohmann::json& c, const TensorMa
 HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann::json& base, HfLayout layout) {
   if (layout == HfLayout::PrunedHeads && !f.pruned_heads)
     throw std::invalid_argument("HF export: " + f.model_type + " has no pruned_heads in HF (one head count for every "
-                                "layer); use the dense layout");
-  const bool dense = layout == HfLayout::Dense || (layout == HfLayout::Auto && !f.pruned_heads);
-  const ExportSource src = dense ? dense_source(model) : plain_source(model);
+                                "layer); use the native (uniform models) or dense layout");
+  if (layout == HfLayout::Native || layout == HfLayout::Auto) {
+    const bool native_family = has_native_heads(f, model.config());
+    std::string why;
+    if (native_family) {
+      const auto masked = model.masked_heads();
+      why = not_uniform(masked.empty() ? model.config() : remove_heads(model, masked, /*share_untouched=*/true)->config());
+    }
+    if (layout == HfLayout::Native && !native_family)
+      throw std::invalid_argument("HF export: --hf-layout native: " + f.model_type + "'s config cannot give the kept "
+                                  "heads their own head_dim (native is for the LLaMA family); use dense");
+    if (layout == HfLayout::Native && !why.empty())
+      throw std::invalid_argument("HF export: --hf-layout native needs the same heads kept in every layer, and every "
+                                  "key/value head serving as many query heads (prune the same heads from every layer and group); here " +
+                                  why + ". Use dense (or GGUF / ONNX, which hold per-layer counts)");
+    layout = native_family && why.empty() ? HfLayout::Native : HfLayout::Dense;
+  }
+  const ExportSource src = layout == HfLayout::Native  ? native_source(model)
+                           : layout == HfLayout::Dense ? dense_source(model)
+                                                       : plain_source(model);
   if (f.check) f.check(src.cfg);
   const auto base_type = base.is_object() ? base.value("model_type", f.model_type) : std::string();
   nlohmann::json c = base.is_object() && base_type == f.model_type ? base : nlohmann::json::object();
@@ -292,7 +354,7 @@ HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann
   c["architectures"] = {f.architecture};
   for (const auto& k : f.keys)
     if (k.write) c[k.key] = k.write(src.cfg);
-  if (f.pruned_heads)
+  if (layout == HfLayout::PrunedHeads)
     c["pruned_heads"] = pruned_heads_json(src.cfg);
   else
     c.erase("pruned_heads");
@@ -309,6 +371,7 @@ HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann
   });
   if (f.export_tensors) f.export_tensors(src.cfg, [&src](const std::string& n) { return src.get(n); }, c, out.tensors);
   out.config = c;
+  out.layout = layout;
   return out;
 }
 

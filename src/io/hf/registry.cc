@@ -41,12 +41,13 @@ const HfFamily* find(const std::string& model_type) {
 }  // namespace
 
 std::string hf_families_summary() {
-  std::string both, dense;
+  std::string native, pruned, dense;
   for (const auto* f : hf_families()) {
-    auto& list = f->pruned_heads ? both : dense;
+    const bool head_dim = std::any_of(f->keys.begin(), f->keys.end(), [](const HfConfigKey& k) { return k.key == "head_dim"; });
+    auto& list = head_dim ? native : f->pruned_heads ? pruned : dense;
     list += (list.empty() ? "" : ", ") + f->model_type;
   }
-  return both + " (pruned_heads or dense); " + dense + " (dense only)";
+  return native + " (native or dense); " + pruned + " (dense or pruned_heads); " + dense + " (dense only)";
 }
 
 const HfFamily& hf_family(const std::string& model_type, const std::string& source) {
