@@ -676,7 +676,7 @@ class Plan:
 
 
 def _plan_fields(strategy: Optional[str], method: Optional[str], target: Any, per_layer: Optional[bool],
-                 unit: Optional[str], min_per_layer: Optional[int], layer_strategy: Optional[str],
+                 unit: Optional[str], shape: Optional[str], min_per_layer: Optional[int], layer_strategy: Optional[str],
                  step: Optional[float], min_ratio: Optional[float], heads: Any, hf_type: Optional[str],
                  layers: Any, plan_file: Optional[PathLike], scores: Any, budget: Optional[str],
                  budget_shape: Optional[Mapping[str, Any]], scratch: "_Data") -> Dict[str, Any]:
@@ -696,7 +696,7 @@ def _plan_fields(strategy: Optional[str], method: Optional[str], target: Any, pe
     if layers is not None and not isinstance(layers, str):
         layers = ",".join(f"{t}:{int(layer)}" for t, layer in layers)
     spec = _fields(strategy=strategy, method=method, target=_target(target), per_layer=per_layer, unit=unit,
-                   min_per_layer=min_per_layer, layer_strategy=layer_strategy, step=step, min_ratio=min_ratio,
+                   shape=shape, min_per_layer=min_per_layer, layer_strategy=layer_strategy, step=step, min_ratio=min_ratio,
                    heads=None if heads is None else _heads_spec(heads), hf_type=hf_type, layers=layers,
                    plan_file=None if plan_file is None else os.fspath(plan_file),
                    scores_file=None if scores is None else os.fspath(scores), budget=budget,
@@ -708,8 +708,9 @@ def _plan_fields(strategy: Optional[str], method: Optional[str], target: Any, pe
 
 def plan(model: Union[Model, PathLike], data: Any = None, *, strategy: Optional[str] = None,
          method: Optional[str] = None, target: Union[None, int, float, str] = None, per_layer: Optional[bool] = None,
-         unit: Optional[str] = None, min_per_layer: Optional[int] = None, layer_strategy: Optional[str] = None,
-         step: Optional[float] = None, min_ratio: Optional[float] = None, heads: Any = None,
+         unit: Optional[str] = None, shape: Optional[str] = None, min_per_layer: Optional[int] = None,
+         layer_strategy: Optional[str] = None, step: Optional[float] = None, min_ratio: Optional[float] = None,
+         heads: Any = None,
          hf_type: Optional[str] = None, layers: Any = None, plan_file: Optional[PathLike] = None, scores: Any = None,
          budget: Optional[str] = None, budget_shape: Optional[Mapping[str, Any]] = None,
          metric: Optional[str] = None, beam: Optional[int] = None, progress: Progress = True, device: Any = None,
@@ -722,7 +723,7 @@ def plan(model: Union[Model, PathLike], data: Any = None, *, strategy: Optional[
         if d.examples is not None:
             raise TypeError("headprune.plan: token ids are for importance only; give a run config, texts, rows, "
                             "or score them with headprune.importance and pass scores=")
-        spec = _plan_fields(strategy, method, target, per_layer, unit, min_per_layer, layer_strategy, step,
+        spec = _plan_fields(strategy, method, target, per_layer, unit, shape, min_per_layer, layer_strategy, step,
                             min_ratio, heads, hf_type, layers, plan_file, scores, budget, budget_shape, d)
         req = _fields(checkpoint=_checkpoint(model), plan=spec, metric=metric, beam=beam, data=d.source)
         j = _run(_C.make_plan, json.dumps(req), rt, progress=progress)
@@ -811,8 +812,9 @@ def _out_dir(out: Optional[PathLike], job: str) -> Iterator[str]:
 
 def prune(model: Union[Model, PathLike], data: Any = None, *, plan: Any = None, strategy: Optional[str] = None,
           method: Optional[str] = None, target: Union[None, int, float, str] = None, per_layer: Optional[bool] = None,
-          unit: Optional[str] = None, min_per_layer: Optional[int] = None, layer_strategy: Optional[str] = None,
-          step: Optional[float] = None, min_ratio: Optional[float] = None, heads: Any = None,
+          unit: Optional[str] = None, shape: Optional[str] = None, min_per_layer: Optional[int] = None,
+          layer_strategy: Optional[str] = None, step: Optional[float] = None, min_ratio: Optional[float] = None,
+          heads: Any = None,
           hf_type: Optional[str] = None, layers: Any = None, plan_file: Optional[PathLike] = None, scores: Any = None,
           budget: Optional[str] = None, budget_shape: Optional[Mapping[str, Any]] = None, mask_only: bool = False,
           metric: Optional[str] = None, beam: Optional[int] = None, finetune_steps: Optional[int] = None,
@@ -832,7 +834,7 @@ def prune(model: Union[Model, PathLike], data: Any = None, *, plan: Any = None, 
             given = plan.json if isinstance(plan, Plan) else dict(plan)  # a Plan, or a plan.json document
             spec: Dict[str, Any] = {"strategy": "given", "given": given}
         else:
-            spec = _plan_fields(strategy, method, target, per_layer, unit, min_per_layer, layer_strategy, step,
+            spec = _plan_fields(strategy, method, target, per_layer, unit, shape, min_per_layer, layer_strategy, step,
                                 min_ratio, plan if heads is None else heads, hf_type, layers, plan_file, scores,
                                 budget, budget_shape, d)
         with _out_dir(out, "prune") as where:

@@ -106,7 +106,7 @@ def importance(model: Union[Model, PathLike], data: Any = ..., *, methods: Seque
                threads: Optional[int] = ...) -> Importance: ...
 
 def plan(model: Union[Model, PathLike], data: Any = ..., *, strategy: Optional[str] = ..., method: Optional[str] = ...,
-         target: Target = ..., per_layer: Optional[bool] = ..., unit: Optional[str] = ...,
+         target: Target = ..., per_layer: Optional[bool] = ..., unit: Optional[str] = ..., shape: Optional[str] = ...,
          min_per_layer: Optional[int] = ..., layer_strategy: Optional[str] = ..., step: Optional[float] = ...,
          min_ratio: Optional[float] = ..., heads: Any = ..., hf_type: Optional[str] = ..., layers: Any = ...,
          plan_file: Optional[PathLike] = ..., scores: Union[None, PathLike, Importance] = ...,
@@ -116,7 +116,7 @@ def plan(model: Union[Model, PathLike], data: Any = ..., *, strategy: Optional[s
 
 def prune(model: Union[Model, PathLike], data: Any = ..., *, plan: Any = ..., strategy: Optional[str] = ...,
           method: Optional[str] = ..., target: Target = ..., per_layer: Optional[bool] = ..., unit: Optional[str] = ...,
-          min_per_layer: Optional[int] = ..., layer_strategy: Optional[str] = ..., step: Optional[float] = ...,
+          shape: Optional[str] = ..., min_per_layer: Optional[int] = ..., layer_strategy: Optional[str] = ..., step: Optional[float] = ...,
           min_ratio: Optional[float] = ..., heads: Any = ..., hf_type: Optional[str] = ..., layers: Any = ...,
           plan_file: Optional[PathLike] = ..., scores: Union[None, PathLike, Importance] = ...,
           budget: Optional[str] = ..., budget_shape: Optional[Mapping[str, Any]] = ..., mask_only: bool = ...,

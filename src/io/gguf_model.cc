@@ -145,7 +145,7 @@ std::string choose_arch(const ModelConfig& c, const std::vector<LayerHeads>& lay
   if (c.qk_norm) {
     gguf_require(uniform, "Qwen3's q_norm / k_norm have no GGUF form with a different head count per layer (llama.cpp's "
                      "deci architecture lacks them); prune the same number of heads and groups in every layer "
-                     "(prune --unit balanced) to write it as qwen3");
+                     "(prune --shape uniform) to write it as qwen3");
     return "qwen3";
   }
   const bool qwen2_shaped = c.qkv_bias && !c.o_bias && !c.mlp_bias;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -353,6 +354,137 @@ PruningPlan plan_balanced_by_score(const HeadScores& heads, const ModelConfig& c
   plan.heads = sorted_unique(chosen, what);
   plan.info = {{"method", heads.method}, {"unit", "balanced"}, {"min_per_layer", opts.min_per_layer},
                {"target_heads", target}, {"candidates", total}};
+  return plan;
+}
+
+const NameTable<PlanShape>& plan_shape_names() {
+  static const NameTable<PlanShape> t{"plan shape", {{PlanShape::PerLayer, {"per-layer", "per_layer"}},
+                                                     {PlanShape::Uniform, {"uniform"}}}};
+  return t;
+}
+std::string to_string(PlanShape s) { return plan_shape_names().name(s); }
+PlanShape parse_plan_shape(const std::string& s) { return plan_shape_names().parse(s); }
+
+namespace {
+
+// One stack's layers for a uniform plan: per layer, its groups' heads, most important first.
+struct UniformStack {
+  AttnType type;
+  std::vector<std::vector<std::vector<HeadId>>> layers;  // [layer][group][head], most important first
+  int64_t groups = 0, per_group = 0;                      // as kept now
+};
+
+// The heads a shape (g groups of r heads kept) removes from one layer, and their summed importance.
+std::pair<std::vector<HeadId>, double> uniform_cut(const HeadScores& s, const std::vector<std::vector<HeadId>>& layer,
+                                                   int64_t g, int64_t r) {
+  std::vector<std::pair<double, size_t>> value;  // a group's kept heads' importance, by group
+  double total = 0;
+  for (size_t k = 0; k < layer.size(); ++k) {
+    double v = 0;
+    for (size_t i = 0; i < layer[k].size(); ++i) {
+      total += oriented(s, layer[k][i]);
+      if (static_cast<int64_t>(i) < r) v += oriented(s, layer[k][i]);
+    }
+    value.push_back({v, k});
+  }
+  std::sort(value.begin(), value.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::vector<HeadId> removed;
+  double kept = 0;
+  for (size_t j = 0; j < value.size(); ++j) {
+    const auto& group = layer[value[j].second];
+    const bool keep_group = static_cast<int64_t>(j) < g;
+    if (keep_group) kept += value[j].first;
+    for (size_t i = 0; i < group.size(); ++i)
+      if (!keep_group || static_cast<int64_t>(i) >= r) removed.push_back(group[i]);
+  }
+  return {removed, total - kept};
+}
+
+std::vector<UniformStack> uniform_stacks(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts,
+                                         const std::string& what) {
+  std::map<AttnType, std::map<int64_t, std::vector<std::vector<HeadId>>>> by_stack;
+  const auto members = group_members(cfg, opts);
+  for (const auto& [g, hs] : members) {
+    std::vector<HeadId> sorted = least_important_first(heads, hs, what);
+    std::reverse(sorted.begin(), sorted.end());
+    by_stack[g.type][g.layer].push_back(sorted);
+  }
+  std::vector<UniformStack> out;
+  for (auto& [type, layers] : by_stack) {
+    UniformStack st{type, {}, 0, 0};
+    for (auto& [l, groups] : layers) {
+      const auto G = static_cast<int64_t>(groups.size());
+      for (const auto& g : groups)
+        if (static_cast<int64_t>(g.size()) != static_cast<int64_t>(groups.front().size()) ||
+            (!st.layers.empty() && (G != st.groups || static_cast<int64_t>(g.size()) != st.per_group)))
+          throw std::invalid_argument(what + ": " + to_string(type) + " layer " + std::to_string(l) +
+                                      " is already uneven (its kept heads and groups differ from the other layers'); "
+                                      "a uniform plan starts from a uniform model");
+      if (st.layers.empty()) st.groups = G, st.per_group = static_cast<int64_t>(groups.front().size());
+      st.layers.push_back(groups);
+    }
+    if (static_cast<int64_t>(st.layers.size()) != cfg.n_layers(type))
+      throw std::invalid_argument(what + ": a " + to_string(type) + " layer keeps no head; a uniform plan starts from a uniform model");
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+}  // namespace
+
+PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts) {
+  const std::string what = "uniform plan by score";
+  if (heads.unit != ScoreUnit::Head) throw std::invalid_argument(what + ": needs a query-head map");
+  if (opts.per_layer) throw std::invalid_argument(what + ": per-layer targets do not apply (every layer loses the same)");
+  const auto stacks = uniform_stacks(heads, cfg, opts, what);
+  int64_t total = 0;
+  for (const auto& st : stacks) total += static_cast<int64_t>(st.layers.size()) * st.groups * st.per_group;
+  const int64_t target = opts.target.resolve(total, what);
+  // Every stack's shapes (g, r) and what each removes; then the best combination, stack by stack.
+  struct Shape { int64_t g, r, removed; double importance; };
+  std::vector<std::vector<Shape>> shapes;
+  for (const auto& st : stacks) {
+    std::vector<Shape> v;
+    for (int64_t g = 1; g <= st.groups; ++g)
+      for (int64_t r = 1; r <= st.per_group; ++r) {
+        if (g * r < opts.min_per_layer) continue;
+        double imp = 0;
+        for (const auto& layer : st.layers) imp += uniform_cut(heads, layer, g, r).second;
+        v.push_back({g, r, static_cast<int64_t>(st.layers.size()) * (st.groups * st.per_group - g * r), imp});
+      }
+    if (v.empty()) throw std::invalid_argument(what + ": no shape keeps " + std::to_string(opts.min_per_layer) + " heads per layer");
+    shapes.push_back(std::move(v));
+  }
+  std::vector<size_t> pick(shapes.size(), 0), best;
+  int64_t best_removed = -1;
+  double best_imp = 0;
+  std::function<void(size_t, int64_t, double)> search = [&](size_t k, int64_t removed, double imp) {
+    if (removed > target) return;
+    if (k == shapes.size()) {
+      if (removed > best_removed || (removed == best_removed && imp < best_imp)) best = pick, best_removed = removed, best_imp = imp;
+      return;
+    }
+    for (size_t i = 0; i < shapes[k].size(); ++i) {
+      pick[k] = i;
+      search(k + 1, removed + shapes[k][i].removed, imp + shapes[k][i].importance);
+    }
+  };
+  search(0, 0, 0.0);
+  std::vector<HeadId> chosen;
+  nlohmann::json kept = nlohmann::json::object();
+  for (size_t k = 0; k < stacks.size(); ++k) {
+    const Shape& sh = shapes[k][best[k]];
+    for (const auto& layer : stacks[k].layers) {
+      auto removed = uniform_cut(heads, layer, sh.g, sh.r).first;
+      chosen.insert(chosen.end(), removed.begin(), removed.end());
+    }
+    kept[to_string(stacks[k].type)] = {{"key_value_groups", sh.g}, {"query_heads_per_group", sh.r}};
+  }
+  PruningPlan plan;
+  plan.strategy = "score:" + heads.method + ":uniform";
+  plan.heads = sorted_unique(chosen, what);
+  plan.info = {{"method", heads.method}, {"shape", "uniform"}, {"kept_per_layer", kept},
+               {"min_per_layer", opts.min_per_layer}, {"target_heads", target}, {"candidates", total}};
   return plan;
 }
 

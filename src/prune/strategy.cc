@@ -23,6 +23,11 @@ const OptionTable<PlanSpec>& plan_option_table() {
                   "score, grouped-query attention: head (query heads), group (whole key/value groups; the target "
                   "counts groups) or balanced (as many query heads from every group of a layer)",
                   [](P& p, const std::string& s) { p.unit = parse_plan_unit(s); }, "head")
+          .parsed("shape", "--shape",
+                  "per-layer (any count in any layer) or uniform (score: every layer keeps the same key/value groups "
+                  "and query heads per group, chosen by summed importance: an ordinary smaller model that export --hf "
+                  "writes natively)",
+                  [](P& p, const std::string& s) { p.shape = parse_plan_shape(s); }, "per-layer")
           .integer("min_per_layer", "--min-per-layer", "keep at least this many heads in every layer", &P::min_per_layer,
                    R::at_least(0))
           .parsed("layer_strategy", "--layer-strategy", "random: uniform, avoid_middle, avoid_consecutive, top, bottom",
@@ -138,6 +143,9 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
   if (!spec.plan_file.empty() && spec.strategy != PlanStrategy::File)
     throw std::invalid_argument("--plan " + spec.plan_file + " is the input of strategy plan, not of strategy " + name +
                                 " (drop --strategy, or use --strategy plan)");
+  if (spec.shape == PlanShape::Uniform && spec.strategy != PlanStrategy::Score)
+    throw std::invalid_argument("--shape uniform is built into strategy score so far, not into strategy " + name +
+                                " (a constraint of the choice, not a rounding after it); use --strategy score");
   switch (spec.strategy) {
     case PlanStrategy::Given: return spec.given;
     case PlanStrategy::File:
@@ -178,6 +186,9 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
     io.on_step = on_step;
     return prune_iteratively(model, data, data, io).plan;
   }
+  if (spec.shape == PlanShape::Uniform && spec.unit == PlanUnit::KvGroup)
+    throw std::invalid_argument("--shape uniform ranks query heads (--unit head): it removes whole groups where "
+                                "their summed importance says so; leave --unit at head");
   ScorePlanOptions po;
   po.target = *spec.target;
   po.per_layer = spec.per_layer;
@@ -185,6 +196,7 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
   po.exclude = masked;
   const ScoreUnit unit = spec.unit == PlanUnit::KvGroup ? ScoreUnit::KvGroup : ScoreUnit::Head;
   auto scores = [&] { return plan_scores(spec, model, data, score, unit); };
+  if (spec.shape == PlanShape::Uniform) return plan_uniform_by_score(scores(), cfg, po);
   switch (spec.unit) {
     case PlanUnit::Head: return plan_by_score(scores(), cfg, po);
     case PlanUnit::Balanced: return plan_balanced_by_score(scores(), cfg, po);

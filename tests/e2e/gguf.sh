@@ -205,6 +205,16 @@ PY
   logprobs "native_$case" "native_$case" "native_$case.gguf" 1e-4
 done
 
+# A uniform plan chosen by importance (--shape uniform): 20 of the 40 heads go, the same in every layer,
+# and the export is native.
+hp prune stories --strategy score --method magnitude --shape uniform --target 20 --calibration random --out uniform_mag > /dev/null
+grep -q '"shape": "uniform"' uniform_mag/plan.json
+hp export uniform_mag/model --hf uniform_mag_hf | grep -q "llama, native: 4 query heads"
+if hp prune stories --strategy random --shape uniform --target 20 --calibration random --out x 2> err.txt; then
+  echo "accepted --shape uniform for strategy random"; exit 1
+fi
+grep -q "shape uniform is built into strategy score" err.txt && [ ! -e x ]
+
 # 6. Bad input: clear errors, nothing written, a user's file untouched.
 echo "user data" > users.gguf
 if hp export llama --gguf users.gguf 2> err.txt; then echo "overwrote a user's file"; exit 1; fi

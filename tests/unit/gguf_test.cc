@@ -213,7 +213,7 @@ TEST(GgufModel, RefusesWhatGgufCannotSay) {
   auto qwen3 = test::make_model(q);
   EXPECT_NO_THROW(to_gguf(*qwen3, tiny_vocab(100), GgmlType::F32, "x"));
   auto uneven = remove_heads(*qwen3, {{AttnType::DecoderSelf, 0, 0}});
-  EXPECT_NE(test::error_of([&] { to_gguf(*uneven, tiny_vocab(100), GgmlType::F32, "x"); }).find("--unit balanced"),
+  EXPECT_NE(test::error_of([&] { to_gguf(*uneven, tiny_vocab(100), GgmlType::F32, "x"); }).find("--shape uniform"),
             std::string::npos);
   auto llama = test::make_model(test::Fam::Llama);
   EXPECT_NE(test::error_of([&] { to_gguf(*llama, tiny_vocab(101), GgmlType::F32, "x"); }).find("101 tokens"),

@@ -407,5 +407,43 @@ TEST(PlanUnits, BalancedTakesOneHeadFromEveryGroupOfALayer) {
   EXPECT_NE(error_of([&] { plan_balanced_by_score(nan, cfg, o); }).find("1 heads are NaN or infinite"), std::string::npos);
 }
 
+TEST(PlanShapes, UniformKeepsTheSameGroupsAndHeadsInEveryLayerBySummedImportance) {
+  const auto cfg = gqa_config();  // 2 layers of 4 query heads in 2 key/value groups
+  const AttnType T = AttnType::DecoderSelf;
+  HeadScores s;
+  s.method = "test";
+  // Group 1 is weak in both layers: removing it whole (importance 1 + 2, then 1 + 1) costs less than
+  // removing one head from every group (5 + 1, then 6 + 1), which a balanced plan would do.
+  s.scores = {{{T, 0, 0}, 5.0}, {{T, 0, 1}, 9.0}, {{T, 0, 2}, 1.0}, {{T, 0, 3}, 2.0},
+              {{T, 1, 0}, 6.0}, {{T, 1, 1}, 7.0}, {{T, 1, 2}, 1.0}, {{T, 1, 3}, 1.0}};
+  ScorePlanOptions o;
+  o.target.count = 4;
+  const auto p = plan_uniform_by_score(s, cfg, o);
+  EXPECT_EQ(p.heads, (std::vector<HeadId>{{T, 0, 2}, {T, 0, 3}, {T, 1, 2}, {T, 1, 3}}));
+  EXPECT_EQ(p.info.at("kept_per_layer").at("decoder_self").at("key_value_groups"), 1);
+  EXPECT_EQ(p.info.at("kept_per_layer").at("decoder_self").at("query_heads_per_group"), 2);
+  EXPECT_EQ(plan_balanced_by_score(s, cfg, o).heads, (std::vector<HeadId>{{T, 0, 0}, {T, 0, 2}, {T, 1, 0}, {T, 1, 2}}));
+  o.target.count = 5;  // the next shape removes 6: never overshot
+  EXPECT_EQ(plan_uniform_by_score(s, cfg, o).heads.size(), 4u);
+  o.target.count = 6;  // one group of one head per layer: the most important head of the best group
+  EXPECT_EQ(plan_uniform_by_score(s, cfg, o).heads,
+            (std::vector<HeadId>{{T, 0, 0}, {T, 0, 2}, {T, 0, 3}, {T, 1, 0}, {T, 1, 2}, {T, 1, 3}}));
+  o.target = PruneTarget{0.5, std::nullopt};  // a fraction of the 8 kept heads
+  EXPECT_EQ(plan_uniform_by_score(s, cfg, o).heads.size(), 4u);
+  o.target = PruneTarget{std::nullopt, 4};
+  o.min_per_layer = 3;  // only the unpruned shape keeps 3 heads per layer
+  EXPECT_TRUE(plan_uniform_by_score(s, cfg, o).heads.empty());
+  o.min_per_layer = 0;
+  o.exclude = {{T, 0, 0}};  // a model whose layer 0 already lost a head is uneven
+  EXPECT_NE(error_of([&] { plan_uniform_by_score(s, cfg, o); }).find("already uneven"), std::string::npos);
+  o.exclude = {{T, 0, 0}, {T, 0, 2}, {T, 1, 1}, {T, 1, 3}};  // one head per group in both layers: uniform
+  EXPECT_EQ(plan_uniform_by_score(s, cfg, o).heads.size(), 2u);
+  o.exclude.clear();
+  o.per_layer = true;
+  EXPECT_NE(error_of([&] { plan_uniform_by_score(s, cfg, o); }).find("per-layer targets do not apply"), std::string::npos);
+  EXPECT_EQ(parse_plan_shape("uniform"), PlanShape::Uniform);
+  EXPECT_EQ(parse_plan_shape("per_layer"), PlanShape::PerLayer);
+}
+
 }  // namespace
 }  // namespace hp

@@ -90,6 +90,24 @@ PruningPlan plan_groups_by_score(const HeadScores& groups, const ModelConfig& cf
 // A layer whose groups keep different numbers of heads is std::invalid_argument.
 PruningPlan plan_balanced_by_score(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts);
 
+// The shape of a plan's result. per_layer: any head count in any layer (GGUF's deci, ONNX and
+// headprune's own checkpoint hold it). uniform: every layer of a stack keeps the same number of
+// key/value groups and every kept group the same number of query heads — an ordinary smaller model
+// that HF's configs (num_attention_heads, num_key_value_heads, head_dim) and llama.cpp's own
+// architectures say (io/hf.h's native layout).
+enum class PlanShape { PerLayer, Uniform };
+std::string to_string(PlanShape s);
+PlanShape parse_plan_shape(const std::string& s);  // "per-layer" (or per_layer), "uniform"
+
+// A uniform plan by a query-head map: for each stack (attention type), a shape (groups kept g, query
+// heads kept per group r) applied to every layer — in each layer the r most important heads of each
+// group, then the g groups whose kept heads sum to the most importance; the heads that must go
+// together are judged by their summed importance. Of the shapes of all stacks together, the one that
+// removes the most heads without passing the target (a count of query heads, or a fraction of those
+// kept), the least importance at a tie. The model's kept heads must already be uniform (masked heads
+// excluded); min_per_layer bounds g * r; per_layer targets are std::invalid_argument.
+PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts);
+
 // Which layers random pruning may take heads from (Budhraja et al.'s "layer strategies";
 // `--layer-strategy` on the command line, "layer_strategy" in a plan's info).
 enum class LayerChoice { Uniform, AvoidMiddle, AvoidConsecutive, Top, Bottom };

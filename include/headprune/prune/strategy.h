@@ -37,6 +37,7 @@ struct PlanSpec {
   std::optional<PruneTarget> target;           // score, iterative (a fraction), random
   bool per_layer = false;                      // score
   PlanUnit unit = PlanUnit::Head;              // score: query heads, whole key/value groups, or balanced
+  PlanShape shape = PlanShape::PerLayer;       // score: uniform = the same heads kept in every layer (plan.h)
   int64_t min_per_layer = 0;                   // score, iterative
   LayerChoice layer_strategy = LayerChoice::Uniform;  // random
   uint64_t seed = 1;                           // random
