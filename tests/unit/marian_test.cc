@@ -113,6 +113,9 @@ TEST(MarianHf, RefusesWhatHeadpruneCannotHoldByField) {
   c = config;
   c["activation_function"] = "mish";
   refused(c, tensors, "mish");
+  c = config;
+  c["decoder_start_token_id"] = 5;  // decoding would start elsewhere than the padding id headprune starts from
+  refused(c, tensors, "decoder_start_token_id");
   auto missing = tensors;
   missing.erase("model.shared.weight");
   refused(config, missing, "shared.weight");

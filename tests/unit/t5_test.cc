@@ -97,6 +97,9 @@ TEST(T5Hf, RefusesWhatHeadpruneCannotHoldByKey) {
   c["feed_forward_proj"] = "relu";  // the file holds wi_0 / wi_1, not wi
   refused(c, tensors, "wi.weight");
   c = config;
+  c["decoder_start_token_id"] = 1;  // not the padding id (0) decoding starts from
+  refused(c, tensors, "decoder_start_token_id");
+  c = config;
   c["relative_attention_num_buckets"] = 7;
   refused(c, tensors, "relative_buckets");
   auto missing = tensors;

@@ -43,6 +43,9 @@ HfConfigKey hf_activation_key(std::string key, std::string dflt);
 // A key headprune supports one value of: absent or `value` reads fine, anything else is an error;
 // written as `value` when `written`.
 HfConfigKey hf_fixed_key(std::string key, nlohmann::json value, bool written = true);
+// An encoder-decoder's decoder_start_token_id: absent or the padding id (read before it) reads fine,
+// anything else is an error naming the field (decoding starts from the padding id). Not written.
+HfConfigKey hf_decoder_start_key();
 
 // Where a tensor-name row applies: once per model, or once per encoder or decoder layer.
 enum class HfScope { Model, EncoderLayer, DecoderLayer };

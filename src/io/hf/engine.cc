@@ -48,6 +48,20 @@ HfConfigKey hf_fixed_key(std::string key, nlohmann::json value, bool written) {
   return k;
 }
 
+HfConfigKey hf_decoder_start_key() {
+  return {"decoder_start_token_id",
+          [](const JsonFields& c, ModelConfig& cfg) {
+            if (!c.has("decoder_start_token_id") || c.at("decoder_start_token_id").is_null()) return;
+            const int64_t start = c.opt_int("decoder_start_token_id", cfg.pad_id);
+            if (start != cfg.pad_id)
+              c.fail("decoder_start_token_id", "is " + std::to_string(start) + ", not the padding id " +
+                                                   std::to_string(cfg.pad_id) +
+                                                   ": headprune starts decoding from the padding id (T5's and Marian's "
+                                                   "convention) and would decode this model wrongly");
+          },
+          {}};
+}
+
 namespace hf_detail {
 
 Activation parse_hf_activation(const std::string& s, const std::string& source) {

@@ -161,6 +161,7 @@ const HfFamily& marian_family() {
                            hf_key("activation_dropout", &M::activation_dropout, 0.0),
                            hf_activation_key("activation_function", "gelu"),
                            hf_key("pad_token_id", &M::pad_id, 58100),
+                           hf_decoder_start_key(),
                            hf_key("tie_word_embeddings", &M::tie_embeddings, true),
                            {"scale_embedding", {}, [](const M&) { return nlohmann::json(true); }}},
                           marian_tensor_names(),

@@ -167,6 +167,7 @@ const HfFamily& t5_family() {
                            hf_key("layer_norm_epsilon", &M::layer_norm_eps, 1e-6),
                            hf_key("tie_word_embeddings", &M::tie_embeddings, true),
                            hf_key("pad_token_id", &M::pad_id, 0),
+                           hf_decoder_start_key(),
                            hf_key("n_positions", &M::max_positions, 512),
                            {"feed_forward_proj", {}, write_feed_forward}},
                           t5_tensor_names(),
