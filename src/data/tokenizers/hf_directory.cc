@@ -179,14 +179,14 @@ std::optional<Tokenizer> load_hf_tokenizer(const std::string& dir) {
   }
   if (const std::string source = join_path(dir, "source.spm"); is_file(source)) {
     // Marian (opus-mt): source.spm's pieces, ids from vocab.json.
-    if (!is_file(vocab_json)) throw std::runtime_error(dir + ": a Marian tokenizer needs vocab.json beside source.spm");
+    if (!is_file(vocab_json)) throw std::runtime_error(source + ": a Marian tokenizer needs vocab.json beside it");
     const auto cfg = read_tokenizer_config(dir);
     return with_specials(source, SentencePieceTokenizer::load(source).with_vocabulary(vocab_json), cfg.specials);
   }
   if (is_file(vocab_json) || is_file(merges)) {
     if (!is_file(vocab_json) || !is_file(merges))
-      throw std::runtime_error(dir + ": a GPT-2 tokenizer needs both vocab.json and merges.txt, found only " +
-                               (is_file(vocab_json) ? "vocab.json" : "merges.txt"));
+      throw std::runtime_error((is_file(vocab_json) ? vocab_json : merges) + ": a GPT-2 tokenizer needs both vocab.json "
+                               "and merges.txt, found only this one");
     const auto cfg = read_tokenizer_config(dir);
     return with_specials(vocab_json, ByteLevelBpeTokenizer::load(vocab_json, merges), cfg.specials);
   }
