@@ -97,6 +97,10 @@ struct HfFamily {
       export_tensors;
 };
 
+// Whether the family's config can say the kept head counts of a uniformly pruned decoder (it writes
+// head_dim, so num_attention_heads need not fill hidden_size): io/hf.h's native layout.
+bool hf_native_heads(const HfFamily& f);
+
 // Every family, sorted by model_type.
 const std::vector<const HfFamily*>& hf_families();
 // For help texts: "bert, gpt2 (pruned_heads or dense); llama, mistral, qwen2 (dense only)".

@@ -1,6 +1,7 @@
 // Import and export through an HF family's row (io/hf_family.h): the config key table read and
 // written, the tensor-name table walked in both directions, fused tensors split and fused by one
 // helper (split_rows / fused), and the config key helpers.
+#include <optional>
 #include <stdexcept>
 
 #include "headprune/io/hf_family.h"
@@ -46,6 +47,10 @@ HfConfigKey hf_fixed_key(std::string key, nlohmann::json value, bool written) {
                 }, {}};
   if (written) k.write = [value](const ModelConfig&) { return value; };
   return k;
+}
+
+bool hf_native_heads(const HfFamily& f) {
+  return std::any_of(f.keys.begin(), f.keys.end(), [](const HfConfigKey& k) { return k.key == "head_dim" && k.write; });
 }
 
 HfConfigKey hf_decoder_start_key() {
@@ -246,17 +251,10 @@ ExportSource dense_source(TransformerImpl& model) {
 
 ExportSource plain_source(TransformerImpl& model) {
   if (const auto masked = model.masked_heads(); !masked.empty()) {  // HF files have no masks: removed
-    auto pruned = remove_heads(model, masked);
+    auto pruned = remove_heads(model, masked, /*share_untouched=*/true);  // read only: no second copy
     return {pruned->config(), std::make_shared<const TensorMap>(state_dict(*pruned)), {}};
   }
   return {model.config(), std::make_shared<const TensorMap>(state_dict(model)), {}};
-}
-
-// Whether the family's config can say the kept head counts of a uniform model: a decoder whose config
-// writes head_dim (then num_attention_heads need not fill hidden_size).
-bool has_native_heads(const HfFamily& f, const ModelConfig& cfg) {
-  return cfg.arch == Arch::DecoderLM &&
-         std::any_of(f.keys.begin(), f.keys.end(), [](const HfConfigKey& k) { return k.key == "head_dim" && k.write; });
 }
 
 // Why a model (masked heads removed) is not uniform, or "" when it is: the same query and key/value
@@ -283,10 +281,9 @@ std::string not_uniform(const ModelConfig& cfg) {
   return why;
 }
 
-// The kept heads as a smaller dense model: the config's head counts those kept, its tensors the
-// pruned model's (already of those shapes).
-ExportSource native_source(TransformerImpl& model) {
-  ExportSource src = plain_source(model);
+// The kept heads (src: plain_source's, uniform) as a smaller dense model: the config's head counts
+// those kept, its tensors the pruned model's (already of those shapes).
+ExportSource native_source(ExportSource src) {
   const HeadGeometry g = head_geometry(src.cfg, AttnType::DecoderSelf, 0);
   ModelConfig c = src.cfg;
   c.n_heads = g.n_heads_kept();
@@ -342,12 +339,14 @@ HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann
   if (layout == HfLayout::PrunedHeads && !f.pruned_heads)
     throw std::invalid_argument("HF export: " + f.model_type + " has no pruned_heads in HF (one head count for every "
                                 "layer); use the native (uniform models) or dense layout");
+  std::optional<ExportSource> native;  // the masked heads removed once: checked, then written
   if (layout == HfLayout::Native || layout == HfLayout::Auto) {
-    const bool native_family = has_native_heads(f, model.config());
+    const bool native_family = hf_native_heads(f) && model.config().arch == Arch::DecoderLM;
     std::string why;
     if (native_family) {
-      const auto masked = model.masked_heads();
-      why = not_uniform(masked.empty() ? model.config() : remove_heads(model, masked, /*share_untouched=*/true)->config());
+      ExportSource kept = plain_source(model);
+      why = not_uniform(kept.cfg);
+      if (why.empty()) native = native_source(std::move(kept));
     }
     if (layout == HfLayout::Native && !native_family)
       throw std::invalid_argument("HF export: --hf-layout native: " + f.model_type + "'s config cannot give the kept "
@@ -358,7 +357,7 @@ HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann
                                   why + ". Use dense (or GGUF / ONNX, which hold per-layer counts)");
     layout = native_family && why.empty() ? HfLayout::Native : HfLayout::Dense;
   }
-  const ExportSource src = layout == HfLayout::Native  ? native_source(model)
+  const ExportSource src = layout == HfLayout::Native  ? std::move(*native)
                            : layout == HfLayout::Dense ? dense_source(model)
                                                        : plain_source(model);
   if (f.check) f.check(src.cfg);

@@ -1,6 +1,5 @@
 // The HF family registry (io/hf_family.h): the rows of families.def, looked up by model_type for
 // import and by a model's shape for export.
-#include <algorithm>
 #include <stdexcept>
 
 #include "headprune/io/hf_family.h"
@@ -43,8 +42,7 @@ const HfFamily* find(const std::string& model_type) {
 std::string hf_families_summary() {
   std::string native, pruned, dense;
   for (const auto* f : hf_families()) {
-    const bool head_dim = std::any_of(f->keys.begin(), f->keys.end(), [](const HfConfigKey& k) { return k.key == "head_dim"; });
-    auto& list = head_dim ? native : f->pruned_heads ? pruned : dense;
+    auto& list = hf_native_heads(*f) ? native : f->pruned_heads ? pruned : dense;
     list += (list.empty() ? "" : ", ") + f->model_type;
   }
   return native + " (native or dense); " + pruned + " (dense or pruned_heads); " + dense + " (dense only)";
