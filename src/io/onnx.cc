@@ -19,7 +19,7 @@ enum : uint32_t {
   kGraphNode = 1, kGraphName = 2, kGraphInitializer = 5, kGraphInput = 11, kGraphOutput = 12,
   kNodeInput = 1, kNodeOutput = 2, kNodeName = 3, kNodeOp = 4, kNodeAttribute = 5, kNodeDomain = 7,
   kAttrName = 1, kAttrF = 2, kAttrI = 3, kAttrS = 4, kAttrFloats = 7, kAttrInts = 8, kAttrType = 20,
-  kTensorDims = 1, kTensorType = 2, kTensorName = 8, kTensorRaw = 9,
+  kTensorDims = 1, kTensorType = 2, kTensorName = 8, kTensorRaw = 9, kTensorExternal = 13, kTensorLocation = 14,
   kValueName = 1, kValueType = 2, kTypeTensor = 1, kTensorElem = 1, kTensorShape = 2, kShapeDim = 1,
   kDimValue = 1, kDimParam = 2,
   kEntryKey = 1, kEntryValue = 2,
@@ -158,8 +158,8 @@ uint64_t OnnxGraph::initializer_bytes() const {
   return n;
 }
 
-void OnnxGraph::write(std::ostream& out, const std::string& graph_name,
-                      const std::map<std::string, std::string>& metadata) const {
+void OnnxGraph::write(std::ostream& out, const std::string& graph_name, const std::map<std::string, std::string>& metadata,
+                      const OnnxExternalData* external) const {
   // The graph's length first (the initializers' bytes are known from their shapes), then everything streamed.
   ProtoWriter small;  // the graph's fields other than the initializers
   small.bytes(kGraphName, graph_name);
@@ -167,10 +167,28 @@ void OnnxGraph::write(std::ostream& out, const std::string& graph_name,
   for (const auto& i : inputs_) small.bytes(kGraphInput, i);
   for (const auto& o : outputs_) small.bytes(kGraphOutput, o);
   std::vector<std::string> heads;
-  uint64_t graph = small.data().size();
+  std::vector<bool> outside;  // the initializer's bytes go to the external data file
+  uint64_t graph = small.data().size(), offset = 0;
   for (const auto& i : inits_) {
     heads.push_back(tensor_head(i.name, i.data));
-    graph += field_size(heads.back().size() + field_size(i.data.nbytes()));
+    const uint64_t raw = i.data.nbytes();
+    outside.push_back(external && raw >= external->min_bytes);
+    if (outside.back()) {  // where its bytes are: location, offset (page-aligned, for mapping) and length
+      ProtoWriter h;  // appended to the head: a message is its fields in any order
+      for (const auto& [k, v] : {std::pair<const char*, std::string>{"location", external->location},
+                                 {"offset", std::to_string(offset)}, {"length", std::to_string(raw)}}) {
+        ProtoWriter e;
+        e.bytes(kEntryKey, k);
+        e.bytes(kEntryValue, v);
+        h.message(kTensorExternal, e);
+      }
+      h.int_value(kTensorLocation, 1);  // EXTERNAL
+      heads.back() += h.data();
+      offset = (offset + raw + 4095) / 4096 * 4096;
+      graph += field_size(heads.back().size());
+    } else {
+      graph += field_size(heads.back().size() + field_size(raw));
+    }
   }
   ProtoWriter model;
   model.int_value(kModelIrVersion, 8);
@@ -191,12 +209,21 @@ void OnnxGraph::write(std::ostream& out, const std::string& graph_name,
   const uint64_t total = model.data().size() + field_size(graph);
   if (total > kProtobufLimit)
     throw std::invalid_argument("ONNX export: the model takes " + std::to_string(total) +
-                                " bytes, more than the 2 GiB a protobuf message can hold (external data files "
-                                "are not written)");
+                                " bytes, more than the 2 GiB a protobuf message can hold: write its weights as "
+                                "external data (--onnx-external-data)");
   out << model.data() << ProtoWriter::header(kModelGraph, graph) << small.data();
+  uint64_t written = 0;
   for (size_t k = 0; k < inits_.size(); ++k) {
     const auto& i = inits_[k];
     const uint64_t raw = i.data.nbytes();
+    if (outside[k]) {
+      out << ProtoWriter::header(kGraphInitializer, heads[k].size()) << heads[k];
+      i.data.write_to(*external->out, i.name);
+      const uint64_t end = (written + raw + 4095) / 4096 * 4096;
+      *external->out << std::string(end - written - raw, '\0');
+      written = end;
+      continue;
+    }
     out << ProtoWriter::header(kGraphInitializer, heads[k].size() + field_size(raw)) << heads[k]
         << ProtoWriter::header(kTensorRaw, raw);
     i.data.write_to(out, i.name);

@@ -23,14 +23,19 @@ void require(bool ok, const std::string& what) {
 
 class Builder {
  public:
-  Builder(OnnxExport& out, const ModelConfig& cfg, std::shared_ptr<const TensorMap> state, OnnxAttention attention)
-      : out_(out), g_(out.graph), c_(cfg), s_(std::move(state)), attention_(attention) {}
+  Builder(OnnxExport& out, const ModelConfig& cfg, std::shared_ptr<const TensorMap> state, OnnxAttention attention,
+          bool kv_cache)
+      : out_(out), g_(out.graph), c_(cfg), s_(std::move(state)), attention_(attention), kv_(kv_cache) {}
 
   void build() {
     const bool encoder = c_.arch == Arch::EncoderClassifier;
-    const std::string stack = encoder ? "encoder" : "decoder", T = "sequence", B = "batch";
+    // optimum's dimension names with a cache (transformers.js sizes an empty cache from them: batch_size
+    // is the batch, any other name 0), the shorter ones without.
+    const std::string stack = encoder ? "encoder" : "decoder", T = kv_ ? "sequence_length" : "sequence",
+                      B = kv_ ? "batch_size" : "batch";
     g_.input("input_ids", OnnxType::Int64, {B, T});
-    g_.input("attention_mask", OnnxType::Int64, {B, T});
+    g_.input("attention_mask", OnnxType::Int64, {B, kv_ ? "total_sequence_length" : T});
+    if (kv_) g_.input("position_ids", OnnxType::Int64, {B, T});
     if (encoder && c_.n_segments > 0) g_.input("token_type_ids", OnnxType::Int64, {B, T});
     std::string x = embed(stack, encoder);
     const auto masks = make_masks(encoder);
@@ -48,14 +53,15 @@ class Builder {
       if (has("final_logits_bias")) logits = g_.node("Add", {logits, weight("final_logits_bias")});
       g_.node("Identity", {logits}, {}, "", {"logits"});
       g_.output("logits", OnnxType::Float, {B, T, c_.vocab_size});
+      for (const auto& [name, n_kv] : presents_) g_.output(name, OnnxType::Float, {B, n_kv, "total_sequence_length", c_.head_dim});
     }
   }
 
  private:
   struct Masks {
-    std::string additive;  // [B, 1, T or 1, T]: 0 or -1e9
+    std::string additive;  // [B, 1, T or 1, S]: 0 or -1e9 (S = T, or past + T with a cache)
     std::string index;     // [B, T] int32 1/0, for the fused op
-    std::string cos, sin;  // [T, R] rotary tables of the positions
+    std::string cos, sin;  // [T, R] rotary tables of the positions ([B, 1, T, R] of position_ids with a cache)
   };
 
   bool has(const std::string& n) const { return s_->count(n) > 0; }
@@ -119,9 +125,11 @@ class Builder {
 
   std::string embed(const std::string& stack, bool encoder) {
     auto x = g_.node("Gather", {weight(stack + ".embed_tokens.weight"), "input_ids"});
-    const auto one = g_.constant(torch::tensor(int64_t{1}), "one");
-    positions_ = g_.node("Range", {g_.constant(torch::tensor(int64_t{0}), "zero"),
-                                   g_.node("Gather", {g_.node("Shape", {std::string("input_ids")}), one}), one});
+    if (kv_) {
+      positions_ = "position_ids";  // [B, T]: the caller's (after left padding, HF's cumulative mask - 1)
+    } else {
+      positions_ = g_.node("Range", {zero(), length("input_ids"), one()});
+    }
     if (has(stack + ".embed_positions.weight"))
       x = g_.node("Add", {x, g_.node("Gather", {weight(stack + ".embed_positions.weight"), positions_})});
     if (encoder && has(stack + ".embed_segments.weight"))
@@ -130,24 +138,36 @@ class Builder {
     return x;
   }
 
+  std::string zero() { return g_.constant(torch::tensor(int64_t{0}), "zero"); }
+  std::string one() { return g_.constant(torch::tensor(int64_t{1}), "one"); }
+  std::string length(const std::string& input) { return g_.node("Gather", {g_.node("Shape", {input}), one()}); }
+
   Masks make_masks(bool encoder) {
     Masks m;
     auto keep = g_.node("Cast", {std::string("attention_mask")}, {A::of("to", static_cast<int64_t>(OnnxType::Float))});
     auto padding = g_.node("Mul", {g_.node("Sub", {g_.scalar(1.0f), keep}), g_.scalar(kMasked)});
-    m.additive = g_.node("Unsqueeze", {padding, g_.ints({1, 2})});  // [B, 1, 1, T]
+    m.additive = g_.node("Unsqueeze", {padding, g_.ints({1, 2})});  // [B, 1, 1, S]
     m.index = g_.node("Cast", {std::string("attention_mask")}, {A::of("to", static_cast<int64_t>(OnnxType::Int32))});
     if (!encoder) {  // causal (and a sliding window): key > query, or key <= query - window
-      auto q = g_.node("Unsqueeze", {positions_, g_.ints({1})}), k = g_.node("Unsqueeze", {positions_, g_.ints({0})});
+      // Query i of T sits at place S - T + i of the S keys (the cache's past first); without one S = T.
+      std::string qi = positions_, ki = positions_;
+      if (kv_) {
+        const auto S = length("attention_mask");
+        ki = g_.node("Range", {zero(), S, one()});
+        qi = g_.node("Range", {g_.node("Sub", {S, length("input_ids")}), S, one()});
+      }
+      auto q = g_.node("Unsqueeze", {qi, g_.ints({1})}), k = g_.node("Unsqueeze", {ki, g_.ints({0})});
       auto blocked = g_.node("Greater", {k, q});
       if (c_.sliding_window > 0)
         blocked = g_.node("Or", {blocked, g_.node("LessOrEqual", {k, g_.node("Sub", {q, g_.ints({c_.sliding_window})})})});
-      auto causal = g_.node("Where", {blocked, g_.scalar(kMasked), g_.scalar(0.0f)});  // [T, T]
-      m.additive = g_.node("Add", {causal, m.additive});                           // [B, 1, T, T]
+      auto causal = g_.node("Where", {blocked, g_.scalar(kMasked), g_.scalar(0.0f)});  // [T, S]
+      m.additive = g_.node("Add", {causal, m.additive});                           // [B, 1, T, S]
     }
     if (c_.positional == Positional::Rotary) {
       const Rope r = rope_tables(rope_inv_freq(c_), 0, c_.max_positions, torch::kFloat32);
       m.cos = g_.node("Gather", {g_.constant(r.cos, "rope_cos"), positions_});
       m.sin = g_.node("Gather", {g_.constant(r.sin, "rope_sin"), positions_});
+      if (kv_) m.cos = g_.node("Unsqueeze", {m.cos, g_.ints({1})}), m.sin = g_.node("Unsqueeze", {m.sin, g_.ints({1})});
     }
     return m;
   }
@@ -202,6 +222,7 @@ class Builder {
       auto q = heads(linear(h, p + ".q_proj"), H), k = heads(linear(h, p + ".k_proj"), G), v = heads(linear(h, p + ".v_proj"), G);
       if (geo.qk_norm) q = rms(q, weight(p + ".q_norm.weight"), geo.norm_eps), k = rms(k, weight(p + ".k_norm.weight"), geo.norm_eps);
       if (!m.cos.empty()) q = rope(q, m), k = rope(k, m);
+      if (kv_) k = cached(k, "key", l, G), v = cached(v, "value", l, G);
       const auto kv = geo.kv_positions();
       bool identity = G == H;
       for (int64_t i = 0; identity && i < H; ++i) identity = kv[static_cast<size_t>(i)] == i;
@@ -217,6 +238,16 @@ class Builder {
       ctx = g_.node("Reshape", {c, g_.ints({0, 0, H * D})});
     }
     return linear(ctx, p + ".o_proj");
+  }
+
+  // The layer's past keys or values before this call's: an input past_key_values.L.key [B, G, P, D], and
+  // the whole as the output present.L.key [B, G, P + T, D] (optimum's names; a layer without heads has neither).
+  std::string cached(const std::string& x, const std::string& what, int64_t l, int64_t n_kv) {
+    const std::string past = "past_key_values." + std::to_string(l) + "." + what, present = "present." + std::to_string(l) + "." + what;
+    g_.input(past, OnnxType::Float, {"batch_size", n_kv, "past_sequence_length", c_.head_dim});
+    presents_.emplace_back(present, n_kv);
+    if (what == "key") ++out_.cached_layers;
+    return g_.node("Concat", {past, x}, {A::of("axis", 2)}, "", {present});
   }
 
   std::string ffn(const std::string& h, const std::string& p) {
@@ -246,7 +277,9 @@ class Builder {
   const ModelConfig& c_;
   std::shared_ptr<const TensorMap> s_;
   OnnxAttention attention_;
+  bool kv_;
   std::string positions_;
+  std::vector<std::pair<std::string, int64_t>> presents_;  // outputs after the logits, with their key/value heads
 };
 
 }  // namespace
@@ -258,9 +291,11 @@ OnnxAttention parse_onnx_attention(const std::string& s) {
   throw std::invalid_argument("ONNX attention '" + s + "': expected auto, fused or standard");
 }
 
-OnnxExport to_onnx(TransformerImpl& model, OnnxAttention attention) {
+OnnxExport to_onnx(TransformerImpl& model, OnnxAttention attention, bool kv_cache) {
   const ModelConfig& cfg0 = model.config();
   require(cfg0.arch != Arch::EncoderDecoder, "encoder-decoders are not written to ONNX (encoder classifiers and decoder LMs are)");
+  require(!kv_cache || cfg0.arch == Arch::DecoderLM, "a key/value cache is for decoder LMs (this model is " +
+                                                         std::string(to_string(cfg0.arch)) + ")");
   require(cfg0.positional == Positional::Learned || cfg0.positional == Positional::Rotary,
           std::string("positions '") + to_string(cfg0.positional) + "' are not written to ONNX (learned and rotary are)");
   Transformer pruned{nullptr};
@@ -268,7 +303,8 @@ OnnxExport to_onnx(TransformerImpl& model, OnnxAttention attention) {
   TransformerImpl& m = pruned ? *pruned : model;
   OnnxExport out;
   const ModelConfig cfg = m.config();
-  Builder(out, cfg, std::make_shared<const TensorMap>(state_dict(m)), attention).build();
+  out.kv_cache = kv_cache;
+  Builder(out, cfg, std::make_shared<const TensorMap>(state_dict(m)), attention, kv_cache).build();
   return out;
 }
 

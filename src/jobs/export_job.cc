@@ -1,6 +1,7 @@
 // Export and info (see header).
 #include "headprune/jobs/export_job.h"
 
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 
@@ -49,13 +50,31 @@ const OptionTable<ExportRequest>& export_request_table() {
                     parse_onnx_attention(s);
                     e.onnx_attention = s;
                   },
-                  "auto");
+                  "auto")
+          .text("onnx_dir", "--onnx-dir",
+                "ONNX folder for transformers.js, optimum and ONNX Runtime: config.json, generation_config.json, the "
+                "tokenizer files and onnx/model.onnx; a decoder LM with a key/value cache (optimum's "
+                "past_key_values.N.key/value -> present.N.key/value, each layer's own head count), an encoder "
+                "classifier as --onnx writes it",
+                &E::onnx_dir, false)
+          .yes_no("onnx_external_data", "--onnx-external-data",
+                  "write the ONNX weights to FILE_data beside the .onnx file (ONNX's external data; always done for "
+                  "a model past protobuf's 2 GiB)",
+                  &E::onnx_external_data, FlagStyle::Sets);
   return t;
 }
 
 namespace {
 
 std::string counts(const std::vector<int64_t>& v) { return nlohmann::json(v).dump(); }
+
+// An HF tokenizer goes along (HF's own tokenizer.json too: T5's, Llama's); headprune's BPE has no HF form.
+void write_tokenizer_files(const std::string& dir, const std::string& checkpoint,
+                           const std::map<std::string, std::string>& files) {
+  const bool own_bpe = is_headprune_tokenizer(join_path(checkpoint, kTokenizerFile));
+  for (const auto& [name, bytes] : files)
+    if (name != kTokenizerFile || !own_bpe) write_file_atomic(join_path(dir, name), bytes);
+}
 
 // Built before anything is written (a model or tokenizer GGUF cannot express fails first); the
 // tensors are made as the file is written.
@@ -88,23 +107,80 @@ std::string write_gguf_output(const OutputFile& out, const GgufOutput& g, const 
   return line + ")\n";
 }
 
-std::string write_onnx_output(const OutputFile& out, const OnnxExport& e, const ModelConfig& cfg,
-                              const std::string& checkpoint) {
-  check_output_file(out, {{checkpoint, "the model"}});
-  write_file_atomic(out.path, [&](std::ostream& o) {
-    e.graph.write(o, "headprune", {{"headprune.exporter", std::string("headprune ") + HP_VERSION_STRING},
-                                   {"headprune.arch", to_string(cfg.arch)}});
+// Past this many weight bytes the model file would near protobuf's 2 GiB: the weights go outside.
+constexpr uint64_t kOnnxInlineLimit = 1900ull << 20;
+
+// The .onnx file at `path` (its weights in PATH_data beside it when `external` or when they are too
+// large to be inside); returns what the output line says about where the weights are.
+std::string write_onnx_file(const std::string& path, const OnnxExport& e, const ModelConfig& cfg, bool external) {
+  const std::map<std::string, std::string> meta = {{"headprune.exporter", std::string("headprune ") + HP_VERSION_STRING},
+                                                   {"headprune.arch", to_string(cfg.arch)}};
+  if (!external && e.graph.initializer_bytes() <= kOnnxInlineLimit) {
+    write_file_atomic(path, [&](std::ostream& o) { e.graph.write(o, "headprune", meta); });
+    return "";
+  }
+  const std::string data = path + "_data";  // ONNX's convention: model.onnx -> model.onnx_data
+  OnnxExternalData ext;
+  ext.location = std::filesystem::path(data).filename().string();
+  write_file_atomic(data, [&](std::ostream& d) {
+    ext.out = &d;
+    write_file_atomic(path, [&](std::ostream& o) { e.graph.write(o, "headprune", meta, &ext); });
   });
-  return "wrote " + out.path + " (onnx, " + to_string(cfg.arch) + ": " + std::to_string(e.fused_layers) +
-         " layers as ONNX Runtime's fused Attention, " + std::to_string(e.standard_layers) + " in standard ops, " +
-         std::to_string(e.empty_layers) + " without heads)\n";
+  return ", weights in " + ext.location;
+}
+
+std::string onnx_summary(const OnnxExport& e, const ModelConfig& cfg) {
+  std::string s = to_string(cfg.arch) + ": " + std::to_string(e.fused_layers) + " layers as ONNX Runtime's fused Attention, " +
+                  std::to_string(e.standard_layers) + " in standard ops, " + std::to_string(e.empty_layers) + " without heads";
+  if (e.kv_cache) s += "; key/value cache in " + std::to_string(e.cached_layers) + " layers";
+  return s;
+}
+
+std::string write_onnx_output(const OutputFile& out, const OnnxExport& e, const ModelConfig& cfg,
+                              const std::string& checkpoint, bool external) {
+  check_output_file(out, {{checkpoint, "the model"}});
+  if (external || e.graph.initializer_bytes() > kOnnxInlineLimit)
+    check_output_file(OutputFile{out.path + "_data", "--onnx", "ONNX external data",
+                                 [model = out.path](const std::string&) { return file_head_contains("headprune")(model); },
+                                 out.overwrite},
+                      {{checkpoint, "the model"}});  // an earlier export's data file goes with its model file
+  const std::string where = write_onnx_file(out.path, e, cfg, external);
+  return "wrote " + out.path + " (onnx, " + onnx_summary(e, cfg) + where + ")\n";
+}
+
+// generation_config.json as HF writes it: the token ids generation starts and stops with.
+nlohmann::json generation_config(const nlohmann::json& config) {
+  nlohmann::json g = {{"_from_model_config", true}};
+  for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"})
+    if (config.contains(k) && !config.at(k).is_null()) g[k] = config.at(k);
+  return g;
+}
+
+// The transformers.js / optimum folder: config.json (the HF export's, auto layout: the smaller model's
+// own head counts where it is uniform; the file's inputs say each layer's), generation_config.json,
+// the tokenizer files, onnx/model.onnx.
+std::string write_onnx_folder(OutputDir& dir, const OnnxExport& e, TransformerImpl& model, const nlohmann::json& base,
+                              const std::map<std::string, std::string>& files, const ExportRequest& req) {
+  auto config = to_hf(model, base).config;  // the tensors are lazy: none is made
+  if (req.onnx_external_data || e.graph.initializer_bytes() > kOnnxInlineLimit)
+    config["transformers.js_config"]["use_external_data_format"] = {{"model.onnx", 1}};  // one model.onnx_data
+  write_json_file(join_path(dir.path(), kConfigFile), config);
+  write_json_file(join_path(dir.path(), "generation_config.json"), generation_config(config));
+  write_tokenizer_files(dir.path(), req.checkpoint, files);
+  make_directories(join_path(dir.path(), "onnx"));
+  const std::string where = write_onnx_file(join_path(dir.path(), "onnx/model.onnx"), e, model.config(), req.onnx_external_data);
+  dir.commit();
+  return "wrote " + req.onnx_dir + " (onnx folder, " + config.at("model_type").get<std::string>() + ", " +
+         onnx_summary(e, model.config()) + where + ")\n";
 }
 
 }  // namespace
 
 std::string run_export(const ExportRequest& req, const Runtime& rt) {
-  if (req.hf_dir.empty() && req.native_dir.empty() && req.gguf_path.empty() && req.onnx_path.empty())
-    throw std::invalid_argument("export: give --hf DIR, --native DIR, --gguf FILE and/or --onnx FILE");
+  if (req.hf_dir.empty() && req.native_dir.empty() && req.gguf_path.empty() && req.onnx_path.empty() && req.onnx_dir.empty())
+    throw std::invalid_argument("export: give --hf DIR, --native DIR, --gguf FILE, --onnx FILE and/or --onnx-dir DIR");
+  if (req.onnx_external_data && req.onnx_path.empty() && req.onnx_dir.empty())
+    throw std::invalid_argument("export: --onnx-external-data is for --onnx FILE or --onnx-dir DIR");
   // The command line's `--dtype` after `export` is this row (the GGUF file's); the global one, before
   // the subcommand, is rt.dtype. A GGUF dtype without a GGUF file was meant as the other.
   if (req.gguf_path.empty() && req.gguf_dtype != "f32")
@@ -114,7 +190,8 @@ std::string run_export(const ExportRequest& req, const Runtime& rt) {
   if (!rt.device.is_cpu())
     throw std::invalid_argument("export: --device " + rt.device.str() + " does not apply (an export computes nothing; "
                                 "leave --device cpu)");
-  check_outputs_apart({{req.hf_dir, "--hf"}, {req.native_dir, "--native"}, {req.gguf_path, "--gguf"}, {req.onnx_path, "--onnx"}},
+  check_outputs_apart({{req.hf_dir, "--hf"}, {req.native_dir, "--native"}, {req.gguf_path, "--gguf"}, {req.onnx_path, "--onnx"},
+                       {req.onnx_dir, "--onnx-dir"}},
                       {{req.checkpoint, "the model"}});  // before loading
   std::optional<OutputFile> gguf_out;
   parse_gguf_dtype(req.gguf_dtype);  // bad options fail before the model is read
@@ -142,20 +219,20 @@ std::string run_export(const ExportRequest& req, const Runtime& rt) {
   const auto files = tokenizer_files(req.checkpoint);
   std::optional<GgufOutput> gguf;
   if (gguf_out) gguf = prepare_gguf(*model, files, req.checkpoint, req.gguf_dtype);
-  std::optional<OnnxExport> onnx;
+  std::optional<OnnxExport> onnx, onnx_folder;
   if (onnx_out) onnx = to_onnx(*model, onnx_attention);
-  std::optional<OutputDir> hf_out, native_out;  // both checked before either is written
+  if (!req.onnx_dir.empty()) onnx_folder = to_onnx(*model, onnx_attention, model->config().arch == Arch::DecoderLM);
+  std::optional<OutputDir> hf_out, native_out, onnx_dir_out;  // all checked before any is written
   const std::vector<NamedPath> inputs = {{req.checkpoint, "the model"}};
   if (!req.hf_dir.empty()) hf_out.emplace(req.hf_dir, OutputDir::Options{"export-hf", req.overwrite, false, inputs, "--hf"});
+  if (onnx_folder)
+    onnx_dir_out.emplace(req.onnx_dir, OutputDir::Options{"export-onnx", req.overwrite, false, inputs, "--onnx-dir"});
   if (!req.native_dir.empty())
     native_out.emplace(req.native_dir, OutputDir::Options{"checkpoint", req.overwrite, false, inputs, "--native"});
   std::string out;
   if (hf_out) {
     const HfLayout layout = export_hf(hf_out->path(), *model, base, req.hf_layout);
-    // An HF tokenizer goes along (HF's own tokenizer.json too: T5's, Llama's); headprune's BPE has no HF form.
-    const bool own_bpe = is_headprune_tokenizer(join_path(req.checkpoint, kTokenizerFile));
-    for (const auto& [name, bytes] : files)
-      if (name != kTokenizerFile || !own_bpe) write_file_atomic(join_path(hf_out->path(), name), bytes);
+    write_tokenizer_files(hf_out->path(), req.checkpoint, files);
     const auto cfg = read_json_file(join_path(hf_out->path(), kConfigFile));
     hf_out->commit();
     std::string how = ", dense";
@@ -166,7 +243,8 @@ std::string run_export(const ExportRequest& req, const Runtime& rt) {
     out += "wrote " + req.hf_dir + " (" + cfg.at("model_type").get<std::string>() + how + ")\n";
   }
   if (gguf) out += write_gguf_output(*gguf_out, *gguf, req.checkpoint);
-  if (onnx) out += write_onnx_output(*onnx_out, *onnx, model->config(), req.checkpoint);
+  if (onnx) out += write_onnx_output(*onnx_out, *onnx, model->config(), req.checkpoint, req.onnx_external_data);
+  if (onnx_folder) out += write_onnx_folder(*onnx_dir_out, *onnx_folder, *model, base, files, req);
   if (native_out) {
     save_checkpoint(native_out->path(), *model, files);
     native_out->commit();

@@ -374,3 +374,24 @@ def test_forward_arguments_are_checked_at_the_boundary_naming_the_argument(tiny)
         with pytest.raises(ValueError, match=message):
             m(**kwargs)
     assert m(ok).shape == (1, 2)
+
+
+def test_export_writes_an_onnx_folder_with_a_key_value_cache(tmp_path):
+    """export(onnx_dir=...): the transformers.js / optimum folder of a decoder, its weights outside on request
+    (the files' contents are checked against ONNX Runtime and transformers.js by tests/e2e/onnx.sh)."""
+    from conftest import FIXTURES
+    m = headprune.load(FIXTURES / "hf" / "llama_gqa")
+    m.mask_heads([("decoder_self", 1, 2), ("decoder_self", 1, 3)])  # layer 1 loses its key/value group 1
+    line = m.export(onnx_dir=tmp_path / "kv", onnx_external_data=True)
+    assert "onnx folder, llama" in line and "key/value cache in 2 layers" in line and "model.onnx_data" in line
+    assert sorted(p.name for p in (tmp_path / "kv").iterdir()) == [".headprune-output", "config.json",
+                                                                    "generation_config.json", "onnx"]
+    onnx = (tmp_path / "kv" / "onnx" / "model.onnx").read_bytes()
+    for name in (b"past_key_values.0.key", b"past_key_values.1.value", b"present.1.key", b"position_ids"):
+        assert name in onnx
+    assert (tmp_path / "kv" / "onnx" / "model.onnx_data").stat().st_size > len(onnx)
+    line = headprune.export(FIXTURES / "hf" / "bert", onnx_dir=tmp_path / "bert")  # a classifier: no cache
+    assert "onnx folder, bert" in line and "key/value cache" not in line
+    assert not (tmp_path / "bert" / "onnx" / "model.onnx_data").exists()
+    with pytest.raises(ValueError, match="--onnx-external-data is for --onnx FILE or --onnx-dir DIR"):
+        headprune.export(FIXTURES / "hf" / "bert", native=tmp_path / "n", onnx_external_data=True)

@@ -92,6 +92,92 @@ TEST(Onnx, RefusesModelsPastTheProtobufLimitBeforeMakingATensor) {
   EXPECT_FALSE(made);
 }
 
+TEST(Onnx, ExternalDataHoldsTheLargeInitializersAtAlignedOffsets) {
+  OnnxGraph g;
+  g.input("x", OnnxType::Float, {int64_t{1}, int64_t{300}});
+  const auto w = torch::arange(300 * 2, torch::kFloat).view({300, 2}), w2 = w * 2;
+  auto y = g.node("MatMul", {"x", g.initializer("w", LazyTensor::of(w))});
+  y = g.node("Add", {y, g.scalar(1.0f)});
+  g.node("MatMul", {y, g.initializer("w2", LazyTensor::of(w2.t().contiguous()))}, {}, "", {"y"});
+  g.output("y", OnnxType::Float, {int64_t{1}, int64_t{300}});
+  std::ostringstream model, data;
+  OnnxExternalData ext;
+  ext.out = &data, ext.location = "m.onnx_data";
+  g.write(model, "g", {}, &ext);
+  // Each large tensor: no raw_data, data_location EXTERNAL, location/offset/length pointing at its bytes.
+  std::map<std::string, std::map<std::string, std::string>> where;
+  int inside = 0;
+  for (const auto& t : messages(messages(model.str(), 7).at(0), 5)) {
+    ProtoReader r(t, "tensor");
+    std::string name;
+    std::map<std::string, std::string> kv;
+    int64_t location = 0;
+    bool raw = false;
+    while (r.next()) {
+      if (r.field() == 8) name = std::string(r.bytes());
+      else if (r.field() == 9) raw = true, r.skip();
+      else if (r.field() == 14) location = r.int_value();
+      else if (r.field() == 13) {
+        ProtoReader e(r.bytes(), "entry");
+        std::string k, v;
+        while (e.next()) (e.field() == 1 ? k : v) = std::string(e.bytes());
+        kv[k] = v;
+      } else r.skip();
+    }
+    if (raw) { ++inside; EXPECT_EQ(location, 0); continue; }
+    EXPECT_EQ(location, 1) << name;
+    where[name] = kv;
+  }
+  EXPECT_EQ(inside, 1);  // the scalar
+  ASSERT_EQ(where.size(), 2u);
+  EXPECT_EQ(where["w"]["location"], "m.onnx_data");
+  EXPECT_EQ(where["w"]["offset"], "0");
+  EXPECT_EQ(where["w2"]["offset"], "4096");  // 2400 bytes, then the next 4 KiB boundary
+  EXPECT_EQ(where["w2"]["length"], "2400");
+  const std::string d = data.str();
+  ASSERT_EQ(d.size(), 8192u);
+  EXPECT_EQ(std::memcmp(d.data(), w.data_ptr(), 2400), 0);
+  const auto w2t = w2.t().contiguous();
+  EXPECT_EQ(std::memcmp(d.data() + 4096, w2t.data_ptr(), 2400), 0);
+}
+
+// The names of a graph's inputs or outputs (field 11 or 12), in order.
+std::vector<std::string> value_names(const std::string& model, uint32_t field) {
+  std::vector<std::string> out;
+  for (const auto& v : messages(messages(model, 7).at(0), field)) {
+    ProtoReader r(v, "value");
+    while (r.next())
+      if (r.field() == 1) out.emplace_back(r.bytes());
+      else r.skip();
+  }
+  return out;
+}
+
+TEST(OnnxModel, KeyValueCacheHasOptimumsNamesForEveryLayerWithHeads) {
+  auto llama = test::make_model(test::Fam::Llama);
+  const int64_t L = llama->config().n_layers(AttnType::DecoderSelf);
+  std::vector<HeadId> layer0;
+  for (int64_t h : llama->config().heads(AttnType::DecoderSelf)[0]) layer0.push_back({AttnType::DecoderSelf, 0, h});
+  auto pruned = remove_heads(*llama, layer0);  // layer 0 emptied: no cache there
+  const auto e = to_onnx(*pruned, OnnxAttention::Auto, /*kv_cache=*/true);
+  EXPECT_TRUE(e.kv_cache);
+  EXPECT_EQ(e.cached_layers, static_cast<size_t>(L - 1));
+  EXPECT_EQ(e.empty_layers, 1u);
+  const std::string m = serialize(e.graph);
+  std::vector<std::string> in = {"input_ids", "attention_mask", "position_ids"}, out = {"logits"};
+  for (int64_t l = 1; l < L; ++l)
+    for (const char* what : {"key", "value"}) {
+      in.push_back("past_key_values." + std::to_string(l) + "." + what);
+      out.push_back("present." + std::to_string(l) + "." + what);
+    }
+  EXPECT_EQ(value_names(m, 11), in);
+  EXPECT_EQ(value_names(m, 12), out);
+  EXPECT_EQ(value_names(serialize(to_onnx(*llama).graph), 11), (std::vector<std::string>{"input_ids", "attention_mask"}));
+  auto bert = test::make_model(test::Fam::EncoderClassifier);
+  EXPECT_NE(test::error_of([&] { to_onnx(*bert, OnnxAttention::Auto, true); }).find("key/value cache is for decoder LMs"),
+            std::string::npos);
+}
+
 TEST(OnnxModel, FusedStandardAndEmptyLayers) {
   auto bert = test::make_model(test::Fam::EncoderClassifier);
   auto e = to_onnx(*bert);

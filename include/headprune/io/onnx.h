@@ -4,8 +4,10 @@
 // numbers from onnx.proto). IR version 8, opset 17 of the default domain, and version 1 of Microsoft's
 // com.microsoft domain (ONNX Runtime's contrib ops, e.g. its fused Attention).
 //
-// One file holds the whole model: protobuf cannot read a message of 2 GiB or more, so a larger model
-// is refused (std::invalid_argument naming the size) rather than written as a file no runtime opens.
+// Protobuf cannot read a message of 2 GiB or more: a larger model's weights go to an external data
+// file (OnnxExternalData: ONNX's TensorProto.external_data, location/offset/length, each tensor at a
+// 4 KiB-aligned offset); written whole, such a model is refused (std::invalid_argument naming the size)
+// rather than written as a file no runtime opens.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,13 @@ struct OnnxAttr {
   static OnnxAttr of_string(std::string name, std::string v);
 };
 
+// Where the weights of OnnxGraph::write go when they are not inside the model file.
+struct OnnxExternalData {
+  std::ostream* out = nullptr;  // the data file, written from offset 0
+  std::string location;         // its name as the model file refers to it (relative to the model's folder)
+  uint64_t min_bytes = 1024;    // smaller initializers (constants, norms) stay inside
+};
+
 class OnnxGraph {
  public:
   using Dim = std::variant<int64_t, std::string>;  // a size, or a symbolic name ("batch")
@@ -52,8 +61,10 @@ class OnnxGraph {
                    const std::string& domain = "", std::vector<std::string> outputs = {});
   size_t count(const std::string& op) const;  // nodes of that type
 
-  // The ModelProto, streamed; `metadata` goes into metadata_props.
-  void write(std::ostream& out, const std::string& graph_name, const std::map<std::string, std::string>& metadata) const;
+  // The ModelProto, streamed; `metadata` goes into metadata_props; with `external`, initializers of
+  // external->min_bytes or more are streamed there instead.
+  void write(std::ostream& out, const std::string& graph_name, const std::map<std::string, std::string>& metadata,
+             const OnnxExternalData* external = nullptr) const;
   uint64_t initializer_bytes() const;
 
  private:

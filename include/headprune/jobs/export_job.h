@@ -5,7 +5,9 @@
 //               for llama.cpp (the LLaMA family; per-layer head counts as arch deci; the tokenizer
 //               inside: io/gguf_model.h, data/gguf_vocab.h). And/or as one ONNX file (encoder
 //               classifiers and decoder LMs; per-layer heads; ONNX Runtime's fused Attention where it
-//               applies: io/onnx_model.h).
+//               applies: io/onnx_model.h). And/or as an ONNX folder that transformers.js and optimum
+//               read (config.json, generation_config.json, the tokenizer files, onnx/model.onnx; a
+//               decoder LM with optimum's key/value cache inputs and outputs).
 //   run_info    a checkpoint's architecture, heads kept per layer and attention type, masked heads.
 #pragma once
 
@@ -29,6 +31,8 @@ struct ExportRequest {
   std::string gguf_dtype = "f32";  // f32, f16 or bf16 (the 2-D weights)
   std::string onnx_path;    // "" = no ONNX file
   std::string onnx_attention = "auto";  // auto, fused or standard (io/onnx_model.h)
+  std::string onnx_dir;     // "" = no ONNX folder (decoder LMs with a key/value cache)
+  bool onnx_external_data = false;  // weights beside the .onnx file (always past protobuf's 2 GiB)
 };
 
 // ExportRequest's outputs and their forms (util/options.h); the checkpoint and --overwrite are the
