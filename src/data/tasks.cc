@@ -169,9 +169,11 @@ std::vector<Example> calibration_blocks(const std::optional<Tokenizer>& tok, con
   std::vector<int64_t> stream;
   const auto need = static_cast<size_t>(length * count);
   for (const auto& line : read_lines(source)) {
-    const auto ids = tok->encode(line);
+    // Each line as the tokenizer frames one text (HF's tokenizer(text): a Llama <s> first; headprune's
+    // own BPE adds nothing), then eos unless the frame ends with it: documents packed as HF packs them.
+    const auto ids = tok->encode(line, /*add_special_tokens=*/true);
     stream.insert(stream.end(), ids.begin(), ids.end());
-    stream.push_back(tok->specials().eos);
+    if (ids.empty() || ids.back() != tok->specials().eos) stream.push_back(tok->specials().eos);
     if (stream.size() >= need) break;
   }
   if (stream.size() < need)

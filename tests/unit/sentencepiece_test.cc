@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headprune/data/hf_tokenizers.h"
+#include "headprune/data/tasks.h"
 #include "headprune/data/sentencepiece.h"
 #include "headprune/util/protowire.h"
 #include "test_util.h"
@@ -235,6 +236,20 @@ TEST(SentencePieceFiles, Llama2AsSentencepieceEncodesIt) {
   EXPECT_EQ(tok->decode(tok->encode("h\xC3\xA9llo \xF0\x9F\x9A\x80", true)), "h\xC3\xA9llo \xF0\x9F\x9A\x80");
   EXPECT_EQ(tok->specials().bos, 1);
   EXPECT_EQ(tok->specials().eos, 2);
+}
+
+// Calibration text from an HF Llama folder: each line framed as tokenizer(text) frames it (<s> first),
+// then </s> - not the bare pieces (a Llama model scored on text without <s> sees nothing it was trained on).
+TEST(SentencePieceFiles, CalibrationLinesStartWithTheLlamaBos) {
+  SKIP_WITHOUT_TOKENIZERS();
+  const auto tok = load_hf_tokenizer(shared_tokenizers() + "/llama2");
+  ASSERT_TRUE(tok);
+  test::TempDir d;
+  test::write(d / "calib.txt", "Hello world\nHello world\n");
+  const auto blocks = calibration_blocks(tok, (d / "calib.txt"), 32000, 4, 2, 1);
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[0].src, (Ids{1, 15043, 3186, 2}));
+  EXPECT_EQ(blocks[1].src, (Ids{1, 15043, 3186, 2}));
 }
 
 TEST(SentencePieceFiles, MarianMapsPiecesThroughVocabJson) {

@@ -51,8 +51,9 @@ Example classification_example(const Tokenizer& tok, const std::string& a, const
 Example translation_source(const Tokenizer& tok, const std::string& src, int64_t max_len);
 Example translation_example(const Tokenizer& tok, const std::string& src, const std::string& tgt, int64_t max_len);
 std::vector<Example> lm_blocks(const Tokenizer& tok, const std::vector<std::string>& lines, int64_t block_size);
-// `count` blocks of exactly `length` tokens of the file's text (lines joined by eos, consecutive,
-// without overlap), or of uniformly random ids below `vocab` (seeded) when `source` is "random". Too
+// `count` blocks of exactly `length` tokens of the file's text (each line framed as the tokenizer frames
+// one text - a Llama tokenizer's <s> before it - and followed by eos; consecutive, without overlap), or of
+// uniformly random ids below `vocab` (seeded) when `source` is "random". Too
 // little text for them is an error naming the file and how many tokens it gave.
 std::vector<Example> calibration_blocks(const std::optional<Tokenizer>& tok, const std::string& source, int64_t vocab,
                                         int64_t length, int64_t count, uint64_t seed);
