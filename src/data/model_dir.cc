@@ -26,6 +26,9 @@ std::map<std::string, std::string> tokenizer_files(const std::string& dir) {
     if (auto tok = read_checkpoint_file(dir, kTokenizerFile); !tok.empty()) files[kTokenizerFile] = std::move(tok);
   for (const auto& f : hf_tokenizer_files())
     if (auto bytes = read_checkpoint_file(dir, f); !bytes.empty()) files[f] = std::move(bytes);
+  // The HF config a model came from, for its exports (an HF directory's own, or the one carried along).
+  if (auto base = read_checkpoint_file(dir, is_hf_dir(dir) ? kConfigFile : kHfBaseConfigFile); !base.empty())
+    files[kHfBaseConfigFile] = std::move(base);
   return files;
 }
 

@@ -73,7 +73,7 @@ void write_tokenizer_files(const std::string& dir, const std::string& checkpoint
                            const std::map<std::string, std::string>& files) {
   const bool own_bpe = is_headprune_tokenizer(join_path(checkpoint, kTokenizerFile));
   for (const auto& [name, bytes] : files)
-    if (name != kTokenizerFile || !own_bpe) write_file_atomic(join_path(dir, name), bytes);
+    if ((name != kTokenizerFile || !own_bpe) && name != kHfBaseConfigFile) write_file_atomic(join_path(dir, name), bytes);
 }
 
 // Built before anything is written (a model or tokenizer GGUF cannot express fails first); the
@@ -217,6 +217,8 @@ std::string run_export(const ExportRequest& req, const Runtime& rt) {
     model = load_checkpoint(req.checkpoint, lo);
   }
   const auto files = tokenizer_files(req.checkpoint);
+  if (const auto it = files.find(kHfBaseConfigFile); it != files.end() && !is_hf_dir(req.checkpoint))
+    base = parse_json(it->second, join_path(req.checkpoint, kHfBaseConfigFile));  // the HF config it was made from
   std::optional<GgufOutput> gguf;
   if (gguf_out) gguf = prepare_gguf(*model, files, req.checkpoint, req.gguf_dtype);
   std::optional<OnnxExport> onnx, onnx_folder;

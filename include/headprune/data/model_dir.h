@@ -15,6 +15,9 @@
 namespace hp {
 
 constexpr const char* kTokenizerFile = "tokenizer.json";  // headprune's own BPE, inside a checkpoint
+// The config.json of the HF directory a checkpoint was made from, carried along (tokenizer_files) so an
+// export of the pruned model keeps what headprune does not model: bos/eos ids, architectures, ...
+constexpr const char* kHfBaseConfigFile = "hf_config.json";
 
 struct LoadedModel {
   std::string dir;
@@ -24,7 +27,8 @@ struct LoadedModel {
   torch::ScalarType dtype = torch::kFloat;
   std::optional<Tokenizer> tokenizer;
   // name -> bytes: headprune's tokenizer.json, or an HF tokenizer's vocab.txt / vocab.json /
-  // merges.txt / tokenizer_config.json. Written into every checkpoint made from this model.
+  // merges.txt / tokenizer_config.json; and hf_config.json (kHfBaseConfigFile) for a model from an HF
+  // directory. Written into every checkpoint made from this model.
   std::map<std::string, std::string> tokenizer_files;
 };
 
