@@ -1542,7 +1542,37 @@ def stories260k_scorers():
     return lines
 
 
-TABLES = {"stories260k_scorers": (STORIES, stories260k_scorers), "engines_bert": (ENGINES, engines_bert), "engines_llama": (ENGINES, engines_llama),
+def stories260k_uniform():
+    """Uniform plans (--shape uniform) on stories260K: each scorer's beside seeded random uniform plans,
+    held-out perplexity with the heads masked (studies/stories260k.py, its "uniform" rows)."""
+    s = load(STORIES)
+    rows = [r for r in s["targets"] if "uniform" in r]
+    if not rows:
+        return ["not in this results file: rerun studies/stories260k.py"]
+    head, rule = "| scorer |", "| --- |"
+    for r in rows:
+        head += " %d of %d heads: perplexity | vs random (mean) | groups × heads kept per layer |" % (r["count"], s["heads"])
+        rule += " --- | --- | --- |"
+    lines = [head, rule]
+    rnd = "| random uniform plans (%d seeded) |" % s["n_random"]
+    for r in rows:
+        u = r["uniform"]["random"]
+        shapes = sorted({"%d × %d" % tuple(x) for x in u["shapes"]})
+        rnd += " %.1f ± %.1f | 1 | %s |" % (u["mean"], u["sd"], " or ".join(shapes))
+    lines.append(rnd)
+    for m in rows[0]["uniform"]["methods"]:
+        line = "| `%s` |" % m
+        for r in rows:
+            v, mean = r["uniform"]["methods"][m], r["uniform"]["random"]["mean"]
+            mark = "" if v["beats_random"] else " **(worse than random)**"
+            line += " %.1f | ×%.2f%s | %d × %d |" % (v["perplexity"], v["perplexity"] / mean, mark, *v["shape"])
+        lines.append(line)
+    lines.append("")
+    lines.append("Same run, model and data as the table above (per-layer plans of the same counts there).")
+    return lines
+
+
+TABLES = {"stories260k_scorers": (STORIES, stories260k_scorers), "stories260k_uniform": (STORIES, stories260k_uniform), "engines_bert": (ENGINES, engines_bert), "engines_llama": (ENGINES, engines_llama),
           "engines_kv": (ENGINES, engines_kv), "engines_checks": (ENGINES, engines_checks), "budget": (BUDGET, budget_table), "budget_runs": (BUDGET, budget_runs_table), "methods": (METHODS, methods_table), "methods_full": (METHODS_FULL, functools.partial(methods_table, METHODS_FULL)), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),

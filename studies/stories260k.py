@@ -87,6 +87,30 @@ def cpu_name():
     return platform.processor() or "unknown"
 
 
+def uniform_row(model, imp, count, heldout, methods, n_random, seed, threads):
+    """Uniform plans (--shape uniform: every layer keeps the same key/value groups and query heads per
+    group, an ordinary smaller model) of up to `count` heads: each scorer's, beside n_random seeded random
+    uniform plans (the shape and the heads drawn at random), all on the same held-out text."""
+    def shape(p):
+        k = p.info["kept_per_layer"]["decoder_self"]
+        return [k["key_value_groups"], k["query_heads_per_group"]]
+    rnd, shapes = [], []
+    for s in range(n_random):
+        p = headprune.plan(model, strategy="random", shape="uniform", target=count, seed=seed * 1000 + 500 + s,
+                           threads=threads, progress=False)
+        rnd.append(masked_perplexity(model, p.heads, heldout))
+        shapes.append(shape(p))
+    mean = statistics.fmean(rnd)
+    out = {"random": {"perplexities": rnd, "mean": mean, "sd": statistics.stdev(rnd) if n_random > 1 else 0.0,
+                      "shapes": shapes}, "methods": {}}
+    for m in methods:
+        p = headprune.plan(model, strategy="score", method=m, shape="uniform", target=count, scores=imp,
+                           threads=threads, progress=False)
+        ppl = masked_perplexity(model, p.heads, heldout)
+        out["methods"][m] = {"perplexity": ppl, "removed": len(p.heads), "shape": shape(p), "beats_random": ppl < mean}
+    return out
+
+
 def study(model_dir=MODEL, n_calibration=32, n_heldout=32, length=128, targets=(0.25, 0.5), n_random=8, seed=1,
           methods=METHODS, threads=None, progress=False):
     """The study's results as a dict (see the module's doc)."""
@@ -137,6 +161,7 @@ def study(model_dir=MODEL, n_calibration=32, n_heldout=32, length=128, targets=(
                                progress=False)
             row["methods"][m]["unnormalized"] = {"perplexity": masked_perplexity(model, p.heads, heldout),
                                                  "per_layer": per_layer(p.heads, n_layers)}
+        row["uniform"] = uniform_row(model, imp, count, heldout, methods, n_random, seed, threads)
         rows.append(row)
     return {
         "model": "stories260K (../shared/models/stories260K)", "layers": n_layers, "heads": total,

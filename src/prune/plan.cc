@@ -512,7 +512,32 @@ bool layer_eligible(LayerChoice s, int64_t l, int64_t L) {
   return false;
 }
 
+namespace {
+// A uniform plan on seeded random importances (RandomPlanOptions::shape).
+PruningPlan plan_random_uniform(const ModelConfig& cfg, const RandomPlanOptions& opts) {
+  if (opts.layers != LayerChoice::Uniform)
+    throw std::invalid_argument("random plan: --shape uniform takes heads from every layer alike; the layer strategy " +
+                                to_string(opts.layers) + " does not apply");
+  const std::set<HeadId> excluded(opts.exclude.begin(), opts.exclude.end());
+  HeadScores random;
+  random.method = "random";
+  std::mt19937_64 rng(opts.seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (const auto& h : kept_heads(cfg, opts.only_types))
+    if (!excluded.count(h)) random.scores[h] = u(rng);
+  ScorePlanOptions po;
+  po.target = opts.target;
+  po.exclude = opts.exclude;
+  PruningPlan plan = plan_uniform_by_score(random, cfg, po);
+  plan.strategy = "random:shape_uniform";
+  plan.info["seed"] = opts.seed;
+  plan.info["layer_strategy"] = to_string(opts.layers);
+  return plan;
+}
+}  // namespace
+
 PruningPlan plan_random(const ModelConfig& cfg, const RandomPlanOptions& opts) {
+  if (opts.shape == PlanShape::Uniform) return plan_random_uniform(cfg, opts);
   const std::set<HeadId> excluded(opts.exclude.begin(), opts.exclude.end());
   std::vector<HeadId> all = kept_heads(cfg, opts.only_types), pool;
   for (const auto& h : all)

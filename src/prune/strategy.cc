@@ -26,7 +26,7 @@ const OptionTable<PlanSpec>& plan_option_table() {
           .parsed("shape", "--shape",
                   "per-layer (any count in any layer) or uniform (score: every layer keeps the same key/value groups "
                   "and query heads per group, chosen by summed importance: an ordinary smaller model that export --hf "
-                  "writes natively)",
+                  "writes natively; random: the same shape with heads drawn at random, its baseline)",
                   [](P& p, const std::string& s) { p.shape = parse_plan_shape(s); }, "per-layer")
           .integer("min_per_layer", "--min-per-layer", "keep at least this many heads in every layer", &P::min_per_layer,
                    R::at_least(0))
@@ -143,9 +143,9 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
   if (!spec.plan_file.empty() && spec.strategy != PlanStrategy::File)
     throw std::invalid_argument("--plan " + spec.plan_file + " is the input of strategy plan, not of strategy " + name +
                                 " (drop --strategy, or use --strategy plan)");
-  if (spec.shape == PlanShape::Uniform && spec.strategy != PlanStrategy::Score)
-    throw std::invalid_argument("--shape uniform is built into strategy score so far, not into strategy " + name +
-                                " (a constraint of the choice, not a rounding after it); use --strategy score");
+  if (spec.shape == PlanShape::Uniform && spec.strategy != PlanStrategy::Score && spec.strategy != PlanStrategy::Random)
+    throw std::invalid_argument("--shape uniform is built into strategies score and random so far, not into strategy " +
+                                name + " (a constraint of the choice, not a rounding after it); use --strategy score");
   switch (spec.strategy) {
     case PlanStrategy::Given: return spec.given;
     case PlanStrategy::File:
@@ -170,6 +170,7 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
     ro.layers = spec.layer_strategy;
     ro.seed = spec.seed;
     ro.exclude = masked;
+    ro.shape = spec.shape;
     return plan_random(cfg, ro);
   }
   if (spec.strategy == PlanStrategy::Iterative) {

@@ -119,3 +119,13 @@ def test_every_scorer_default_plan_beats_random_plans_of_the_same_size():
     # beats random by far more than its spread.
     assert row["methods"]["all_but_one"]["perplexity"] < same_share["mean"]
     assert row["methods"]["output_norm"]["perplexity"] < row["random"]["mean"] - row["random"]["sd"]
+    # Uniform plans (docs/importance.md, "Uniform plans on stories260K"): every layer keeps 3 groups of 2
+    # heads; confidence and entropy lose to random uniform plans (documented, not explained), magnitude
+    # is level with them, the gradient-based and ablation scorers win by more than half an s.d.
+    u = row["uniform"]
+    assert all(v["shape"] == [3, 2] and v["removed"] == 10 for v in u["methods"].values())
+    assert u["random"]["shapes"] == [[3, 2]] * 8
+    losers = {m for m, v in u["methods"].items() if not v["beats_random"]}
+    assert {"confidence", "entropy"} <= losers <= {"confidence", "entropy", "magnitude"}, losers
+    for m in ("gradient", "ablation", "all_but_one", "taylor", "layer_drop"):
+        assert u["methods"][m]["perplexity"] < u["random"]["mean"] - 0.5 * u["random"]["sd"], (m, u)

@@ -445,5 +445,28 @@ TEST(PlanShapes, UniformKeepsTheSameGroupsAndHeadsInEveryLayerBySummedImportance
   EXPECT_EQ(parse_plan_shape("per_layer"), PlanShape::PerLayer);
 }
 
+TEST(PlanShapes, RandomUniformPlansAreUniformSeededAndVaried) {
+  const auto cfg = gqa_config();  // 2 layers of 4 query heads in 2 key/value groups
+  RandomPlanOptions o;
+  o.target.count = 4;
+  o.shape = PlanShape::Uniform;
+  std::set<std::vector<HeadId>> seen;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    o.seed = seed;
+    const auto p = plan_random(cfg, o);
+    ASSERT_EQ(p.heads.size(), 4u);
+    EXPECT_EQ(p.strategy, "random:shape_uniform");
+    // Every layer loses the same positions' worth: as many heads from each layer, the same shape.
+    std::map<int64_t, int> per_layer;
+    for (const auto& h : p.heads) per_layer[h.layer]++;
+    EXPECT_EQ(per_layer, (std::map<int64_t, int>{{0, 2}, {1, 2}}));
+    EXPECT_EQ(plan_random(cfg, o).heads, p.heads);  // seeded
+    seen.insert(p.heads);
+  }
+  EXPECT_GT(seen.size(), 4u);  // the heads differ between seeds
+  o.layers = LayerChoice::Top;
+  EXPECT_NE(test::error_of([&] { plan_random(cfg, o); }).find("does not apply"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hp

@@ -123,6 +123,10 @@ struct RandomPlanOptions {
   uint64_t seed = 1;
   std::vector<AttnType> only_types;
   std::vector<HeadId> exclude;
+  // Uniform: plan_uniform_by_score on seeded random importances (every layer of a stack keeps the same
+  // groups-by-heads shape, the shape and the heads chosen at random): the baseline of uniform plans.
+  // Only with layers = Uniform.
+  PlanShape shape = PlanShape::PerLayer;
 };
 PruningPlan plan_random(const ModelConfig& cfg, const RandomPlanOptions& opts);
 
