@@ -1572,7 +1572,27 @@ def stories260k_uniform():
     return lines
 
 
-TABLES = {"stories260k_scorers": (STORIES, stories260k_scorers), "stories260k_uniform": (STORIES, stories260k_uniform), "engines_bert": (ENGINES, engines_bert), "engines_llama": (ENGINES, engines_llama),
+DECODE_RUNTIMES = "bench/results/decode_runtimes.json"
+
+
+def decode_runtimes():
+    """Decoding tokens/s of the uniformly pruned model against the unpruned one in llama.cpp (f32, q8_0),
+    ONNX Runtime with the key/value cache and headprune (bench/decode_runtimes.py)."""
+    t = load(DECODE_RUNTIMES)
+    lines = ["| runtime | model | query / key-value heads per layer | decode tok/s | speedup | FLOP ideal | byte ideal |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in t["rows"]:
+        lines.append("| %s | %s | %d / %d | %.1f | ×%.2f | ×%.2f | ×%.2f |" % (
+            r["runtime"], r["model"], r["heads"], r["kv_heads"], r["decode_tokens_per_s"], r["speedup"],
+            r["flop_ideal"], r["byte_ideal"]))
+    lines.append("")
+    lines.append("`%s` (%s, %d threads, %s): batch 1, %d greedy tokens after a %d-token prompt, median of %d runs, "
+                 "best of %d rounds." % (t["command"], t["cpu"], t["threads"], t["date"], t["new_tokens"], t["prompt"],
+                                         t["reps"], t["rounds"]))
+    return lines
+
+
+TABLES = {"decode_runtimes": (DECODE_RUNTIMES, decode_runtimes), "stories260k_scorers": (STORIES, stories260k_scorers), "stories260k_uniform": (STORIES, stories260k_uniform), "engines_bert": (ENGINES, engines_bert), "engines_llama": (ENGINES, engines_llama),
           "engines_kv": (ENGINES, engines_kv), "engines_checks": (ENGINES, engines_checks), "budget": (BUDGET, budget_table), "budget_runs": (BUDGET, budget_runs_table), "methods": (METHODS, methods_table), "methods_full": (METHODS_FULL, functools.partial(methods_table, METHODS_FULL)), "gpu_table4": (GPU_TABLE4, gpu_table4), "llm7b": (LLM7B, llm7b), "llm7b_cuda": (LLM7B_CUDA, llm7b_cuda), "scorecard_speed_gpu": (GPU_TABLE4, scorecard_speed_gpu),
           "hf_client": (HF_CLIENT, hf_client),
           "sst2_study_models": (SST2, sst2_study_models), "sst2_study_curve": (SST2, sst2_study_curve),

@@ -13,6 +13,8 @@
 //   node onnx_decoder_check.mjs generate DIR IDS MAX_NEW
 //     transformers.js: AutoModelForCausalLM.from_pretrained(DIR) (local files only), greedy generate()
 //     from the comma-separated prompt ids IDS, at most MAX_NEW new tokens; one JSON line with the ids.
+//   node onnx_decoder_check.mjs speed DIR PROMPT NEW REPS THREADS
+//     ONNX Runtime's decoding speed with the cache (bench/decode_runtimes.py); one JSON line.
 import ort from "onnxruntime-node";
 import {readSafetensors} from "./safetensors.mjs";
 
@@ -111,10 +113,43 @@ async function generate(dir, idsArg, maxNew) {
   console.log(JSON.stringify({prompt: prompt.map(Number), new_ids: all.slice(prompt.length)}));
 }
 
+// Decoding speed with the cache: a PROMPT-token prompt (ids 5..), then NEW greedy tokens one call each;
+// the median over REPS runs (after one untimed) of the prompt's seconds and of the decoding tokens/s.
+async function speed(dir, promptArg, newArg, repsArg, threadsArg) {
+  const P = Number(promptArg), N = Number(newArg), R = Number(repsArg);
+  const sess = await ort.InferenceSession.create(modelFile(dir), {graphOptimizationLevel: "all",
+                                                                  intraOpNumThreads: Number(threadsArg), interOpNumThreads: 1});
+  const once = async () => {
+    const ids = BigInt64Array.from({length: P}, (_, i) => BigInt(5 + ((i * 7919) % 200)));
+    const t0 = performance.now();
+    let r = await call(sess, ids, 1, P, new BigInt64Array(P).fill(1n), P, BigInt64Array.from({length: P}, (_, i) => BigInt(i)),
+                       emptyPast(sess, 1));
+    const t1 = performance.now();
+    for (let k = 0; k < N; ++k) {
+      const V = r.logits.dims[2], last = r.logits.data.subarray((r.logits.dims[1] - 1) * V);
+      let best = 0;
+      for (let v = 1; v < V; ++v) if (last[v] > last[best]) best = v;
+      const S = P + k + 1;
+      r = await call(sess, BigInt64Array.from([BigInt(best)]), 1, 1, new BigInt64Array(S).fill(1n), S,
+                     BigInt64Array.from([BigInt(S - 1)]), r.past);
+    }
+    return {prompt_s: (t1 - t0) / 1000, decode_tokens_per_s: N / ((performance.now() - t1) / 1000)};
+  };
+  await once();
+  const runs = [];
+  for (let i = 0; i < R; ++i) runs.push(await once());
+  const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(JSON.stringify({prompt: P, new_tokens: N, reps: R, threads: Number(threadsArg),
+                              prompt_s: median(runs.map((x) => x.prompt_s)),
+                              decode_tokens_per_s: median(runs.map((x) => x.decode_tokens_per_s))}));
+}
+
 const [mode, ...args] = process.argv.slice(2);
 if (mode === "steps") await steps(...args);
 else if (mode === "generate") await generate(...args);
+else if (mode === "speed") await speed(...args);
 else {
-  console.error("usage: onnx_decoder_check.mjs steps DIR IO.safetensors PREFILL | generate DIR IDS MAX_NEW");
+  console.error("usage: onnx_decoder_check.mjs steps DIR IO.safetensors PREFILL | generate DIR IDS MAX_NEW | " +
+                "speed DIR PROMPT NEW REPS THREADS");
   process.exit(2);
 }
