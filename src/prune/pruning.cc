@@ -57,7 +57,7 @@ std::vector<HeadId> union_of(std::vector<HeadId> a, const std::vector<HeadId>& b
 std::vector<PrunePoint> iterate(TransformerImpl& model, const EvalSet& score_set, const EvalSet& eval_set,
                                 const std::vector<int64_t>& counts, ScoreMethod method, const ScoreOptions& so,
                                 bool rescore, int64_t min_per_layer, const std::vector<AttnType>& only_types,
-                                Metric metric, const MetricOptions& mo, int64_t n_total,
+                                PlanShape shape, Metric metric, const MetricOptions& mo, int64_t n_total,
                                 const std::function<bool(const PrunePoint&)>& keep_going) {
   MaskSnapshot snap(model);
   const ModelConfig cfg = model.config();
@@ -75,13 +75,15 @@ std::vector<PrunePoint> iterate(TransformerImpl& model, const EvalSet& score_set
       po.min_per_layer = min_per_layer;
       for (AttnType t : only_types) po.only_types.push_back(t);
       po.exclude = pruned;
-      const auto step = plan_by_score(*scores, cfg, po);
+      // Uniform: each step is a uniform plan of the masked model (a shape removes whole positions of
+      // every layer, so a step may remove fewer than asked; the next one asks for the rest too).
+      const auto step = shape == PlanShape::Uniform ? plan_uniform_by_score(*scores, cfg, po) : plan_by_score(*scores, cfg, po);
       model.mask_heads(step.heads);
       pruned = union_of(pruned, step.heads);
     }
     PrunePoint p;
-    p.strategy = "iterative:" + to_string(method);
-    p.n_pruned = k;
+    p.strategy = "iterative:" + to_string(method) + (shape == PlanShape::Uniform ? ":uniform" : "");
+    p.n_pruned = shape == PlanShape::Uniform ? static_cast<int64_t>(pruned.size() - masked_at_start.size()) : k;
     p.fraction = n_total > 0 ? static_cast<double>(k) / static_cast<double>(n_total) : 0.0;
     std::tie(p.metric, p.loss) = metric_and_loss(model, eval_set, metric, mo);
     for (const auto& h : pruned)
@@ -127,7 +129,7 @@ IterativeResult prune_iteratively(TransformerImpl& model, const EvalSet& score_s
   IterativeResult res;
   double base = 0;
   res.steps = iterate(model, score_set, eval_set, counts, opts.method, opts.score, opts.rescore, opts.min_per_layer, {},
-                      opts.metric, opts.measure, n, [&](const PrunePoint& p) {
+                      opts.shape, opts.metric, opts.measure, n, [&](const PrunePoint& p) {
                         if (p.n_pruned == 0) base = p.metric;
                         if (opts.on_step) opts.on_step(p);
                         return meets(opts.metric, p.metric, base, opts.min_metric_ratio);
@@ -136,7 +138,7 @@ IterativeResult prune_iteratively(TransformerImpl& model, const EvalSet& score_s
   const PrunePoint* best = &res.steps.front();
   for (const auto& p : res.steps)
     if (meets(opts.metric, p.metric, base, opts.min_metric_ratio)) best = &p;
-  res.plan.strategy = "iterative:" + to_string(opts.method);
+  res.plan.strategy = "iterative:" + to_string(opts.method) + (opts.shape == PlanShape::Uniform ? ":uniform" : "");
   res.plan.heads = best->pruned;
   std::sort(res.plan.heads.begin(), res.plan.heads.end());
   res.plan.info = {{"method", to_string(opts.method)},
@@ -146,7 +148,8 @@ IterativeResult prune_iteratively(TransformerImpl& model, const EvalSet& score_s
                    {"min_per_layer", opts.min_per_layer},
                    {"base_metric", base},
                    {"metric", best->metric},
-                   {"steps_taken", res.steps.size() - 1}};
+                   {"steps_taken", res.steps.size() - 1},
+                   {"shape", to_string(opts.shape)}};
   if (opts.min_metric_ratio) res.plan.info["min_metric_ratio"] = *opts.min_metric_ratio;
   return res;
 }
@@ -259,7 +262,8 @@ void CurveBuilder::add(const CurveSeries& st) {
   for (double f : grid_) counts.push_back(std::llround(f * static_cast<double>(n)));
   if (st.kind == CurveSeries::Kind::Iterative) {
     auto steps = iterate(model_, score_set_, eval_set_, counts, st.method, opts_.score, true, opts_.min_per_layer,
-                         st.only_types, opts_.metric, opts_.measure, n, [](const PrunePoint&) { return true; });
+                         st.only_types, PlanShape::PerLayer, opts_.metric, opts_.measure, n,
+                         [](const PrunePoint&) { return true; });
     for (auto& p : steps) emit(st, p);
     return;
   }

@@ -26,7 +26,8 @@ const OptionTable<PlanSpec>& plan_option_table() {
           .parsed("shape", "--shape",
                   "per-layer (any count in any layer) or uniform (score: every layer keeps the same key/value groups "
                   "and query heads per group, chosen by summed importance: an ordinary smaller model that export --hf "
-                  "writes natively; random: the same shape with heads drawn at random, its baseline)",
+                  "writes natively; iterative: every step such a plan of the re-scored model; random: the same shape with heads "
+                  "drawn at random, its baseline)",
                   [](P& p, const std::string& s) { p.shape = parse_plan_shape(s); }, "per-layer")
           .integer("min_per_layer", "--min-per-layer", "keep at least this many heads in every layer", &P::min_per_layer,
                    R::at_least(0))
@@ -143,9 +144,11 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
   if (!spec.plan_file.empty() && spec.strategy != PlanStrategy::File)
     throw std::invalid_argument("--plan " + spec.plan_file + " is the input of strategy plan, not of strategy " + name +
                                 " (drop --strategy, or use --strategy plan)");
-  if (spec.shape == PlanShape::Uniform && spec.strategy != PlanStrategy::Score && spec.strategy != PlanStrategy::Random)
-    throw std::invalid_argument("--shape uniform is built into strategies score and random so far, not into strategy " +
-                                name + " (a constraint of the choice, not a rounding after it); use --strategy score");
+  if (spec.shape == PlanShape::Uniform && spec.strategy != PlanStrategy::Score && spec.strategy != PlanStrategy::Random &&
+      spec.strategy != PlanStrategy::Iterative)
+    throw std::invalid_argument("--shape uniform is built into strategies score, random and iterative so far, not into "
+                                "strategy " + name + " (a constraint of the choice, not a rounding after it); use "
+                                "--strategy score");
   switch (spec.strategy) {
     case PlanStrategy::Given: return spec.given;
     case PlanStrategy::File:
@@ -185,6 +188,7 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
     io.metric = metric;
     io.measure = measure;
     io.on_step = on_step;
+    io.shape = spec.shape;
     return prune_iteratively(model, data, data, io).plan;
   }
   if (spec.shape == PlanShape::Uniform && spec.unit == PlanUnit::KvGroup)

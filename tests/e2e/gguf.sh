@@ -210,14 +210,19 @@ done
 hp prune stories --strategy score --method magnitude --shape uniform --target 20 --calibration random --out uniform_mag > /dev/null
 grep -q '"shape": "uniform"' uniform_mag/plan.json
 hp export uniform_mag/model --hf uniform_mag_hf | grep -q "llama, native: 4 query heads"
+# Iterative re-scoring keeps the shape at every step.
+hp prune stories --strategy iterative --method magnitude --step 0.25 --shape uniform --target 0.5 --calibration random \
+  --out uniform_iter > /dev/null
+grep -q '"strategy": "iterative:magnitude:uniform"' uniform_iter/plan.json
+hp export uniform_iter/model --hf uniform_iter_hf | grep -q "llama, native:"
 # Its baseline: a seeded random uniform plan (the shape and the heads drawn at random), native too.
 hp prune stories --strategy random --shape uniform --target 20 --calibration random --out uniform_rnd > /dev/null
 grep -q '"strategy": "random:shape_uniform"' uniform_rnd/plan.json
 hp export uniform_rnd/model --hf uniform_rnd_hf | grep -q "llama, native:"
-if hp prune stories --strategy iterative --method magnitude --shape uniform --target 0.5 --calibration random --out x 2> err.txt; then
-  echo "accepted --shape uniform for strategy iterative"; exit 1
+if hp prune stories --strategy budget --budget params=0.8x --shape uniform --calibration random --out x 2> err.txt; then
+  echo "accepted --shape uniform for strategy budget"; exit 1
 fi
-grep -q "shape uniform is built into strategies score and random" err.txt && [ ! -e x ]
+grep -q "shape uniform is built into strategies score, random and iterative" err.txt && [ ! -e x ]
 
 # 6. Bad input: clear errors, nothing written, a user's file untouched.
 echo "user data" > users.gguf

@@ -261,6 +261,29 @@ TEST(Iterative, PrunesInStepsAndStopsAtTheMetricFloor) {
   EXPECT_EQ(prune_iteratively(*model, set, set, o).plan.heads.size(), 2u);
 }
 
+TEST(Iterative, UniformStepsKeepEveryLayerAlike) {
+  const ModelConfig cfg = tiny_llama_config();  // grouped-query attention
+  auto model = test::make_model(cfg, 5);
+  const EvalSet set = synthetic_set(model->config(), 16);
+  IterativeOptions o;
+  o.step = 0.25;
+  o.target = 0.5;
+  o.shape = PlanShape::Uniform;
+  const auto r = prune_iteratively(*model, set, set, o);
+  ASSERT_GE(r.steps.size(), 2u);
+  for (const auto& st : r.steps) {  // every step's pruned set leaves the same positions in every layer
+    std::map<int64_t, int> per_layer;
+    for (const auto& h : st.pruned) per_layer[h.layer]++;
+    if (st.pruned.empty()) continue;
+    EXPECT_EQ(static_cast<int64_t>(per_layer.size()), cfg.n_layers(AttnType::DecoderSelf));
+    for (const auto& [l, n] : per_layer) EXPECT_EQ(n, per_layer.begin()->second) << l;
+    EXPECT_EQ(st.n_pruned, static_cast<int64_t>(st.pruned.size()));
+  }
+  EXPECT_FALSE(r.plan.heads.empty());
+  EXPECT_EQ(r.plan.strategy, "iterative:gradient:uniform");
+  EXPECT_TRUE(model->masked_heads().empty());
+}
+
 TEST(Curve, StrategiesAndAttentionTypes) {
   set_log_level(LogLevel::Warn);
   const ModelConfig cfg = tiny_config(Arch::EncoderDecoder);

@@ -45,6 +45,9 @@ struct IterativeOptions {
   Metric metric = Metric::Loss;
   MetricOptions measure;
   std::function<void(const PrunePoint&)> on_step;  // progress: every evaluated step
+  // Uniform: every step a uniform plan (plan_uniform_by_score) of the re-scored, masked model; a step's
+  // count is what its shape removed (whole positions of every layer), the rest asked for by the next.
+  PlanShape shape = PlanShape::PerLayer;
 };
 struct IterativeResult {
   PruningPlan plan;                 // the largest pruned set that met the stopping rule
