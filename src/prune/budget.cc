@@ -312,25 +312,12 @@ nlohmann::json BudgetPlan::to_json(const CostTable& table) const {
           {"kept_groups", kept_layers},    {"table", table.to_json()}};
 }
 
-BudgetPlan plan_to_budget(const CostTable& table, const HeadScores& groups, const ModelConfig& cfg, double limit) {
-  if (groups.unit != ScoreUnit::KvGroup) throw std::invalid_argument("budget: needs a key/value group importance map");
-  const double floor = table.emptied();
-  if (limit < floor)
-    throw std::invalid_argument("budget: " + std::to_string(limit) + " " + table.unit + " is below the least this model "
-                                "can cost with every attention layer emptied (" + std::to_string(floor) + " " + table.unit + ")");
+namespace {
+
+// The knapsack: per layer the count of its most important groups, the most importance within the limit.
+std::vector<int64_t> knapsack_counts(const CostTable& table, const std::vector<std::vector<double>>& value, double limit,
+                                     double floor) {
   const size_t L = table.layers.size();
-  // Each layer's groups, most important first, and the importance kept by its first c.
-  std::vector<std::vector<HeadId>> order(L);
-  std::vector<std::vector<double>> value(L);
-  BudgetPlan out;
-  for (size_t i = 0; i < L; ++i) {
-    order[i] = table.layers[i].groups;
-    auto score = [&](const HeadId& g) { return groups.higher_is_important ? groups.at(g) : -groups.at(g); };
-    std::stable_sort(order[i].begin(), order[i].end(), [&](const HeadId& a, const HeadId& b) { return score(a) > score(b); });
-    value[i].push_back(0.0);
-    for (const auto& g : order[i]) value[i].push_back(value[i].back() + score(g));
-    out.importance_total += value[i].back();
-  }
   // Costs above each layer's emptied cost, in bins of the room above the emptied model (rounded up).
   constexpr int64_t kBins = 4000;
   const double room = limit - floor;
@@ -364,12 +351,80 @@ BudgetPlan plan_to_budget(const CostTable& table, const HeadScores& groups, cons
   int64_t at = 0;
   for (int64_t w = 0; w <= kBins; ++w)
     if (best[w] > best[at]) at = w;
-  out.kept.assign(L, 0);
+  std::vector<int64_t> kept(L, 0);
   for (size_t i = L; i-- > 0;) {
     const int64_t c = choice[i][at];
-    out.kept[i] = c;
+    kept[i] = c;
     at -= weight(i, static_cast<size_t>(c));
   }
+  return kept;
+}
+
+// Uniform: every layer of a stack keeps the same number of its groups (the most important in each);
+// of the per-stack counts whose predicted cost fits, the one that keeps the most importance. Counts
+// start at 1 (a layer without heads is not an ordinary model's).
+std::vector<int64_t> uniform_budget_counts(const CostTable& table, const std::vector<std::vector<double>>& value,
+                                           double limit) {
+  std::map<AttnType, std::vector<size_t>> stacks;
+  for (size_t i = 0; i < table.layers.size(); ++i) stacks[table.layers[i].type].push_back(i);
+  std::vector<std::vector<size_t>> layers;
+  std::vector<int64_t> most;
+  for (const auto& [type, idx] : stacks) {
+    const size_t G = table.layers[idx.front()].groups.size();
+    for (size_t i : idx)
+      if (table.layers[i].groups.size() != G)
+        throw std::invalid_argument("budget: --shape uniform: " + to_string(type) + " layer " +
+                                    std::to_string(table.layers[i].layer) + " keeps another number of key/value groups "
+                                    "than the others; a uniform plan starts from a uniform model");
+    layers.push_back(idx);
+    most.push_back(static_cast<int64_t>(G));
+  }
+  std::vector<int64_t> pick(layers.size(), 1), kept(table.layers.size(), 0), best;
+  double best_value = -std::numeric_limits<double>::infinity(), least = std::numeric_limits<double>::infinity();
+  std::function<void(size_t)> search = [&](size_t k) {
+    if (k == layers.size()) {
+      double v = 0;
+      for (size_t st = 0; st < layers.size(); ++st)
+        for (size_t i : layers[st]) kept[i] = pick[st], v += value[i][static_cast<size_t>(pick[st])];
+      const double cost = table.predict(kept);
+      least = std::min(least, cost);
+      if (cost <= limit && v > best_value) best_value = v, best = kept;
+      return;
+    }
+    for (pick[k] = 1; pick[k] <= most[k]; ++pick[k]) search(k + 1);
+  };
+  search(0);
+  if (best.empty())
+    throw std::invalid_argument("budget: --shape uniform: no uniform model fits " + std::to_string(limit) + " " + table.unit +
+                                "; the smallest (one key/value group in every layer) costs " + std::to_string(least) + " " +
+                                table.unit);
+  return best;
+}
+
+}  // namespace
+
+BudgetPlan plan_to_budget(const CostTable& table, const HeadScores& groups, const ModelConfig& cfg, double limit,
+                          PlanShape shape) {
+  if (groups.unit != ScoreUnit::KvGroup) throw std::invalid_argument("budget: needs a key/value group importance map");
+  const double floor = table.emptied();
+  if (limit < floor)
+    throw std::invalid_argument("budget: " + std::to_string(limit) + " " + table.unit + " is below the least this model "
+                                "can cost with every attention layer emptied (" + std::to_string(floor) + " " + table.unit + ")");
+  const size_t L = table.layers.size();
+  // Each layer's groups, most important first, and the importance kept by its first c.
+  std::vector<std::vector<HeadId>> order(L);
+  std::vector<std::vector<double>> value(L);
+  BudgetPlan out;
+  for (size_t i = 0; i < L; ++i) {
+    order[i] = table.layers[i].groups;
+    auto score = [&](const HeadId& g) { return groups.higher_is_important ? groups.at(g) : -groups.at(g); };
+    std::stable_sort(order[i].begin(), order[i].end(), [&](const HeadId& a, const HeadId& b) { return score(a) > score(b); });
+    value[i].push_back(0.0);
+    for (const auto& g : order[i]) value[i].push_back(value[i].back() + score(g));
+    out.importance_total += value[i].back();
+  }
+  out.kept = shape == PlanShape::Uniform ? uniform_budget_counts(table, value, limit)
+                                        : knapsack_counts(table, value, limit, floor);
   out.limit = limit;
   out.predicted = table.predict(out.kept);
   std::set<HeadId> going;

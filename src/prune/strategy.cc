@@ -26,8 +26,8 @@ const OptionTable<PlanSpec>& plan_option_table() {
           .parsed("shape", "--shape",
                   "per-layer (any count in any layer) or uniform (score: every layer keeps the same key/value groups "
                   "and query heads per group, chosen by summed importance: an ordinary smaller model that export --hf "
-                  "writes natively; iterative: every step such a plan of the re-scored model; random: the same shape with heads "
-                  "drawn at random, its baseline)",
+                  "writes natively; iterative: every step such a plan of the re-scored model; budget: whole key/value groups, "
+                  "as many in every layer; random: the same shape with heads drawn at random, its baseline)",
                   [](P& p, const std::string& s) { p.shape = parse_plan_shape(s); }, "per-layer")
           .integer("min_per_layer", "--min-per-layer", "keep at least this many heads in every layer", &P::min_per_layer,
                    R::at_least(0))
@@ -129,7 +129,8 @@ PruningPlan budget_plan(const PlanSpec& spec, TransformerImpl& model, const Eval
   const double limit = b.relative ? b.value * table.full : b.value;
   // A measured budget is aimed a margin below, so that the check's timing noise does not cross it.
   const double aim = b.kind == BudgetKind::Latency ? limit * (1.0 - spec.budget_shape.margin) : limit;
-  BudgetPlan bp = plan_to_budget(table, groups, model.config(), aim);
+  BudgetPlan bp = plan_to_budget(table, groups, model.config(), aim, spec.shape);
+  if (spec.shape == PlanShape::Uniform) bp.plan.strategy += ":uniform", bp.plan.info["shape"] = "uniform";
   bp.plan.info["limit"] = limit;
   bp.plan.info["aimed_at"] = aim;
   bp.plan.info["budget"] = b.to_json();
@@ -145,10 +146,10 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
     throw std::invalid_argument("--plan " + spec.plan_file + " is the input of strategy plan, not of strategy " + name +
                                 " (drop --strategy, or use --strategy plan)");
   if (spec.shape == PlanShape::Uniform && spec.strategy != PlanStrategy::Score && spec.strategy != PlanStrategy::Random &&
-      spec.strategy != PlanStrategy::Iterative)
-    throw std::invalid_argument("--shape uniform is built into strategies score, random and iterative so far, not into "
-                                "strategy " + name + " (a constraint of the choice, not a rounding after it); use "
-                                "--strategy score");
+      spec.strategy != PlanStrategy::Iterative && spec.strategy != PlanStrategy::Budget)
+    throw std::invalid_argument("--shape uniform is built into strategies score, random, iterative and budget so far, "
+                                "not into strategy " + name + " (a constraint of the choice, not a rounding after it); "
+                                "use --strategy score");
   switch (spec.strategy) {
     case PlanStrategy::Given: return spec.given;
     case PlanStrategy::File:

@@ -219,10 +219,11 @@ hp export uniform_iter/model --hf uniform_iter_hf | grep -q "llama, native:"
 hp prune stories --strategy random --shape uniform --target 20 --calibration random --out uniform_rnd > /dev/null
 grep -q '"strategy": "random:shape_uniform"' uniform_rnd/plan.json
 hp export uniform_rnd/model --hf uniform_rnd_hf | grep -q "llama, native:"
-if hp prune stories --strategy budget --budget params=0.8x --shape uniform --calibration random --out x 2> err.txt; then
-  echo "accepted --shape uniform for strategy budget"; exit 1
-fi
-grep -q "shape uniform is built into strategies score, random and iterative" err.txt && [ ! -e x ]
+# A budget met uniformly: whole key/value groups, as many in every layer (the most important ones).
+hp prune stories --strategy budget --budget params=0.96x --method magnitude --shape uniform --calibration random \
+  --out uniform_budget > /dev/null
+grep -q '"strategy": "budget:params:magnitude:uniform"' uniform_budget/plan.json
+hp export uniform_budget/model --hf uniform_budget_hf | grep -q "llama, native:"
 
 # 6. Bad input: clear errors, nothing written, a user's file untouched.
 echo "user data" > users.gguf

@@ -186,6 +186,37 @@ TEST(BudgetKnapsack, MatchesBruteForceAndEmptiesLayers) {
   EXPECT_EQ(emptied, 2);
 }
 
+// Uniform: every layer keeps the same count, the best count that fits (brute force over the counts).
+TEST(BudgetKnapsack, UniformKeepsTheSameCountInEveryLayer) {
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  cfg.n_encoder_layers = 3;
+  cfg.encoder_self_heads.clear();
+  cfg.n_classes = 2;
+  cfg.finalize();
+  auto model = test::make_model(cfg, 1);
+  const int64_t H = cfg.n_heads;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const CostTable t = counted_costs(*model, BudgetKind::Params, {});
+  for (int trial = 0; trial < 10; ++trial) {
+    const HeadScores s = group_scores(t, [&] { return u(rng); });
+    const double limit = t.predict(std::vector<int64_t>(3, 1)) + u(rng) * (t.full - t.predict(std::vector<int64_t>(3, 1)));
+    const auto bp = plan_to_budget(t, s, cfg, limit, PlanShape::Uniform);
+    EXPECT_LE(bp.predicted, limit);
+    EXPECT_EQ(bp.kept, std::vector<int64_t>(3, bp.kept[0]));
+    int64_t fits = 0;  // the largest count that fits: params grow with the count
+    for (int64_t c = 1; c <= H; ++c)
+      if (t.predict(std::vector<int64_t>(3, c)) <= limit) fits = c;
+    EXPECT_EQ(bp.kept[0], fits);
+    EXPECT_EQ(static_cast<int64_t>(bp.plan.heads.size()), 3 * (H - fits));
+  }
+  EXPECT_NE(test::error_of([&] {
+              plan_to_budget(t, group_scores(t, [] { return 1.0; }), cfg, t.predict(std::vector<int64_t>(3, 1)) - 1,
+                             PlanShape::Uniform);
+            }).find("no uniform model fits"),
+            std::string::npos);
+}
+
 TEST(BudgetLatency, TheLineThroughTheTableKeepsTheEmptiedModelAndStopsTheKnapsackChasingADip) {
   // A line stays a line; T[0] (every layer emptied) is never moved; short tables are returned as they are.
   const std::vector<double> line = {40, 52, 55, 58, 61, 64};

@@ -121,7 +121,11 @@ struct BudgetPlan {
 // The knapsack. `groups` is a key/value group importance map (ScoreUnit::KvGroup) of the model the
 // table was made for. A limit below CostTable::emptied() is std::invalid_argument saying the least
 // reachable cost.
-BudgetPlan plan_to_budget(const CostTable& table, const HeadScores& groups, const ModelConfig& cfg, double limit);
+// shape Uniform: every layer of a stack keeps the same number of groups (at least one), the counts that
+// keep the most importance within the limit; a model whose layers keep different numbers, or a limit
+// no such count fits, is std::invalid_argument.
+BudgetPlan plan_to_budget(const CostTable& table, const HeadScores& groups, const ModelConfig& cfg, double limit,
+                          PlanShape shape = PlanShape::PerLayer);
 
 // Two models timed side by side, interleaved, at the shape (the check of a latency plan: the unpruned
 // model and the chosen one): their medians and b's median time ratio to a in the same round.
