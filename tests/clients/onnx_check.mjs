@@ -61,7 +61,8 @@ function feeds(sess, ids, mask, B, T) {
 async function logits(modelPath, ioPath) {
   const io = readSafetensors(ioPath);
   const [B, T] = io.input_ids.shape;
-  const optimized = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "onnx-check-")), "optimized.onnx");
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "onnx-check-"));
+  const optimized = path.join(scratch, "optimized.onnx");
   const sess = await session(modelPath, 2, optimized);
   const out = (await sess.run(feeds(sess, io.input_ids.data, io.attention_mask.data, B, T))).logits;
   if (out.data.length !== io.logits.data.length) throw new Error(`logits of ${out.dims} against ${io.logits.shape}`);
@@ -87,7 +88,9 @@ async function logits(modelPath, ioPath) {
       const a = single.data[t * V + v];
       padDiff = Math.max(padDiff, Math.abs(padded.data[t * V + v] - a), Math.abs(padded.data[perRow + t * V + v] - a));
     }
-  console.log(JSON.stringify({shape: io.logits.shape, max_abs_diff: maxDiff, padding: padDiff, optimized_ops: opTypes(optimized),
+  const optimizedOps = opTypes(optimized);
+  fs.rmSync(scratch, {recursive: true, force: true});  // nothing left in the temporary directory
+  console.log(JSON.stringify({shape: io.logits.shape, max_abs_diff: maxDiff, padding: padDiff, optimized_ops: optimizedOps,
                               ops: opTypes(modelPath)}));
 }
 
@@ -107,9 +110,12 @@ async function speed(modelPath, batch, length, reps, threads) {
 }
 
 async function ops(modelPath) {
-  const optimized = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "onnx-ops-")), "optimized.onnx");
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "onnx-ops-"));
+  const optimized = path.join(scratch, "optimized.onnx");
   await session(modelPath, 2, optimized);
-  console.log(JSON.stringify({ops: opTypes(modelPath), optimized_ops: opTypes(optimized)}));
+  const optimizedOps = opTypes(optimized);
+  fs.rmSync(scratch, {recursive: true, force: true});
+  console.log(JSON.stringify({ops: opTypes(modelPath), optimized_ops: optimizedOps}));
 }
 
 const [mode, ...args] = process.argv.slice(2);

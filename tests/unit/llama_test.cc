@@ -390,6 +390,22 @@ TEST(LlamaHf, Phi3PartialRotaryRoundTrips) {
   EXPECT_THROW(export_hf(tmp / "llama", *phi.model, as_llama), std::invalid_argument);
 }
 
+// Exports are as strict as imports (issue 80): a checkpoint feature the LLaMA family's config cannot
+// say is refused by name, not dropped.
+TEST(LlamaHf, ExportRefusesFeaturesTheConfigCannotSay) {
+  const ModelConfig base = import_hf(test::hf_fixture("llama_gqa")).model->config();
+  EXPECT_NO_THROW(to_hf(*test::make_model(base, 1)));
+  for (const std::string feature : {"scaled_attention", "output_scale", "logits_bias"}) {
+    ModelConfig cfg = base;
+    if (feature == "scaled_attention") cfg.scaled_attention = false;
+    else if (feature == "output_scale") cfg.output_scale = 0.5;
+    else cfg.logits_bias = true;
+    auto m = test::make_model(cfg, 1);
+    const std::string e = test::error_of([&] { to_hf(*m); });
+    EXPECT_NE(e.find(feature), std::string::npos) << e;
+  }
+}
+
 TEST(LlamaHf, BadInputGetsClearErrors) {
   test::TempDir tmp;
   auto copy_fixture = [&](const std::string& name) {

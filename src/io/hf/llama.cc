@@ -174,6 +174,12 @@ void llama_block_check(const ModelConfig& cfg, bool qk_norm, bool partial_rotary
   if (!partial_rotary && cfg.rotary_dim > 0 && cfg.rotary_dim < cfg.head_dim)
     llama_block_bad("rotating only " + std::to_string(cfg.rotary_dim) + " of " + std::to_string(cfg.head_dim) +
                     " channels per head (partial_rotary_factor) is Phi-3's only here");
+  // What a LLaMA-family config cannot say: written without it, the files would compute other logits.
+  if (!cfg.scaled_attention) llama_block_bad("unscaled attention scores (scaled_attention: false) have no HF form");
+  if (cfg.output_scale != 1.0)
+    llama_block_bad("an output scale (output_scale " + std::to_string(cfg.output_scale) + ") has no HF form");
+  if (cfg.logits_bias) llama_block_bad("a fixed logits bias (logits_bias, final_logits_bias) has no HF form");
+  if (cfg.n_segments != 0) llama_block_bad("segment embeddings (n_segments) have no HF form");
 }
 
 void llama_block_bad(const std::string& w) { throw std::invalid_argument("HF export (LLaMA family): " + w); }
