@@ -47,7 +47,7 @@
 // each head's output through MultiHeadAttention::head_probe; the model's own head_mask buffers
 // (masks) are left as they are. At the end a gate is closed when P(g = 0) > P(g = 1); the run
 // reports whether that count equals the target (no threshold is picked after the fact). The
-// closed heads are then masked, or removed physically by the caller (see cli/gates.cc).
+// closed heads are then masked, or removed physically by the caller (jobs/gates_job.h).
 #pragma once
 
 #include <cstdint>
