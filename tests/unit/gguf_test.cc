@@ -284,11 +284,15 @@ TEST(GgufModel, Q8_0AndQ4_0FilesHoldBlocksWhereRowsSplitAndF16Elsewhere) {
     EXPECT_EQ(info.metadata.at("general.quantization_version").i, 2);
     std::vector<std::string> f16;
     for (const auto& r : info.tensors) {
-      if (r.ne.size() == 1) EXPECT_EQ(r.type, GgmlType::F32) << r.name;
+      if (r.ne.size() == 1) {
+        EXPECT_EQ(r.type, GgmlType::F32) << r.name;
+      }
       if (r.ne.size() == 2 && r.type == GgmlType::F16) f16.push_back(r.name);
       // Under q4_0 the output projection (untied here) is q8_0.
       const bool output = r.name == "output.weight";
-      if (r.ne.size() == 2 && r.type != GgmlType::F16) EXPECT_EQ(r.type, output ? GgmlType::Q8_0 : t) << r.name;
+      if (r.ne.size() == 2 && r.type != GgmlType::F16) {
+        EXPECT_EQ(r.type, output ? GgmlType::Q8_0 : t) << r.name;
+      }
     }
     EXPECT_EQ(f16, (std::vector<std::string>{"blk.0.ffn_down.weight", "blk.1.ffn_down.weight"}));
     EXPECT_EQ(layout.kept_f16, f16);
