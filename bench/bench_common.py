@@ -1,4 +1,6 @@
 """Helpers the Python benchmark scripts in bench/ share (imported from the script's own directory)."""
+import json
+import os
 import platform
 import subprocess
 import sys
@@ -20,3 +22,30 @@ def cpu_name():
     except OSError:
         pass
     return platform.processor()
+
+
+def write_json(path, obj):
+    """obj as indented JSON at path, atomically (path.tmp, then renamed)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def random_llama(work, tokenizer, cfg, clients):
+    """WORK/base: a LLaMA-style HF folder with random weights around a real tokenizer
+    (tests/clients/make_random_llama.py), made once; returns its path."""
+    base = os.path.join(work, "base")
+    if not os.path.exists(os.path.join(base, "model.safetensors")):
+        run(["/usr/bin/python3", os.path.join(clients, "make_random_llama.py"), base, tokenizer, json.dumps(cfg)])
+    return base
+
+
+def pruned_variant(hp, base, out, heads):
+    """`headprune prune --strategy manual` of the given "type:layer:head" list into OUT, made once;
+    returns the pruned model's path (OUT/model)."""
+    if not os.path.exists(os.path.join(out, "model", "config.json")):
+        run([hp, "--log-level", "warn", "prune", base, "--strategy", "manual", "--heads", ",".join(heads),
+             "--calibration", "random", "--out", out, "--overwrite"])
+    return os.path.join(out, "model")

@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from bench_common import cpu_name, run  # noqa: E402  (bench/, the script's directory)
+from bench_common import cpu_name, pruned_variant, random_llama, run, write_json  # noqa: E402  (bench/, the script's directory)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -68,22 +68,16 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "decode_runtimes.json"))
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    base = os.path.join(a.work, "base")
-    if not os.path.exists(os.path.join(base, "model.safetensors")):
-        cfg = {"hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": G,
-               "head_dim": D, "intermediate_size": F, "max_position_embeddings": 2048}
-        run(["/usr/bin/python3", os.path.join(CLIENTS, "make_random_llama.py"), base, a.tokenizer, json.dumps(cfg)])
+    base = random_llama(a.work, a.tokenizer, {"hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
+                                               "num_key_value_heads": G, "head_dim": D, "intermediate_size": F,
+                                               "max_position_embeddings": 2048}, CLIENTS)
     hp = lambda *args: run([a.hp, "--log-level", "warn", *args])  # noqa: E731
     models, exports = {}, {}
     for name, removed in VARIANTS.items():
         src = base
         if removed:
-            out = os.path.join(a.work, name)
-            if not os.path.exists(os.path.join(out, "model", "config.json")):
-                heads = ",".join(f"decoder_self:{layer}:{h}" for layer in range(L) for h in removed)
-                hp("prune", base, "--strategy", "manual", "--heads", heads, "--calibration", "random", "--out", out,
-                   "--overwrite")
-            src = os.path.join(out, "model")
+            src = pruned_variant(a.hp, base, os.path.join(a.work, name),
+                                 [f"decoder_self:{layer}:{h}" for layer in range(L) for h in removed])
         models[name] = src
         for dtype in ("f32", "q8_0"):
             path = os.path.join(a.work, f"{name}.{dtype}.gguf")
@@ -132,11 +126,7 @@ def main():
            "runtimes": {"llama.cpp": "node-llama-cpp 3.21.1 prebuilt CPU build", "onnxruntime": "onnxruntime-node 1.30.0",
                         "headprune": "bench --generate"},
            "command": " ".join(["/usr/bin/python3", "bench/decode_runtimes.py"] + sys.argv[1:]), "rows": rows}
-    tmp = a.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, a.out)
+    write_json(a.out, out)
     for r in rows:
         print(f"{r['runtime']:15} {r['model']:10} {r['decode_tokens_per_s']:8.1f} tok/s  x{r['speedup']:.2f} "
               f"(FLOP ideal x{r['flop_ideal']:.2f}, byte ideal x{r['byte_ideal']:.2f})")

@@ -26,7 +26,7 @@ import os
 import sys
 import time
 
-from bench_common import cpu_name, run  # noqa: E402  (bench/, the script's directory)
+from bench_common import cpu_name, pruned_variant, random_llama, run, write_json  # noqa: E402  (bench/, the script's directory)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -62,22 +62,16 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "llamacpp_pruned.json"))
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    base = os.path.join(a.work, "base")
-    if not os.path.exists(os.path.join(base, "model.safetensors")):
-        cfg = {"hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": G,
-               "head_dim": D, "intermediate_size": F, "max_position_embeddings": 2048}
-        run(["/usr/bin/python3", os.path.join(CLIENTS, "make_random_llama.py"), base, a.tokenizer, json.dumps(cfg)])
+    base = random_llama(a.work, a.tokenizer, {"hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
+                                               "num_key_value_heads": G, "head_dim": D, "intermediate_size": F,
+                                               "max_position_embeddings": 2048}, CLIENTS)
     hp = lambda *args: run([a.hp, "--log-level", "warn", *args])
     files = {}
     for name, removed in VARIANTS.items():
         src = base
         if removed:
-            src = os.path.join(a.work, name)
-            if not os.path.exists(os.path.join(src, "model", "config.json")):
-                heads = ",".join(f"decoder_self:{l}:{h}" for l in range(L) for h in removed)
-                hp("prune", base, "--strategy", "manual", "--heads", heads, "--calibration", "random", "--out", src,
-                   "--overwrite")
-            src = os.path.join(src, "model")
+            src = pruned_variant(a.hp, base, os.path.join(a.work, name),
+                                 [f"decoder_self:{l}:{h}" for l in range(L) for h in removed])
         for dtype in ("f32", "bf16"):
             path = os.path.join(a.work, f"{name}.{dtype}.gguf")
             line = hp("export", src, "--gguf", path, "--dtype", dtype)
@@ -118,11 +112,7 @@ def main():
            "model": {"hidden": C, "layers": L, "heads": H, "kv_heads": G, "head_dim": D, "ffn": F, "vocab": V},
            "command": " ".join(["/usr/bin/python3", "bench/llamacpp_pruned.py"] + sys.argv[1:]),
            "rows": rows}
-    tmp = a.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, a.out)
+    write_json(a.out, out)
     print(f"{'model':16} {'dtype':5} {'pp128':>14} {'pp512':>14} {'decode':>14}")
     for r in rows:
         cell = lambda k: f"x{r[k + '_speedup']:.2f} ({r[k + '_flop_ideal']:.2f})"

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from bench_common import write_json  # noqa: E402  (bench/, the script's directory)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CLIENT = os.path.join(ROOT, "tests", "clients", "onnx_check.mjs")
@@ -94,11 +96,7 @@ def main():
     out = {"format": "headprune-bench-onnx/1", "date": time.strftime("%Y-%m-%d"), "cpu": cpu, "threads": a.threads,
            "reps": a.reps, "rounds": a.rounds, "onnxruntime": "onnxruntime-node 1.30.0 (CPU execution provider)",
            "command": " ".join(["/usr/bin/python3", "bench/onnx_pruned.py"] + sys.argv[1:]), "models": info, "rows": rows}
-    tmp = a.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, a.out)
+    write_json(a.out, out)
     for r in rows:
         print(f"{r['model']:14} {r['batch']:3} x {r['length']:<4} {r['seconds'] * 1000:8.2f} ms  x{r['speedup']:.2f} "
               f"(FLOP-ideal x{r['flop_ideal']:.2f})  fused Attention: {r['fused_attention_nodes']}")
