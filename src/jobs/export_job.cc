@@ -110,12 +110,15 @@ std::string write_gguf_output(const OutputFile& out, const GgufOutput& g, const 
 // Past this many weight bytes the model file would near protobuf's 2 GiB: the weights go outside.
 constexpr uint64_t kOnnxInlineLimit = 1900ull << 20;
 
+// Whether the weights go to an external data file: asked for, or too large to be inside.
+bool weights_outside(const OnnxExport& e, bool asked) { return asked || e.graph.initializer_bytes() > kOnnxInlineLimit; }
+
 // The .onnx file at `path` (its weights in PATH_data beside it when `external` or when they are too
 // large to be inside); returns what the output line says about where the weights are.
 std::string write_onnx_file(const std::string& path, const OnnxExport& e, const ModelConfig& cfg, bool external) {
   const std::map<std::string, std::string> meta = {{"headprune.exporter", std::string("headprune ") + HP_VERSION_STRING},
                                                    {"headprune.arch", to_string(cfg.arch)}};
-  if (!external && e.graph.initializer_bytes() <= kOnnxInlineLimit) {
+  if (!weights_outside(e, external)) {
     write_file_atomic(path, [&](std::ostream& o) { e.graph.write(o, "headprune", meta); });
     return "";
   }
@@ -139,7 +142,7 @@ std::string onnx_summary(const OnnxExport& e, const ModelConfig& cfg) {
 std::string write_onnx_output(const OutputFile& out, const OnnxExport& e, const ModelConfig& cfg,
                               const std::string& checkpoint, bool external) {
   check_output_file(out, {{checkpoint, "the model"}});
-  if (external || e.graph.initializer_bytes() > kOnnxInlineLimit)
+  if (weights_outside(e, external))
     check_output_file(OutputFile{out.path + "_data", "--onnx", "ONNX external data",
                                  [model = out.path](const std::string&) { return file_head_contains("headprune")(model); },
                                  out.overwrite},
@@ -162,7 +165,7 @@ nlohmann::json generation_config(const nlohmann::json& config) {
 std::string write_onnx_folder(OutputDir& dir, const OnnxExport& e, TransformerImpl& model, const nlohmann::json& base,
                               const std::map<std::string, std::string>& files, const ExportRequest& req) {
   auto config = to_hf(model, base).config;  // the tensors are lazy: none is made
-  if (req.onnx_external_data || e.graph.initializer_bytes() > kOnnxInlineLimit)
+  if (weights_outside(e, req.onnx_external_data))
     config["transformers.js_config"]["use_external_data_format"] = {{"model.onnx", 1}};  // one model.onnx_data
   write_json_file(join_path(dir.path(), kConfigFile), config);
   write_json_file(join_path(dir.path(), "generation_config.json"), generation_config(config));

@@ -118,13 +118,19 @@ TEST_P(CountedCosts, PredictTheSizeOfThePrunedModel) {
 
 INSTANTIATE_TEST_SUITE_P(Families, CountedCosts, HP_ALL_FAMILIES);
 
-// A hand-made table of 3 layers: groups ranked by a map; brute force over every count per layer.
-TEST(BudgetKnapsack, MatchesBruteForceAndEmptiesLayers) {
+// The encoder classifier both knapsack tests build their tables from: 3 layers.
+ModelConfig three_layer_encoder() {
   ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
   cfg.n_encoder_layers = 3;
   cfg.encoder_self_heads.clear();
   cfg.n_classes = 2;
   cfg.finalize();
+  return cfg;
+}
+
+// A hand-made table of 3 layers: groups ranked by a map; brute force over every count per layer.
+TEST(BudgetKnapsack, MatchesBruteForceAndEmptiesLayers) {
+  const ModelConfig cfg = three_layer_encoder();
   auto model = test::make_model(cfg, 1);
   const int64_t H = cfg.n_heads;
   std::mt19937 rng(11);
@@ -188,11 +194,7 @@ TEST(BudgetKnapsack, MatchesBruteForceAndEmptiesLayers) {
 
 // Uniform: every layer keeps the same count, the best count that fits (brute force over the counts).
 TEST(BudgetKnapsack, UniformKeepsTheSameCountInEveryLayer) {
-  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
-  cfg.n_encoder_layers = 3;
-  cfg.encoder_self_heads.clear();
-  cfg.n_classes = 2;
-  cfg.finalize();
+  const ModelConfig cfg = three_layer_encoder();
   auto model = test::make_model(cfg, 1);
   const int64_t H = cfg.n_heads;
   std::mt19937 rng(5);
