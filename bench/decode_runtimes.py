@@ -81,7 +81,11 @@ def main():
         models[name] = src
         for dtype in ("f32", "q8_0"):
             path = os.path.join(a.work, f"{name}.{dtype}.gguf")
-            exports[(name, "llama.cpp " + dtype)] = hp("export", src, "--gguf", path, "--dtype", dtype, "--overwrite").strip()
+            # Every 2-D weight in q8_0 blocks, the output too (llama.cpp's own quantizer; the byte ideal below
+            # counts 34/32 bytes per weight): export's default keeps the output f16 under q8_0.
+            out_type = ["--gguf-output-dtype", dtype] if dtype == "q8_0" else []
+            exports[(name, "llama.cpp " + dtype)] = hp("export", src, "--gguf", path, "--dtype", dtype, *out_type,
+                                                       "--overwrite").strip()
         folder = os.path.join(a.work, f"{name}.onnx")
         exports[(name, "onnxruntime")] = hp("export", src, "--onnx-dir", folder, "--overwrite").strip()
     mean_context = a.prompt + a.new // 2

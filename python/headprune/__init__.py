@@ -327,12 +327,12 @@ class Model:
 
     def export(self, *, hf: Optional[PathLike] = None, gguf: Optional[PathLike] = None,
                onnx: Optional[PathLike] = None, native: Optional[PathLike] = None, hf_layout: Optional[str] = None,
-               gguf_dtype: Optional[str] = None, onnx_attention: Optional[str] = None,
-               onnx_dir: Optional[PathLike] = None, onnx_external_data: bool = False,
-               overwrite: bool = False) -> str:
+               gguf_dtype: Optional[str] = None, gguf_output_dtype: Optional[str] = None,
+               onnx_attention: Optional[str] = None, onnx_dir: Optional[PathLike] = None,
+               onnx_external_data: bool = False, overwrite: bool = False) -> str:
         """headprune export: see headprune.export."""
         return export(self, hf=hf, gguf=gguf, onnx=onnx, native=native, hf_layout=hf_layout, gguf_dtype=gguf_dtype,
-                      onnx_attention=onnx_attention, onnx_dir=onnx_dir, onnx_external_data=onnx_external_data,
+                      gguf_output_dtype=gguf_output_dtype, onnx_attention=onnx_attention, onnx_dir=onnx_dir, onnx_external_data=onnx_external_data,
                       overwrite=overwrite)
 
 
@@ -918,17 +918,20 @@ def bench(*models: Union[Model, PathLike], batch_sizes: Optional[Sequence[int]] 
 
 def export(model: Union[Model, PathLike], *, hf: Optional[PathLike] = None, gguf: Optional[PathLike] = None,
            onnx: Optional[PathLike] = None, native: Optional[PathLike] = None, hf_layout: Optional[str] = None,
-           gguf_dtype: Optional[str] = None, onnx_attention: Optional[str] = None, onnx_dir: Optional[PathLike] = None,
+           gguf_dtype: Optional[str] = None, gguf_output_dtype: Optional[str] = None,
+           onnx_attention: Optional[str] = None, onnx_dir: Optional[PathLike] = None,
            onnx_external_data: bool = False, overwrite: bool = False) -> str:
     """headprune export: an HF directory (hf_layout auto, native, dense or pruned_heads), a GGUF file for
-    llama.cpp (LLaMA family; gguf_dtype f32, f16, bf16, q8_0 or q4_0), an ONNX file (onnx_attention auto, fused or
+    llama.cpp (LLaMA family; gguf_dtype f32, f16, bf16, q8_0 or q4_0; gguf_output_dtype the output
+    projection's, auto: f16 under q8_0, q8_0 under q4_0), an ONNX file (onnx_attention auto, fused or
     standard), an ONNX folder for transformers.js and optimum (onnx_dir: a decoder LM with a key/value cache;
     onnx_external_data puts the weights in model.onnx_data) and/or a headprune checkpoint. Returns one line per
     output written."""
     def path(p: Optional[PathLike]) -> Optional[str]:
         return None if p is None else os.fspath(p)
     req = _fields(checkpoint=_checkpoint(model), hf_dir=path(hf), native_dir=path(native), gguf_path=path(gguf),
-                  onnx_path=path(onnx), hf_layout=hf_layout, gguf_dtype=gguf_dtype, onnx_attention=onnx_attention,
+                  onnx_path=path(onnx), hf_layout=hf_layout, gguf_dtype=gguf_dtype,
+                  gguf_output_dtype=gguf_output_dtype, onnx_attention=onnx_attention,
                   onnx_dir=path(onnx_dir), onnx_external_data=onnx_external_data, overwrite=overwrite)
     return _C.run_export(json.dumps(req))
 

@@ -47,7 +47,8 @@ class Model:
     def checkpoint(self) -> str: ...
     def export(self, *, hf: Optional[PathLike] = ..., gguf: Optional[PathLike] = ..., onnx: Optional[PathLike] = ...,
                native: Optional[PathLike] = ..., hf_layout: Optional[str] = ..., gguf_dtype: Optional[str] = ...,
-               onnx_attention: Optional[str] = ..., onnx_dir: Optional[PathLike] = ...,
+               gguf_output_dtype: Optional[str] = ..., onnx_attention: Optional[str] = ...,
+               onnx_dir: Optional[PathLike] = ...,
                onnx_external_data: bool = ..., overwrite: bool = ...) -> str: ...
 
 def load(path: PathLike, device: Union[str, torch.device] = ..., dtype: Optional[str] = ...) -> Model: ...
@@ -147,7 +148,8 @@ def bench(*models: Union[Model, PathLike], batch_sizes: Optional[Sequence[int]] 
 
 def export(model: Union[Model, PathLike], *, hf: Optional[PathLike] = ..., gguf: Optional[PathLike] = ...,
            onnx: Optional[PathLike] = ..., native: Optional[PathLike] = ..., hf_layout: Optional[str] = ...,
-           gguf_dtype: Optional[str] = ..., onnx_attention: Optional[str] = ..., onnx_dir: Optional[PathLike] = ...,
+           gguf_dtype: Optional[str] = ..., gguf_output_dtype: Optional[str] = ...,
+           onnx_attention: Optional[str] = ..., onnx_dir: Optional[PathLike] = ...,
            onnx_external_data: bool = ..., overwrite: bool = ...) -> str: ...
 
 def init(config: Union[PathLike, Mapping[str, Any]], out: PathLike, *, overwrite: bool = ..., seed: int = ...,

@@ -81,8 +81,8 @@ torch::Tensor repeat_heads(const torch::Tensor& w, int64_t head_dim, const std::
 
 class GgufBuilder {
  public:
-  GgufBuilder(GgufFile& file, std::shared_ptr<const TensorMap> state, GgmlType type, std::vector<std::string>* kept_f16)
-      : file_(file), state_(std::move(state)), type_(type), kept_f16_(kept_f16) {}
+  GgufBuilder(GgufFile& file, std::shared_ptr<const TensorMap> state, GgufTypes types, std::vector<std::string>* kept_f16)
+      : file_(file), state_(std::move(state)), types_(types), kept_f16_(kept_f16) {}
 
   // A tensor of the model, transformed when written; 2-D ones in the file's type, the rest F32.
   void add(const std::string& name, const std::string& ours, std::vector<int64_t> shape,
@@ -94,12 +94,10 @@ class GgufBuilder {
     });
   }
   // 2-D tensors in a block type when their rows split into blocks, else F16 (as llama.cpp's converter
-  // writes them), named in kept_f16.
-  // The output projection (the token embedding when tied) is the most sensitive weight: under q4_0 it
-  // goes q8_0, as llama.cpp's quantizer gives it a higher type (Q6_K there, which is not written here).
+  // writes them), named in kept_f16. The output projection (the token embedding when tied) in its own
+  // type (GgufTypes::output).
   void add_made(const std::string& name, std::vector<int64_t> shape, std::function<torch::Tensor()> make) {
-    GgmlType type = shape.size() == 2 ? type_ : GgmlType::F32;
-    if (type == GgmlType::Q4_0 && name == output_name_) type = GgmlType::Q8_0;
+    GgmlType type = shape.size() != 2 ? GgmlType::F32 : name == output_name_ ? types_.output : types_.weights;
     if (is_block_type(type) && shape[1] % kGgmlBlockValues != 0) {
       type = GgmlType::F16;
       if (kept_f16_) kept_f16_->push_back(name);
@@ -118,7 +116,7 @@ class GgufBuilder {
  private:
   GgufFile& file_;
   std::shared_ptr<const TensorMap> state_;
-  GgmlType type_;
+  GgufTypes types_;
   std::vector<std::string>* kept_f16_;
   std::string output_name_;
 };
@@ -265,7 +263,15 @@ GgmlType parse_gguf_dtype(const std::string& s) {
   throw std::invalid_argument("GGUF dtype '" + s + "': expected f32, f16, bf16, q8_0 or q4_0");
 }
 
-GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, GgmlType type, const std::string& name,
+GgmlType default_gguf_output_type(GgmlType weights) {
+  switch (weights) {
+    case GgmlType::Q8_0: return GgmlType::F16;
+    case GgmlType::Q4_0: return GgmlType::Q8_0;
+    default: return weights;
+  }
+}
+
+GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, GgufTypes types, const std::string& name,
                  GgufLayout* layout) {
   check_gguf_family(model.config());
   // The file holds no masks: masked heads are removed (the untouched tensors shared, not copied).
@@ -286,12 +292,13 @@ GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, GgmlType type, 
   GgufLayout scratch;
   if (!layout) layout = &scratch;
   layout->kept_f16.clear();
-  GgufBuilder b(file, state, type, &layout->kept_f16);
+  layout->output_type = types.output;
+  GgufBuilder b(file, state, types, &layout->kept_f16);
   b.meta("general.architecture", GgufValue::str(arch));
   b.meta("headprune.exporter", GgufValue::str(std::string("headprune ") + HP_VERSION_STRING));
   b.meta("general.name", GgufValue::str(name));
-  b.meta("general.file_type", GgufValue::u32(file_type_of(type)));
-  if (is_block_type(type)) b.meta("general.quantization_version", GgufValue::u32(2));  // ggml's GGML_QNT_VERSION
+  b.meta("general.file_type", GgufValue::u32(file_type_of(types.weights)));
+  if (is_block_type(types.weights) || is_block_type(types.output)) b.meta("general.quantization_version", GgufValue::u32(2));  // ggml's GGML_QNT_VERSION
   write_hparams(b, arch, c, layers);
   write_vocab(b, vocab, c.vocab_size);
 

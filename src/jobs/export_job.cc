@@ -40,6 +40,15 @@ const OptionTable<ExportRequest>& export_request_table() {
                     e.gguf_dtype = s;
                   },
                   "f32")
+          .parsed("gguf_output_dtype", "--gguf-output-dtype",
+                  "GGUF output projection's type (the token embedding's when tied; llama-quantize's "
+                  "--output-tensor-type): auto (a step above --dtype for ggml's blocks: f16 under q8_0, q8_0 under "
+                  "q4_0; else --dtype), f32, f16, bf16, q8_0 or q4_0",
+                  [](E& e, const std::string& s) {
+                    if (s != "auto") parse_gguf_dtype(s);
+                    e.gguf_output_dtype = s;
+                  },
+                  "auto")
           .text("onnx_path", "--onnx", "ONNX file (encoder classifiers and decoder LMs, per-layer heads, dynamic batch "
                 "and length)", &E::onnx_path, false)
           .parsed("onnx_attention", "--onnx-attention",
@@ -84,12 +93,17 @@ struct GgufOutput {
   std::string dtype;
 };
 
+GgufTypes gguf_types(const ExportRequest& req) {
+  const GgmlType weights = parse_gguf_dtype(req.gguf_dtype);
+  return {weights, req.gguf_output_dtype == "auto" ? default_gguf_output_type(weights) : parse_gguf_dtype(req.gguf_output_dtype)};
+}
+
 GgufOutput prepare_gguf(TransformerImpl& model, const std::map<std::string, std::string>& files,
-                        const std::string& checkpoint, const std::string& dtype) {
+                        const std::string& checkpoint, const ExportRequest& req) {
   check_gguf_family(model.config());  // before the tokenizer is looked at
   GgufOutput g;
-  g.file = to_gguf(model, gguf_vocab(files, checkpoint), parse_gguf_dtype(dtype), display_path(checkpoint), &g.layout);
-  g.dtype = dtype;
+  g.file = to_gguf(model, gguf_vocab(files, checkpoint), gguf_types(req), display_path(checkpoint), &g.layout);
+  g.dtype = req.gguf_dtype;
   return g;
 }
 
@@ -98,6 +112,7 @@ std::string write_gguf_output(const OutputFile& out, const GgufOutput& g, const 
   write_file_atomic(out.path, [&](std::ostream& o) { write_gguf(o, g.file); });
   std::string line = "wrote " + out.path + " (gguf " + g.layout.arch + ", " + g.dtype + ": query heads per layer " +
                      counts(g.layout.n_head) + ", key/value heads " + counts(g.layout.n_head_kv);
+  if (to_string(g.layout.output_type) != g.dtype) line += "; output projection " + to_string(g.layout.output_type);
   if (!g.layout.kept_f16.empty())
     line += "; " + std::to_string(g.layout.kept_f16.size()) + " weights kept f16, their rows not whole " + g.dtype +
             " blocks of 32 (" + g.layout.kept_f16.front() + (g.layout.kept_f16.size() > 1 ? ", ..." : "") + ")";
@@ -197,7 +212,9 @@ std::string run_export(const ExportRequest& req, const Runtime& rt) {
                        {req.onnx_dir, "--onnx-dir"}},
                       {{req.checkpoint, "the model"}});  // before loading
   std::optional<OutputFile> gguf_out;
-  parse_gguf_dtype(req.gguf_dtype);  // bad options fail before the model is read
+  gguf_types(req);  // bad options fail before the model is read
+  if (req.gguf_path.empty() && req.gguf_output_dtype != "auto")
+    throw std::invalid_argument("export: --gguf-output-dtype needs --gguf FILE");
   const auto onnx_attention = parse_onnx_attention(req.onnx_attention);
   std::optional<OutputFile> onnx_out;
   if (!req.onnx_path.empty()) {
@@ -223,7 +240,7 @@ std::string run_export(const ExportRequest& req, const Runtime& rt) {
   if (const auto it = files.find(kHfBaseConfigFile); it != files.end() && !is_hf_dir(req.checkpoint))
     base = parse_json(it->second, join_path(req.checkpoint, kHfBaseConfigFile));  // the HF config it was made from
   std::optional<GgufOutput> gguf;
-  if (gguf_out) gguf = prepare_gguf(*model, files, req.checkpoint, req.gguf_dtype);
+  if (gguf_out) gguf = prepare_gguf(*model, files, req.checkpoint, req);
   std::optional<OnnxExport> onnx, onnx_folder;
   if (onnx_out) onnx = to_onnx(*model, onnx_attention);
   if (!req.onnx_dir.empty()) onnx_folder = to_onnx(*model, onnx_attention, model->config().arch == Arch::DecoderLM);

@@ -220,15 +220,16 @@ def selfcheck(weights, cfg, T=64, seed=0):
     return worst
 
 
-def ggml_round(w, fmt):
+def ggml_round(w, fmt, output_fmt=None):
     """The weights as a GGUF file in ggml's block format `fmt` holds them, written from ggml's definitions
     (ggml-common.h, ggml-quants.c's reference quantizers) independently of headprune's writer: rows in
     blocks of 32 values with a float16 scale d; Q8_0: d = max|x|/127, q = round(x/d) (half away from
     zero); Q4_0: m = the value of largest magnitude, d = m/-8, q = min(15, trunc(x/d + 8.5)), x = (q-8)d.
-    A matrix whose rows are not whole blocks is rounded to float16; under q4_0 the output (here the tied
-    embedding) is q8_0. Norms stay float32."""
+    A matrix whose rows are not whole blocks is rounded to float16. The output (here the tied embedding)
+    is `output_fmt`, by default a step up as headprune writes it: float16 under q8_0, q8_0 under q4_0.
+    Norms stay float32."""
     def blocks(x, kind):
-        if x.shape[1] % 32:
+        if kind == "f16" or x.shape[1] % 32:
             return x.half().float()
         b = x.reshape(-1, 32)
         if kind == "q8_0":
@@ -243,7 +244,7 @@ def ggml_round(w, fmt):
         return ((q - 8) * d.half().float()).reshape(x.shape)
     out = dict(w)
     tied = w["out"] is w["embed"]
-    output_fmt = "q8_0" if fmt == "q4_0" else fmt
+    output_fmt = output_fmt or {"q8_0": "f16", "q4_0": "q8_0"}[fmt]
     out["embed"] = blocks(w["embed"], output_fmt if tied else fmt)
     out["out"] = out["embed"] if tied else blocks(w["out"], output_fmt)
     mats = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
@@ -268,6 +269,8 @@ def main(argv=None):
                     help="compute in float64 (a comparison then sees only the other side's float32 rounding)")
     lg.add_argument("--ggml-round", choices=("q8_0", "q4_0"),
                     help="weights rounded as a GGUF file of that block format holds them (ggml_round)")
+    lg.add_argument("--ggml-output", choices=("f16", "q8_0", "q4_0"),
+                    help="with --ggml-round: the output projection's format (default: a step above)")
     gr = sub.add_parser("greedy")
     gr.add_argument("--prompt", required=True)
     gr.add_argument("--new", type=int, required=True)
@@ -283,7 +286,7 @@ def main(argv=None):
     elif a.cmd == "logits":
         with open(a.ids, encoding="utf-8") as f:
             seqs = json.load(f)["sequences"]
-        w = ggml_round(weights, a.ggml_round) if a.ggml_round else weights
+        w = ggml_round(weights, a.ggml_round, a.ggml_output) if a.ggml_round else weights
         w = cast(w, torch.float64) if a.float64 else w
         logits = _forward(w, cfg, torch.tensor(seqs, dtype=torch.long)) if a.float64 else forward(w, cfg, seqs)
         write_json(a.out, {"logits": logits.tolist()})

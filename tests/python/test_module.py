@@ -167,6 +167,9 @@ def test_options_have_one_range_for_the_cli_and_python(tmp_path, cli, tiny):
         (["export", tiny, "--gguf", os.path.join(out, "m.gguf"), "--dtype", "f8"],
          lambda: headprune.export(tiny, gguf=os.path.join(out, "m.gguf"), gguf_dtype="f8"),
          "GGUF dtype 'f8': expected f32, f16, bf16, q8_0 or q4_0"),
+        (["export", tiny, "--gguf", os.path.join(out, "m.gguf"), "--gguf-output-dtype", "q6_k"],
+         lambda: headprune.export(tiny, gguf=os.path.join(out, "m.gguf"), gguf_output_dtype="q6_k"),
+         "GGUF dtype 'q6_k': expected f32, f16, bf16, q8_0 or q4_0"),
     ]
     for args, call, words in cases:
         r = cli(*args, check=False)

@@ -287,11 +287,14 @@ TEST(GgufModel, Q8_0AndQ4_0FilesHoldBlocksWhereRowsSplitAndF16Elsewhere) {
       if (r.ne.size() == 1) {
         EXPECT_EQ(r.type, GgmlType::F32) << r.name;
       }
+      // The output projection (untied here) a step higher: f16 under q8_0, q8_0 under q4_0.
+      if (r.name == "output.weight") {
+        EXPECT_EQ(r.type, t == GgmlType::Q8_0 ? GgmlType::F16 : GgmlType::Q8_0);
+        continue;
+      }
       if (r.ne.size() == 2 && r.type == GgmlType::F16) f16.push_back(r.name);
-      // Under q4_0 the output projection (untied here) is q8_0.
-      const bool output = r.name == "output.weight";
       if (r.ne.size() == 2 && r.type != GgmlType::F16) {
-        EXPECT_EQ(r.type, output ? GgmlType::Q8_0 : t) << r.name;
+        EXPECT_EQ(r.type, t) << r.name;
       }
     }
     EXPECT_EQ(f16, (std::vector<std::string>{"blk.0.ffn_down.weight", "blk.1.ffn_down.weight"}));
@@ -303,6 +306,17 @@ TEST(GgufModel, Q8_0AndQ4_0FilesHoldBlocksWhereRowsSplitAndF16Elsewhere) {
     EXPECT_LT((back - w).abs().max().item<float>(), w.abs().max().item<float>() / (t == GgmlType::Q8_0 ? 120 : 7));
     EXPECT_TRUE(torch::allclose(gguf_tensor(path, info, "blk.0.ffn_down.weight").to(torch::kFloat32),
                                 s.at("decoder.layers.0.ffn.fc2.weight"), 1e-3, 1e-3));
+    EXPECT_EQ(layout.output_type, default_gguf_output_type(t));
+  }
+  // An output type asked for is the output's, whatever the weights' type.
+  {
+    const std::string path = dir / "q4_out_q4.gguf";
+    write_file(path, to_gguf(*model, tiny_vocab(100), GgufTypes{GgmlType::Q4_0, GgmlType::Q4_0}, "tiny"));
+    const auto info = read_gguf_info(path);
+    for (const auto& r : info.tensors)
+      if (r.name == "output.weight" || r.name == "blk.0.attn_q.weight") {
+        EXPECT_EQ(r.type, GgmlType::Q4_0) << r.name;
+      }
   }
   // A block-typed tensor whose rows are not whole blocks is refused by the reader, naming it.
   GgufFile f;

@@ -28,7 +28,8 @@ struct ExportRequest {
   bool overwrite = false;  // replace a non-empty output directory (refused otherwise)
   HfLayout hf_layout = HfLayout::Auto;
   std::string gguf_path;    // "" = no GGUF file
-  std::string gguf_dtype = "f32";  // f32, f16 or bf16 (the 2-D weights)
+  std::string gguf_dtype = "f32";  // f32, f16, bf16, q8_0 or q4_0 (the 2-D weights)
+  std::string gguf_output_dtype = "auto";  // the output projection's: auto (default_gguf_output_type) or a dtype
   std::string onnx_path;    // "" = no ONNX file
   std::string onnx_attention = "auto";  // auto, fused or standard (io/onnx_model.h)
   std::string onnx_dir;     // "" = no ONNX folder (decoder LMs with a key/value cache)
