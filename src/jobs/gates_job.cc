@@ -82,6 +82,19 @@ void GatesResult::print(std::ostream& out) const {
   out << "saved " << out_dir << "/model, plan.json, gates.json, gates_log.csv\n";
 }
 
+namespace {
+// --shape uniform removes heads in steps of whole per-layer shapes: the target becomes the most heads
+// such a shape removes without passing it, said when it moved.
+void lower_to_uniform_shape(GateOptions& o, const ModelConfig& cfg, int64_t n_heads, const JobEvents& events) {
+  if (o.shape != PlanShape::Uniform || !o.target_kept) return;
+  const int64_t asked = *o.target_kept;
+  o.target_kept = uniform_heads_kept(cfg, uniform_kept_per_layer(cfg, n_heads - asked, 1));
+  if (*o.target_kept != asked)
+    events.say("gates", "--shape uniform: " + std::to_string(n_heads - asked) + " heads to remove is no uniform shape; " +
+                            std::to_string(n_heads - *o.target_kept) + " are (every layer keeps as many)");
+}
+}  // namespace
+
 GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvents& events) {
   if (req.out_dir.empty()) throw std::invalid_argument("gates: an output directory is required (--out)");
   OutputDir out(req.out_dir, {"gates", req.overwrite, false, job_inputs(req.checkpoint, req.data)});
@@ -102,6 +115,7 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
   res.n_heads = static_cast<int64_t>(kept_heads(cfg).size());
   res.options = req.gate;
   if (req.prune) res.options.target_kept = res.n_heads - req.prune->resolve(res.n_heads, "--target");
+  lower_to_uniform_shape(res.options, cfg, res.n_heads, events);
   res.options.distill_temperature = req.finetune.distill_temperature;  // one temperature for both distillations
   res.options.validate(res.n_heads);
   const GateOptions& opts = res.options;
@@ -150,8 +164,9 @@ GatesResult run_gates(const GatesRequest& req, const Runtime& rt, const JobEvent
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   res.plan.heads = res.gates.closed;
-  res.plan.strategy = "gates:" + to_string(opts.method);
+  res.plan.strategy = "gates:" + to_string(opts.method) + (opts.shape == PlanShape::Uniform ? ":uniform" : "");
   res.plan.info = res.gates.to_json();
+  if (opts.shape == PlanShape::Uniform) res.plan.info["shape"] = "uniform";
   PlanApplication how;
   how.finetune = req.finetune;
   how.measure = mo;

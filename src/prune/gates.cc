@@ -79,6 +79,12 @@ const OptionTable<GateOptions>& gate_option_table() {
           .integer("extra_steps", "--extra-steps",
                    "train up to this many more steps, a period at a time, until the head count is exact",
                    &G::max_extra_steps, R::at_least(0))
+          .parsed("shape", "--shape",
+                  "per-layer (any count in any layer) or uniform (every layer trained to keep the same count, then "
+                  "the same key/value groups and query heads per group in every layer, by the gates' values: an "
+                  "ordinary smaller model that export --hf writes natively; dsp, pass, cofi, hard_concrete with "
+                  "--hc-target quadratic)",
+                  [](G& g, const std::string& s) { g.shape = parse_plan_shape(s); }, "per-layer")
           .yes_no("complete_by_rank", "--complete-by-rank",
                   "if the gates still miss the target at the end, keep the target's count of heads with the largest "
                   "P(open) (PASS's top-K evaluation); closed_by_gates in gates.json keeps the gates' own count",
@@ -278,6 +284,15 @@ void GateOptions::validate(int64_t n_heads) const {
   if (!(distill_weight >= 0 && distill_weight <= 1)) bad("the gate training's distillation weight must be in [0, 1]");
   if (!(distill_hidden_weight >= 0)) bad("the gate training's hidden-state distillation weight must be >= 0");
   if (!(distill_temperature > 0)) bad("the gate training's distillation temperature must be > 0");
+  if (shape == PlanShape::Uniform) {
+    if (!target_kept) bad("--shape uniform needs a target (--target)");
+    if (method == GateMethod::PassConc)
+      bad("--shape uniform does not go with passconc (its concentrator empties layers; every layer keeps the same "
+          "count under uniform): use --method pass");
+    if (method == GateMethod::HardConcrete && hc_target == HcTarget::Controller)
+      bad("--shape uniform with hard_concrete needs --hc-target quadratic (the controller searches one lambda for the "
+          "total count, not one count per layer)");
+  }
 }
 
 nlohmann::json GateOptions::to_json() const {
@@ -307,7 +322,8 @@ nlohmann::json GateOptions::to_json() const {
           {"cofi_warmup", cofi_warmup},
           {"distill_weight", distill_weight},
           {"distill_hidden_weight", distill_hidden_weight},
-          {"distill_temperature", distill_temperature}};
+          {"distill_temperature", distill_temperature},
+          {"shape", to_string(shape)}};
 }
 
 HeadGateSet::HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha, bool layer_gates)
@@ -441,7 +457,8 @@ namespace {
 class GateController {
  public:
   GateController(Transformer& model, HeadGateSet& gates, const TrainData& data, const TrainOptions& train,
-                 const GateOptions& opts, const std::function<void(const GatePeriod&)>& on_period);
+                 const GateOptions& opts, const std::function<void(const GatePeriod&)>& on_period,
+                 std::map<AttnType, int64_t> uniform_kept);
   TrainHooks hooks();                     // what train_model calls
   GateTrainResult finish(int64_t steps);  // the closed and kept heads once training has ended
 
@@ -456,6 +473,10 @@ class GateController {
   void adapt_concentrator(int64_t step);
   int64_t steer(int64_t step, int64_t closed);
   int64_t periodic(int64_t step);
+  bool on_target() const;
+  // x [N] per head -> f(layer i's slice, i), concatenated (the uniform shape's per-layer targets).
+  torch::Tensor by_layer(const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&, size_t)>& f) const;
+  std::vector<HeadId> uniform_cut(const torch::Tensor& importance) const;
 
   Transformer& model_;
   HeadGateSet& gates_;
@@ -490,10 +511,15 @@ class GateController {
   std::mt19937_64 rng_;
   GateTrainResult res_;
   int64_t last_closed_ = -1;
+  bool last_on_target_ = false;
+  // --shape uniform: the heads every layer of a stack keeps, and per gated layer (empty: per-layer shape).
+  std::map<AttnType, int64_t> uniform_kept_;
+  std::vector<int64_t> layer_kept_;
 };
 
 GateController::GateController(Transformer& model, HeadGateSet& gates, const TrainData& data, const TrainOptions& train,
-                               const GateOptions& opts, const std::function<void(const GatePeriod&)>& on_period)
+                               const GateOptions& opts, const std::function<void(const GatePeriod&)>& on_period,
+                               std::map<AttnType, int64_t> uniform_kept)
     : model_(model), gates_(gates), train_(train), opts_(opts), on_period_(on_period), n_(gates.size()),
       pass_(opts.method == GateMethod::Pass || opts.method == GateMethod::PassConc),
       dsp_(opts.method == GateMethod::Dsp), cofi_(opts.method == GateMethod::Cofi),
@@ -505,7 +531,14 @@ GateController::GateController(Transformer& model, HeadGateSet& gates, const Tra
       coef_(opts.coef), search_{opts.coef, opts.coef_growth}, snapshot_(gates.log_alpha().detach().clone()),
       conc_(opts.method == GateMethod::PassConc),
       conc_coef_(conc_ && !opts.concentrator_adaptive ? opts.concentrator_weight : 0.0),
-      confidence_(static_cast<size_t>(n_), 0.0), rng_(train.seed * 7919ull + 17) {
+      confidence_(static_cast<size_t>(n_), 0.0), rng_(train.seed * 7919ull + 17), uniform_kept_(std::move(uniform_kept)) {
+  if (!uniform_kept_.empty()) {
+    int64_t off = 0;
+    for (int64_t size : gates.layer_sizes()) {
+      layer_kept_.push_back(uniform_kept_.at(gates.heads()[static_cast<size_t>(off)].type));
+      off += size;
+    }
+  }
   for (size_t i = 0; i < data.valid.size() && static_cast<int64_t>(i) < opts.confidence_examples; ++i)
     conf_set_.examples.push_back(data.valid[i]);
   res_.heads = gates.heads();
@@ -522,14 +555,32 @@ double GateController::dsp_tau(int64_t step) const {
   return opts_.dsp_tau_start * std::pow(opts_.dsp_tau_end / opts_.dsp_tau_start, f);
 }
 
+torch::Tensor GateController::by_layer(const torch::Tensor& x,
+                                       const std::function<torch::Tensor(const torch::Tensor&, size_t)>& f) const {
+  std::vector<torch::Tensor> parts;
+  int64_t off = 0;
+  for (size_t i = 0; i < gates_.layer_sizes().size(); ++i) {
+    const int64_t n = gates_.layer_sizes()[i];
+    parts.push_back(f(x.slice(0, off, off + n), i));
+    off += n;
+  }
+  return torch::cat(parts);
+}
+
+// dsp: K of all heads, or under --shape uniform each layer's own K.
 void GateController::attach_train(int64_t step) {
-  if (dsp_) return gates_.attach(gumbel_soft_top_k(gates_.log_alpha(), k_, dsp_tau(step), opts_.dsp_straight_through));
-  gates_.attach_sample();
+  if (!dsp_) return gates_.attach_sample();
+  const double tau = dsp_tau(step);
+  if (layer_kept_.empty()) return gates_.attach(gumbel_soft_top_k(gates_.log_alpha(), k_, tau, opts_.dsp_straight_through));
+  gates_.attach(by_layer(gates_.log_alpha(), [&](const torch::Tensor& x, size_t i) {
+    return gumbel_soft_top_k(x, layer_kept_[i], tau, opts_.dsp_straight_through);
+  }));
 }
 
 void GateController::attach_eval() {
-  if (dsp_) return gates_.attach(hard_top_k(gates_.log_alpha(), k_));
-  gates_.attach_deterministic();
+  if (!dsp_) return gates_.attach_deterministic();
+  if (layer_kept_.empty()) return gates_.attach(hard_top_k(gates_.log_alpha(), k_));
+  gates_.attach(by_layer(gates_.log_alpha(), [&](const torch::Tensor& x, size_t i) { return hard_top_k(x, layer_kept_[i]); }));
 }
 
 // cofi: the multipliers take a step up their gradient (the gates took theirs down).
@@ -548,18 +599,41 @@ torch::Tensor GateController::penalty(int64_t step) {
     const double warm = opts_.cofi_warmup * static_cast<double>(train_.max_steps);
     const double ramp = warm > 0 ? std::min(1.0, static_cast<double>(step) / warm) : 1.0;
     const double target_sparsity = target_closed_ / static_cast<double>(n_) * ramp;
-    const auto gap = (1.0 - gates_.p_open().sum() / static_cast<double>(n_)) - target_sparsity;
-    return lambdas_[0] * gap + lambdas_[1] * gap * gap;
+    if (layer_kept_.empty()) {
+      const auto gap = (1.0 - gates_.p_open().sum() / static_cast<double>(n_)) - target_sparsity;
+      return lambdas_[0] * gap + lambdas_[1] * gap * gap;
+    }
+    // Uniform: every layer's own expected sparsity against its own target, averaged over the layers.
+    const auto gap = by_layer(gates_.p_open(), [&](const torch::Tensor& p, size_t i) {
+      const auto n = static_cast<double>(p.numel());
+      return ((1.0 - p.sum() / n) - (n - static_cast<double>(layer_kept_[i])) / n * ramp).reshape({1});
+    });
+    return (lambdas_[0] * gap + lambdas_[1] * gap * gap).sum() / n_layers_;
   }
   auto la = gates_.log_alpha();
   if (!pass_) {
-    const auto open = gates_.dist().p_open(la).sum();
+    const auto open = gates_.dist().p_open(la);
     // Voita's λ·Σ P(open) / layers, without a target or with the λ search; the quadratic mode
-    // pulls the expected number of open heads to the target from both sides (CoFi's term).
-    if (!opts_.target_kept || hc_controller_) return coef_ * open / n_layers_;
-    return coef_ * (open - static_cast<double>(*opts_.target_kept)).pow(2) / n_layers_;
+    // pulls the expected number of open heads to the target from both sides (CoFi's term), under
+    // --shape uniform every layer's to its own.
+    if (!opts_.target_kept || hc_controller_) return coef_ * open.sum() / n_layers_;
+    if (!layer_kept_.empty())
+      return coef_ * by_layer(open, [&](const torch::Tensor& p, size_t i) {
+        return (p.sum() - static_cast<double>(layer_kept_[i])).pow(2).reshape({1});
+      }).sum() / n_layers_;
+    return coef_ * (open.sum() - static_cast<double>(*opts_.target_kept)).pow(2) / n_layers_;
   }
   auto p0 = gates_.dist().p_zero(la), p1 = gates_.dist().p_one(la);
+  if (!layer_kept_.empty()) {  // uniform: PASS's terms layer by layer, each to its own count (no concentrator)
+    torch::Tensor t = torch::zeros({}, p0.options());
+    int64_t off = 0;
+    for (size_t i = 0; i < layer_kept_.size(); ++i) {
+      const int64_t n = gates_.layer_sizes()[i];
+      t = t + pass_penalty(p0.slice(0, off, off + n), p1.slice(0, off, off + n), static_cast<double>(n - layer_kept_[i]));
+      off += n;
+    }
+    return coef_ * t;
+  }
   auto t = pass_penalty(p0, p1, target_closed_);
   if (conc_ && conc_coef_ > 0) t = t + conc_coef_ * concentrator_penalty(p0, gates_.layer_sizes());
   return coef_ * t;
@@ -569,7 +643,10 @@ torch::Tensor GateController::penalty(int64_t step) {
 int64_t GateController::record(int64_t step) {
   torch::NoGradGuard no_grad;
   auto la = gates_.log_alpha().detach();
-  auto po = dsp_ ? soft_top_k(la, k_, dsp_tau(step)) : gates_.p_open();
+  auto po = !dsp_ ? gates_.p_open()
+            : layer_kept_.empty()
+                ? soft_top_k(la, k_, dsp_tau(step))
+                : by_layer(la, [&](const torch::Tensor& x, size_t i) { return soft_top_k(x, layer_kept_[i], dsp_tau(step)); });
   GatePeriod r;
   r.step = step;
   r.coef = dsp_ ? dsp_tau(step) : coef_;
@@ -630,8 +707,7 @@ void GateController::adapt_concentrator(int64_t step) {
 int64_t GateController::steer(int64_t step, int64_t closed) {
   if (keeps_by_rank(opts_.method)) return closed;  // dsp: no coefficient; cofi: the multipliers ascend every step
   if (!hc_controller_) {
-    if (opts_.target_kept && closed != static_cast<int64_t>(target_closed_))
-      coef_ = std::min(opts_.coef_max, coef_ * opts_.coef_growth);
+    if (opts_.target_kept && !on_target()) coef_ = std::min(opts_.coef_max, coef_ * opts_.coef_growth);
     return closed;
   }
   const bool rollback = search_.update(closed, static_cast<int64_t>(target_closed_));
@@ -657,6 +733,20 @@ int64_t GateController::steer(int64_t step, int64_t closed) {
   return record(step);  // the state the next period starts from
 }
 
+// The gates close the target's count: in all, or under --shape uniform in every layer.
+bool GateController::on_target() const {
+  if (!opts_.target_kept) return true;
+  if (layer_kept_.empty()) return gates_.n_closed() == static_cast<int64_t>(target_closed_);
+  const auto closed = gates_.closed();
+  size_t off = 0;
+  for (size_t i = 0; i < layer_kept_.size(); ++i) {
+    const auto n = static_cast<size_t>(gates_.layer_sizes()[i]);
+    if (std::count(closed.begin() + off, closed.begin() + off + n, true) != static_cast<int64_t>(n) - layer_kept_[i]) return false;
+    off += n;
+  }
+  return true;
+}
+
 int64_t GateController::periodic(int64_t step) {
   if ((pass_ || hc_controller_) && opts_.clip > 0) {
     torch::NoGradGuard no_grad;
@@ -664,7 +754,9 @@ int64_t GateController::periodic(int64_t step) {
   }
   if (pass_) reopen(step);
   if (conc_ && opts_.concentrator_adaptive) adapt_concentrator(step);
-  return steer(step, record(step));
+  const int64_t closed = steer(step, record(step));
+  last_on_target_ = on_target();
+  return closed;
 }
 
 TrainHooks GateController::hooks() {
@@ -687,7 +779,7 @@ TrainHooks GateController::hooks() {
   hooks.stop = [this](int64_t step) {
     if (keeps_by_rank(opts_.method)) return step >= train_.max_steps;
     if (step < train_.max_steps || step % opts_.period != 0) return false;
-    return !opts_.target_kept || last_closed_ == static_cast<int64_t>(target_closed_);
+    return !opts_.target_kept || last_on_target_;
   };
   return hooks;
 }
@@ -697,8 +789,25 @@ GateTrainResult GateController::finish(int64_t steps) {
   res_.final_coef = coef_;
   std::vector<bool> closed = gates_.closed();
   const int64_t closed_by_gates = dsp_ ? -1 : gates_.n_closed();
-  const bool missed = opts_.target_kept && closed_by_gates != n_ - k_;
-  if (keeps_by_rank(opts_.method) || (missed && opts_.complete_by_rank)) {
+  const bool missed = opts_.target_kept && !on_target();
+  if (!uniform_kept_.empty()) {
+    // Uniform: each layer keeps its stack's count, as groups of query heads (grouped-query attention),
+    // chosen by the gates' values summed over the heads that go together; under PASS, HC and CoFi what
+    // the gates closed when they met every layer's count (dsp: its per-layer top-K).
+    torch::NoGradGuard no_grad;
+    const auto cut = uniform_cut(dsp_ ? gates_.log_alpha().detach() : gates_.p_open());
+    const std::set<HeadId> removed(cut.begin(), cut.end());
+    int64_t moved = 0;
+    for (int64_t i = 0; i < n_; ++i) {
+      const bool c = removed.count(gates_.heads()[static_cast<size_t>(i)]) > 0;
+      moved += !dsp_ && c != closed[static_cast<size_t>(i)];
+      closed[static_cast<size_t>(i)] = c;
+    }
+    res_.closed_by_gates = closed_by_gates;
+    if (moved > 0)
+      log_info("gates", "--shape uniform: " + std::to_string(moved) + " heads differ from the gates' own closed set "
+                        "(" + std::to_string(closed_by_gates) + " closed); the uniform cut by P(open) decides");
+  } else if (keeps_by_rank(opts_.method) || (missed && opts_.complete_by_rank)) {
     // Exactly the target: the K largest logits (dsp) or P(open) (P_h(open)·P_L(open) with layer gates).
     torch::NoGradGuard no_grad;
     const auto keep = hard_top_k(dsp_ ? gates_.log_alpha().detach() : gates_.p_open(), k_).to(torch::kCPU);
@@ -721,6 +830,14 @@ GateTrainResult GateController::finish(int64_t steps) {
 
 }  // namespace
 
+std::vector<HeadId> GateController::uniform_cut(const torch::Tensor& importance) const {
+  HeadScores s;
+  s.method = "gates";
+  const auto host = importance.to(torch::kCPU, torch::kDouble).contiguous();
+  for (int64_t i = 0; i < n_; ++i) s.scores[gates_.heads()[static_cast<size_t>(i)]] = host[i].item<double>();
+  return plan_uniform_by_score(s, model_->config(), ScorePlanOptions{}, &uniform_kept_).heads;
+}
+
 GateTrainResult train_gates(Transformer& model, const TrainData& data, const TrainOptions& train,
                             const GateOptions& opts, const std::string& out_dir,
                             const std::function<void(const GatePeriod&)>& on_period,
@@ -730,6 +847,14 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
                                 " masked heads; remove them first (apply_plan_remove) so every gate is a live head");
   HeadGateSet gates(*model, opts.dist, opts.init_log_alpha, opts.method == GateMethod::Cofi);
   opts.validate(gates.size());
+  std::map<AttnType, int64_t> uniform_kept;
+  if (opts.shape == PlanShape::Uniform) {
+    uniform_kept = uniform_kept_per_layer(model->config(), gates.size() - *opts.target_kept, 1);
+    const int64_t kept = uniform_heads_kept(model->config(), uniform_kept);
+    if (kept != *opts.target_kept)
+      throw std::invalid_argument("gates --shape uniform: no uniform shape keeps exactly " + std::to_string(*opts.target_kept) +
+                                  " heads; the nearest below the heads to remove keeps " + std::to_string(kept));
+  }
   TrainOptions with_teacher = train;
   if (opts.distill_weight > 0 || opts.distill_hidden_weight > 0) {
     with_teacher.distill_weight = opts.distill_weight;
@@ -737,7 +862,7 @@ GateTrainResult train_gates(Transformer& model, const TrainData& data, const Tra
     with_teacher.distill_temperature = opts.distill_temperature;
     if (!with_teacher.teacher) with_teacher.teacher = remove_heads(*model, {}).ptr();  // a copy: the model before the gates
   }
-  GateController controller(model, gates, data, with_teacher, opts, on_period);
+  GateController controller(model, gates, data, with_teacher, opts, on_period, uniform_kept);
   const TrainHooks hooks = controller.hooks();
   TrainOptions topts = with_teacher;
   topts.max_steps = train.max_steps + opts.max_extra_steps;

@@ -432,27 +432,35 @@ std::vector<UniformStack> uniform_stacks(const HeadScores& heads, const ModelCon
 
 }  // namespace
 
-PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts) {
+PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts,
+                                  const std::map<AttnType, int64_t>* kept_per_layer) {
   const std::string what = "uniform plan by score";
   if (heads.unit != ScoreUnit::Head) throw std::invalid_argument(what + ": needs a query-head map");
   if (opts.per_layer) throw std::invalid_argument(what + ": per-layer targets do not apply (every layer loses the same)");
   const auto stacks = uniform_stacks(heads, cfg, opts, what);
   int64_t total = 0;
   for (const auto& st : stacks) total += static_cast<int64_t>(st.layers.size()) * st.groups * st.per_group;
-  const int64_t target = opts.target.resolve(total, what);
+  const int64_t target = kept_per_layer ? total : opts.target.resolve(total, what);
   // Every stack's shapes (g, r) and what each removes; then the best combination, stack by stack.
   struct Shape { int64_t g, r, removed; double importance; };
   std::vector<std::vector<Shape>> shapes;
   for (const auto& st : stacks) {
     std::vector<Shape> v;
+    const auto fixed = kept_per_layer ? kept_per_layer->find(st.type) : std::map<AttnType, int64_t>::const_iterator{};
+    if (kept_per_layer && fixed == kept_per_layer->end())
+      throw std::invalid_argument(what + ": no kept count given for " + to_string(st.type));
     for (int64_t g = 1; g <= st.groups; ++g)
       for (int64_t r = 1; r <= st.per_group; ++r) {
-        if (g * r < opts.min_per_layer) continue;
+        if (g * r < opts.min_per_layer || (kept_per_layer && g * r != fixed->second)) continue;
         double imp = 0;
         for (const auto& layer : st.layers) imp += uniform_cut(heads, layer, g, r).second;
         v.push_back({g, r, static_cast<int64_t>(st.layers.size()) * (st.groups * st.per_group - g * r), imp});
       }
-    if (v.empty()) throw std::invalid_argument(what + ": no shape keeps " + std::to_string(opts.min_per_layer) + " heads per layer");
+    if (v.empty())
+      throw std::invalid_argument(what + ": no shape of " + to_string(st.type) + " keeps " +
+                                  (kept_per_layer ? "exactly " + std::to_string(fixed->second)
+                                                  : "at least " + std::to_string(opts.min_per_layer)) +
+                                  " heads per layer");
     shapes.push_back(std::move(v));
   }
   std::vector<size_t> pick(shapes.size(), 0), best;
@@ -484,8 +492,60 @@ PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cf
   plan.strategy = "score:" + heads.method + ":uniform";
   plan.heads = sorted_unique(chosen, what);
   plan.info = {{"method", heads.method}, {"shape", "uniform"}, {"kept_per_layer", kept},
-               {"min_per_layer", opts.min_per_layer}, {"target_heads", target}, {"candidates", total}};
+               {"min_per_layer", opts.min_per_layer}, {"target_heads", kept_per_layer ? best_removed : target},
+               {"candidates", total}};
   return plan;
+}
+
+std::map<AttnType, int64_t> uniform_kept_per_layer(const ModelConfig& cfg, int64_t target_removed, int64_t min_per_layer) {
+  const std::string what = "uniform shape";
+  HeadScores none;
+  none.method = "none";
+  for (const auto& h : kept_heads(cfg, {})) none.scores[h] = 0.0;
+  const auto stacks = uniform_stacks(none, cfg, ScorePlanOptions{}, what);
+  // Per stack, the distinct kept counts g * r its shapes allow.
+  std::vector<std::vector<int64_t>> counts;
+  for (const auto& st : stacks) {
+    std::set<int64_t> c;
+    for (int64_t g = 1; g <= st.groups; ++g)
+      for (int64_t r = 1; r <= st.per_group; ++r)
+        if (g * r >= min_per_layer) c.insert(g * r);
+    if (c.empty()) throw std::invalid_argument(what + ": no shape of " + to_string(st.type) + " keeps " +
+                                               std::to_string(min_per_layer) + " heads per layer");
+    counts.emplace_back(c.begin(), c.end());
+  }
+  std::vector<int64_t> pick(stacks.size()), best;
+  int64_t best_removed = -1;
+  double best_spread = 0;
+  std::function<void(size_t, int64_t)> search = [&](size_t k, int64_t removed) {
+    if (removed > target_removed) return;
+    if (k == stacks.size()) {
+      double lo = 1, hi = 0;
+      for (size_t i = 0; i < stacks.size(); ++i) {
+        const double f = static_cast<double>(pick[i]) / static_cast<double>(stacks[i].groups * stacks[i].per_group);
+        lo = std::min(lo, f), hi = std::max(hi, f);
+      }
+      if (removed > best_removed || (removed == best_removed && hi - lo < best_spread))
+        best = pick, best_removed = removed, best_spread = hi - lo;
+      return;
+    }
+    const auto& st = stacks[k];
+    for (int64_t c : counts[k]) {
+      pick[k] = c;
+      search(k + 1, removed + static_cast<int64_t>(st.layers.size()) * (st.groups * st.per_group - c));
+    }
+  };
+  search(0, 0);
+  if (best.empty()) throw std::invalid_argument(what + ": no uniform shape removes at most " + std::to_string(target_removed) + " heads");
+  std::map<AttnType, int64_t> out;
+  for (size_t k = 0; k < stacks.size(); ++k) out[stacks[k].type] = best[k];
+  return out;
+}
+
+int64_t uniform_heads_kept(const ModelConfig& cfg, const std::map<AttnType, int64_t>& kept_per_layer) {
+  int64_t n = 0;
+  for (const auto& [t, k] : kept_per_layer) n += k * cfg.n_layers(t);
+  return n;
 }
 
 const NameTable<LayerChoice>& layer_choice_names() {

@@ -232,6 +232,13 @@ hp prune stories --strategy budget --budget params=0.96x --method magnitude --sh
   --out uniform_budget > /dev/null
 grep -q '"strategy": "budget:params:magnitude:uniform"' uniform_budget/plan.json
 hp export uniform_budget/model --hf uniform_budget_hf | grep -q "llama, native:"
+# Gates trained to a uniform shape (every layer's gates to the same count, then the same groups and
+# heads per group by the gates' values); 22 to remove is no uniform shape: 20 go, and the output says so.
+hp gates stories --method dsp --shape uniform --target 22 --steps 20 --period 10 --calibration random \
+  --metric loss --out uniform_gates 2> gates_err.txt | grep -q "kept 20/40 heads"
+grep -q "22 heads to remove is no uniform shape; 20 are" gates_err.txt
+grep -q '"strategy": "gates:dsp:uniform"' uniform_gates/plan.json
+hp export uniform_gates/model --hf uniform_gates_hf | grep -q "llama, native:"
 
 # 6. Bad input: clear errors, nothing written, a user's file untouched.
 echo "user data" > users.gguf

@@ -170,6 +170,9 @@ def test_options_have_one_range_for_the_cli_and_python(tmp_path, cli, tiny):
         (["export", tiny, "--gguf", os.path.join(out, "m.gguf"), "--gguf-output-dtype", "q6_k"],
          lambda: headprune.export(tiny, gguf=os.path.join(out, "m.gguf"), gguf_output_dtype="q6_k"),
          "GGUF dtype 'q6_k': expected f32, f16, bf16, q8_0 or q4_0"),
+        (["gates", tiny, "--target", "0.5", "--shape", "uniform", "--method", "passconc", "--out", out],
+         lambda: headprune.gates(tiny, target=0.5, shape="uniform", method="passconc", out=out, progress=False),
+         "--shape uniform does not go with passconc"),
     ]
     for args, call, words in cases:
         r = cli(*args, check=False)

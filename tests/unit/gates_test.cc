@@ -1,6 +1,7 @@
 // Learned gates: the Hard Concrete distribution against Monte-Carlo estimates, the PASS and
 // concentrator terms against hand-computed values, and joint training to an exact head count.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -181,6 +182,34 @@ struct GateRun {
   Transformer model{nullptr};
 };
 
+GateOptions tiny_gate_options(GateMethod method, int64_t target_kept) {
+  GateOptions g;
+  g.method = method;
+  g.target_kept = target_kept;
+  g.period = 20;
+  g.gate_lr = 0.1;
+  g.max_extra_steps = 400;
+  g.confidence_examples = 16;
+  return g;
+}
+
+GateRun train_gated(const ModelConfig& cfg, const GateOptions& g) {
+  torch::manual_seed(0);
+  GateRun r{{}, Transformer(cfg)};
+  TrainData data{synthetic_examples(cfg, 512, 3, 10, 1), synthetic_examples(cfg, 64, 3, 10, 2)};
+  TrainOptions t;
+  t.max_steps = 200;
+  t.batch_tokens = 256;
+  t.lr = 2e-3;
+  t.warmup_steps = 10;
+  t.eval_every = 1000;
+  t.log_every = 1000;
+  t.seed = 5;
+  test::TempDir dir;
+  r.res = train_gates(r.model, data, t, g, dir.path);
+  return r;
+}
+
 // fixed_concentrator: a fixed concentrator weight instead of the adaptive default.
 GateRun train_tiny(GateMethod method, int64_t target_kept, int64_t layers = 2,
                    std::optional<double> fixed_concentrator = std::nullopt,
@@ -348,6 +377,90 @@ TEST(CofiGates, AClosedLayerGateEmptiesTheLayer) {
   const auto closed = gates.closed();
   for (int64_t i = 0; i < gates.size(); ++i) EXPECT_EQ(closed[i], gates.heads()[i].layer == 1) << i;
   EXPECT_LT(gates.p_open().slice(0, cfg.n_heads).max().item<double>(), 1e-3);
+}
+
+// --shape uniform: every layer is trained to keep the same count, for every method that can be; 4 layers
+// of 4 heads, 8 kept: 2 in every layer.
+TEST(GateTraining, UniformShapeKeepsAsManyHeadsInEveryLayer) {
+  set_log_level(LogLevel::Error);
+  ModelConfig cfg = tiny_config(Arch::EncoderClassifier);
+  cfg.n_encoder_layers = 4;
+  cfg.encoder_self_heads.clear();
+  cfg.n_classes = 2;
+  cfg.finalize();
+  for (auto m : {GateMethod::Dsp, GateMethod::Pass, GateMethod::Cofi, GateMethod::HardConcrete}) {
+    SCOPED_TRACE(to_string(m));
+    GateOptions g = tiny_gate_options(m, 8);
+    g.shape = PlanShape::Uniform;
+    g.hc_target = HcTarget::Quadratic;
+    if (m == GateMethod::HardConcrete) g.max_extra_steps = 0;  // its quadratic term leaves gates non-binary: the cut decides
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = train_gated(cfg, g);
+    std::cout << "uniform " << to_string(m) << ": " << r.res.steps << " steps, "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
+    EXPECT_TRUE(r.res.reached_target);
+    ASSERT_EQ(r.res.kept.size(), 8u);
+    std::map<int64_t, int> per_layer;
+    for (const auto& h : r.res.kept) ++per_layer[h.layer];
+    EXPECT_EQ(per_layer, (std::map<int64_t, int>{{0, 2}, {1, 2}, {2, 2}, {3, 2}}));
+    if (m == GateMethod::Pass) {
+      // PASS met every layer's own count with its gates (the cut by P(open) then keeps what they kept).
+      EXPECT_EQ(r.res.closed_by_gates, 8);
+      const auto& last = r.res.log.back();
+      for (size_t i = 0; i < r.res.heads.size(); ++i) {
+        const bool kept = std::find(r.res.kept.begin(), r.res.kept.end(), r.res.heads[i]) != r.res.kept.end();
+        EXPECT_EQ(kept, last.p_open[i] > 0.5) << i;
+      }
+    }
+    if (m == GateMethod::Dsp) {
+      // dsp's relaxation keeps 2 per layer throughout: the expected count is exactly 8, 2 in each layer.
+      EXPECT_NEAR(r.res.log.back().expected_open, 8.0, 1e-4);
+      for (int64_t l = 0; l < 4; ++l) {
+        double open = 0;
+        for (size_t i = 0; i < r.res.heads.size(); ++i)
+          if (r.res.heads[i].layer == l) open += r.res.log.back().p_open[i];
+        EXPECT_NEAR(open, 2.0, 1e-4) << l;
+      }
+    }
+  }
+  // Grouped-query attention (2 layers, 4 query heads in 2 key/value groups), 2 kept per layer: the same
+  // shape in both layers, g groups of r heads.
+  ModelConfig gqa = tiny_config(Arch::DecoderLM);
+  gqa.n_decoder_layers = 2;
+  gqa.n_kv_heads = 2;
+  gqa.decoder_self_heads.clear();
+  gqa.finalize();
+  ASSERT_EQ(gqa.n_heads, 4);
+  for (auto m : {GateMethod::Dsp, GateMethod::Pass}) {
+    SCOPED_TRACE("gqa " + to_string(m));
+    GateOptions g = tiny_gate_options(m, 4);
+    g.shape = PlanShape::Uniform;
+    auto r = train_gated(gqa, g);
+    ASSERT_EQ(r.res.kept.size(), 4u);
+    std::map<int64_t, std::map<int64_t, int>> groups;  // layer -> group -> kept heads
+    for (const auto& h : r.res.kept) ++groups[h.layer][h.head / 2];
+    ASSERT_EQ(groups.size(), 2u);
+    EXPECT_EQ(groups[0].size(), groups[1].size());
+    for (const auto& [l, gs] : groups)
+      for (const auto& [k, n] : gs) EXPECT_EQ(n, groups[0].begin()->second) << l << ":" << k;
+  }
+  // What uniform cannot be: no target, passconc, hard_concrete's controller, a count no shape keeps.
+  GateOptions g = tiny_gate_options(GateMethod::HardConcrete, 8);
+  g.shape = PlanShape::Uniform;
+  g.hc_target = HcTarget::Quadratic;
+  g.target_kept.reset();
+  EXPECT_NE(test::error_of([&] { train_gated(cfg, g); }).find("--shape uniform needs a target"), std::string::npos);
+  g.target_kept = 8;
+  g.hc_target = HcTarget::Controller;
+  g.method = GateMethod::PassConc;
+  EXPECT_NE(test::error_of([&] { train_gated(cfg, g); }).find("use --method pass"), std::string::npos);
+  g.method = GateMethod::HardConcrete;
+  EXPECT_NE(test::error_of([&] { train_gated(cfg, g); }).find("--hc-target quadratic"), std::string::npos);
+  g.method = GateMethod::Dsp;
+  g.target_kept = 7;
+  EXPECT_NE(test::error_of([&] { train_gated(cfg, g); }).find("no uniform shape keeps exactly 7 heads; the nearest"),
+            std::string::npos);
+  set_log_level(LogLevel::Info);
 }
 
 TEST(GateTraining, DspAndCofiKeepExactlyK) {

@@ -468,6 +468,35 @@ TEST(PlanShapes, UniformKeepsTheSameGroupsAndHeadsInEveryLayerBySummedImportance
   EXPECT_EQ(parse_plan_shape("per_layer"), PlanShape::PerLayer);
 }
 
+// Per-layer counts before any score (what gates train to), and the cut that keeps exactly them.
+TEST(PlanShapes, UniformCountsForATargetAndTheCutThatKeepsThem) {
+  const auto cfg = gqa_config();  // 2 layers of 4 query heads in 2 groups: a layer keeps 1, 2 or 4
+  const AttnType T = AttnType::DecoderSelf;
+  using Counts = std::map<AttnType, int64_t>;
+  EXPECT_EQ(uniform_kept_per_layer(cfg, 0, 1), (Counts{{T, 4}}));
+  EXPECT_EQ(uniform_kept_per_layer(cfg, 3, 1), (Counts{{T, 4}}));  // 2 per layer would remove 4
+  EXPECT_EQ(uniform_kept_per_layer(cfg, 5, 1), (Counts{{T, 2}}));
+  EXPECT_EQ(uniform_kept_per_layer(cfg, 8, 1), (Counts{{T, 1}}));  // never a layer without heads
+  EXPECT_EQ(uniform_kept_per_layer(cfg, 8, 2), (Counts{{T, 2}}));
+  EXPECT_EQ(uniform_heads_kept(cfg, {{T, 2}}), 4);
+  HeadScores s;
+  s.method = "test";
+  s.scores = {{{T, 0, 0}, 5.0}, {{T, 0, 1}, 9.0}, {{T, 0, 2}, 1.0}, {{T, 0, 3}, 2.0},
+              {{T, 1, 0}, 6.0}, {{T, 1, 1}, 7.0}, {{T, 1, 2}, 1.0}, {{T, 1, 3}, 1.0}};
+  const Counts two{{T, 2}};
+  const auto p = plan_uniform_by_score(s, cfg, ScorePlanOptions{}, &two);  // no target: the counts decide
+  EXPECT_EQ(p.heads, (std::vector<HeadId>{{T, 0, 2}, {T, 0, 3}, {T, 1, 2}, {T, 1, 3}}));
+  const Counts three{{T, 3}};
+  EXPECT_NE(error_of([&] { plan_uniform_by_score(s, cfg, ScorePlanOptions{}, &three); }).find("keeps exactly 3 heads per layer"),
+            std::string::npos);
+  // Three stacks (encoder-decoder): the most removed within the target, the stacks' fractions as even
+  // as possible at a tie.
+  ModelConfig ed = tiny_config(Arch::EncoderDecoder);  // 2 layers of 4 heads per stack
+  const auto even = uniform_kept_per_layer(ed, 12, 1);
+  EXPECT_EQ(uniform_heads_kept(ed, even), 24 - 12);
+  for (const auto& [t, k] : even) EXPECT_EQ(k, 2) << to_string(t);
+}
+
 TEST(PlanShapes, RandomUniformPlansAreUniformSeededAndVaried) {
   const auto cfg = gqa_config();  // 2 layers of 4 query heads in 2 key/value groups
   RandomPlanOptions o;

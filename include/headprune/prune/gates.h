@@ -61,6 +61,7 @@
 
 #include "headprune/config.h"
 #include "headprune/model/transformer.h"
+#include "headprune/prune/plan.h"
 #include "headprune/train/trainer.h"
 #include "headprune/util/names.h"
 #include "headprune/util/options.h"
@@ -165,6 +166,13 @@ struct GateOptions {
   // Distillation while the gates train (CoFi's recipe; any method): the model as it was before the
   // gates teaches; the weights and temperature as in TrainOptions (0 = none).
   double distill_weight = 0, distill_hidden_weight = 0, distill_temperature = 1;
+  // Uniform: every layer of a stack is trained to keep the same count (uniform_kept_per_layer of the
+  // target: dsp's top-K, PASS's terms, hard_concrete's quadratic term and cofi's sparsity per layer), and
+  // the result is that shape's uniform cut by the gates' values (plan_uniform_by_score): the same key/
+  // value groups and query heads per group in every layer. Needs a target that a uniform shape keeps
+  // exactly; not passconc (its concentrator empties layers) nor hard_concrete's controller (one λ for
+  // the total).
+  PlanShape shape = PlanShape::PerLayer;
 
   void validate(int64_t n_heads) const;  // throws std::invalid_argument naming the option
   nlohmann::json to_json() const;

@@ -106,7 +106,19 @@ PlanShape parse_plan_shape(const std::string& s);  // "per-layer" (or per_layer)
 // removes the most heads without passing the target (a count of query heads, or a fraction of those
 // kept), the least importance at a tie. The model's kept heads must already be uniform (masked heads
 // excluded); min_per_layer bounds g * r; per_layer targets are std::invalid_argument.
-PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts);
+// kept_per_layer (by stack): the heads every layer of that stack keeps (g * r) instead of a target; the
+// shape (g, r) and the heads still chosen by the scores.
+PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts,
+                                  const std::map<AttnType, int64_t>* kept_per_layer = nullptr);
+
+// A uniform plan's heads kept per layer, by stack, for a number of heads to remove, before any score is
+// known (gates: the count each layer's gates are trained to keep): of the shapes (g groups of r query
+// heads, g * r >= min_per_layer) of all stacks together, the combination that removes the most heads
+// without passing `target_removed`, the stacks' kept fractions as even as possible at a tie. The
+// model's heads must be uniform already.
+std::map<AttnType, int64_t> uniform_kept_per_layer(const ModelConfig& cfg, int64_t target_removed, int64_t min_per_layer);
+// The heads a model keeps when every layer of each stack keeps its count.
+int64_t uniform_heads_kept(const ModelConfig& cfg, const std::map<AttnType, int64_t>& kept_per_layer);
 
 // Which layers random pruning may take heads from (Budhraja et al.'s "layer strategies";
 // `--layer-strategy` on the command line, "layer_strategy" in a plan's info).
