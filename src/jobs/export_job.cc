@@ -24,8 +24,8 @@ const OptionTable<ExportRequest>& export_request_table() {
       OptionTable<E>()
           .text("hf_dir", "--hf", "HF output directory (config.json, model.safetensors)", &E::hf_dir, false)
           .parsed("hf_layout", "--hf-layout",
-                  "auto, native (LLaMA family, the same heads kept in every layer: the smaller model's own "
-                  "num_attention_heads, num_key_value_heads and head_dim, weights sliced), dense (every head count as "
+                  "auto, native (LLaMA family and T5, the same heads kept in every layer: the smaller model's own "
+                  "num_attention_heads, num_key_value_heads and head_dim, or T5's num_heads, weights sliced), dense (every head count as "
                   "configured, removed heads zero: every transformers version) or pruned_heads (HF v4's "
                   "pruned_heads: transformers v4 only); auto is native where it applies, else dense. Families: " +
                       hf_families_summary(),
@@ -259,7 +259,10 @@ std::string run_export(const ExportRequest& req, const Runtime& rt) {
     hf_out->commit();
     std::string how = ", dense";
     if (layout == HfLayout::PrunedHeads) how = ", pruned_heads " + cfg.value("pruned_heads", nlohmann::json::object()).dump();
-    if (layout == HfLayout::Native)
+    if (layout == HfLayout::Native && cfg.contains("d_kv"))  // T5: one count for every stack
+      how = ", native: " + cfg.at("num_heads").dump() + " heads of " + cfg.at("d_kv").dump() +
+            " channels in every layer of every stack";
+    else if (layout == HfLayout::Native)
       how = ", native: " + cfg.at("num_attention_heads").dump() + " query heads, " + cfg.at("num_key_value_heads").dump() +
             " key/value heads of " + cfg.at("head_dim").dump() + " channels in every layer";
     out += "wrote " + req.hf_dir + " (" + cfg.at("model_type").get<std::string>() + how + ")\n";

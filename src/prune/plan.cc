@@ -372,7 +372,15 @@ struct UniformStack {
   AttnType type;
   std::vector<std::vector<std::vector<HeadId>>> layers;  // [layer][group][head], most important first
   int64_t groups = 0, per_group = 0;                      // as kept now
+  // Relative positions (T5): the self-attention layers of a stack read one bias table by head id, so a
+  // smaller standard model keeps the same head ids in every layer; they go together, judged by their
+  // importance summed over the layers.
+  bool same_ids = false;
 };
+
+// A uniform model of one head count for every stack: an encoder-decoder (T5's num_heads; headprune's
+// config has one n_heads too).
+bool one_count_for_all_stacks(const ModelConfig& cfg) { return cfg.arch == Arch::EncoderDecoder; }
 
 // The heads a shape (g groups of r heads kept) removes from one layer, and their summed importance.
 std::pair<std::vector<HeadId>, double> uniform_cut(const HeadScores& s, const std::vector<std::vector<HeadId>>& layer,
@@ -400,6 +408,38 @@ std::pair<std::vector<HeadId>, double> uniform_cut(const HeadScores& s, const st
   return {removed, total - kept};
 }
 
+// A shape's cut of every layer of a stack, and its summed importance: each layer its own, or under
+// same_ids one cut of the heads' importance summed over the layers, the same ids in every layer.
+std::pair<std::vector<HeadId>, double> stack_cut(const HeadScores& s, const UniformStack& st, int64_t g, int64_t r) {
+  std::vector<HeadId> removed;
+  double importance = 0;
+  if (!st.same_ids) {
+    for (const auto& layer : st.layers) {
+      auto [rm, imp] = uniform_cut(s, layer, g, r);
+      removed.insert(removed.end(), rm.begin(), rm.end());
+      importance += imp;
+    }
+    return {removed, importance};
+  }
+  HeadScores summed;
+  summed.method = s.method;
+  std::vector<std::vector<HeadId>> layer0;  // layer 0's groups, by summed importance
+  for (const auto& group : st.layers.front()) {
+    std::vector<HeadId> g0 = group;
+    for (const auto& h : g0) {
+      double v = 0;
+      for (size_t l = 0; l < st.layers.size(); ++l) v += oriented(s, {h.type, static_cast<int64_t>(l), h.head});
+      summed.scores[h] = v;
+    }
+    std::stable_sort(g0.begin(), g0.end(), [&](const HeadId& a, const HeadId& b) { return summed.scores[a] > summed.scores[b]; });
+    layer0.push_back(g0);
+  }
+  auto [rm0, imp] = uniform_cut(summed, layer0, g, r);
+  for (size_t l = 0; l < st.layers.size(); ++l)
+    for (const auto& h : rm0) removed.push_back({h.type, static_cast<int64_t>(l), h.head});
+  return {removed, imp};
+}
+
 std::vector<UniformStack> uniform_stacks(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts,
                                          const std::string& what) {
   std::map<AttnType, std::map<int64_t, std::vector<std::vector<HeadId>>>> by_stack;
@@ -425,6 +465,12 @@ std::vector<UniformStack> uniform_stacks(const HeadScores& heads, const ModelCon
     }
     if (static_cast<int64_t>(st.layers.size()) != cfg.n_layers(type))
       throw std::invalid_argument(what + ": a " + to_string(type) + " layer keeps no head; a uniform plan starts from a uniform model");
+    st.same_ids = cfg.positional == Positional::Relative && type != AttnType::Cross;
+    for (int64_t l = 1; st.same_ids && l < cfg.n_layers(type); ++l)
+      if (cfg.heads(type)[static_cast<size_t>(l)] != cfg.heads(type)[0])
+        throw std::invalid_argument(what + ": " + to_string(type) + " layer " + std::to_string(l) + " keeps other head ids "
+                                    "than layer 0; with relative positions (one bias table per stack) a uniform plan "
+                                    "starts from the same heads in every layer");
     out.push_back(std::move(st));
   }
   return out;
@@ -452,8 +498,7 @@ PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cf
     for (int64_t g = 1; g <= st.groups; ++g)
       for (int64_t r = 1; r <= st.per_group; ++r) {
         if (g * r < opts.min_per_layer || (kept_per_layer && g * r != fixed->second)) continue;
-        double imp = 0;
-        for (const auto& layer : st.layers) imp += uniform_cut(heads, layer, g, r).second;
+        const double imp = stack_cut(heads, st, g, r).second;
         v.push_back({g, r, static_cast<int64_t>(st.layers.size()) * (st.groups * st.per_group - g * r), imp});
       }
     if (v.empty())
@@ -466,8 +511,14 @@ PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cf
   std::vector<size_t> pick(shapes.size(), 0), best;
   int64_t best_removed = -1;
   double best_imp = 0;
+  const bool one_count = one_count_for_all_stacks(cfg);
   std::function<void(size_t, int64_t, double)> search = [&](size_t k, int64_t removed, double imp) {
     if (removed > target) return;
+    if (one_count && k > 1) {
+      const Shape& a = shapes[0][pick[0]];
+      const Shape& b = shapes[k - 1][pick[k - 1]];
+      if (a.g * a.r != b.g * b.r) return;
+    }
     if (k == shapes.size()) {
       if (removed > best_removed || (removed == best_removed && imp < best_imp)) best = pick, best_removed = removed, best_imp = imp;
       return;
@@ -480,12 +531,11 @@ PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cf
   search(0, 0, 0.0);
   std::vector<HeadId> chosen;
   nlohmann::json kept = nlohmann::json::object();
+  if (best.empty()) throw std::invalid_argument(what + ": no shape keeps as many heads in every stack (one head count)");
   for (size_t k = 0; k < stacks.size(); ++k) {
     const Shape& sh = shapes[k][best[k]];
-    for (const auto& layer : stacks[k].layers) {
-      auto removed = uniform_cut(heads, layer, sh.g, sh.r).first;
-      chosen.insert(chosen.end(), removed.begin(), removed.end());
-    }
+    const auto removed = stack_cut(heads, stacks[k], sh.g, sh.r).first;
+    chosen.insert(chosen.end(), removed.begin(), removed.end());
     kept[to_string(stacks[k].type)] = {{"key_value_groups", sh.g}, {"query_heads_per_group", sh.r}};
   }
   PruningPlan plan;
@@ -517,8 +567,10 @@ std::map<AttnType, int64_t> uniform_kept_per_layer(const ModelConfig& cfg, int64
   std::vector<int64_t> pick(stacks.size()), best;
   int64_t best_removed = -1;
   double best_spread = 0;
+  const bool one_count = one_count_for_all_stacks(cfg);
   std::function<void(size_t, int64_t)> search = [&](size_t k, int64_t removed) {
     if (removed > target_removed) return;
+    if (one_count && k > 1 && pick[k - 1] != pick[0]) return;
     if (k == stacks.size()) {
       double lo = 1, hi = 0;
       for (size_t i = 0; i < stacks.size(); ++i) {

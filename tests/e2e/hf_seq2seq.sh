@@ -111,4 +111,59 @@ a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert abs(a["loss"] - b["loss"]) < 1e-4, (a["loss"], b["loss"])
 assert a["bleu"]["beam1"]["score"] == b["bleu"]["beam1"]["score"], (a["bleu"], b["bleu"])
 PY
+
+if [ "$family" = t5 ]; then
+  # A uniform plan (--shape uniform): T5 has one head count (num_heads) for every stack and one relative
+  # bias table per stack read by head id, so the same count in every stack and the same head ids in every
+  # self-attention layer; the HF export is then the smaller standard T5 (num_heads 2, d_kv as it was,
+  # the bias tables' kept columns). The export gives the pruned model's loss, and T5's math written apart
+  # (tests/fixtures/hf/make_t5_fixtures.py's reference forward) computes on it the logits that the
+  # unpruned file computes with the removed heads gated off.
+  "$bin" --log-level warn prune "$work/marian" --strategy score --method magnitude --shape uniform --target 0.5 \
+    --config "$work/data.json" --data-root "$data" --split test --max-examples 8 --out "$work/uniform" > /dev/null
+  "$bin" --log-level warn export "$work/uniform/model" --hf "$work/uniform_hf" | tee "$work/uniform_export.txt"
+  grep -q "t5, native: 2 heads of 12 channels in every layer of every stack" "$work/uniform_export.txt"
+  "$bin" info "$work/uniform_hf" 2> /dev/null | grep -q "decoder_self heads  6/6 kept: 2 x 3 layers"
+  for m in uniform/model uniform_hf; do
+    "$bin" --log-level warn eval "$work/$m" --config "$work/data.json" --data-root "$data" --split test \
+      --max-examples 16 --beam 1 > "$work/eval_u_$(basename "$m").json"
+  done
+  /usr/bin/python3 - "$work" "$(dirname "$0")/../fixtures/hf" <<'PY'
+import json, sys
+import torch
+
+sys.path.insert(0, sys.argv[2])
+from make_hf_fixtures import read_safetensors as load_file
+from make_t5_fixtures import forward
+work = sys.argv[1]
+a, b = (json.load(open(f"{work}/eval_u_{m}.json")) for m in ("model", "uniform_hf"))
+assert abs(a["loss"] - b["loss"]) < 1e-4, (a["loss"], b["loss"])
+full_cfg, cfg = (json.load(open(f"{work}/{d}/config.json")) for d in ("marian", "uniform_hf"))
+assert cfg["num_heads"] == 2 and cfg["d_kv"] == full_cfg["d_kv"] == 12, cfg
+full_w, w = load_file(f"{work}/marian/model.safetensors"), load_file(f"{work}/uniform_hf/model.safetensors")
+for n in ("encoder.block.1.layer.0.SelfAttention.q.weight", "decoder.block.2.layer.1.EncDecAttention.o.weight",
+          "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"):
+    assert w[n].numel() * 2 == full_w[n].numel(), (n, w[n].shape, full_w[n].shape)
+plan = json.load(open(f"{work}/uniform/plan.json"))
+names = {"encoder_self": "enc", "decoder_self": "dec", "cross": "cross"}
+layers = {"enc": full_cfg["num_layers"], "dec": full_cfg["num_decoder_layers"], "cross": full_cfg["num_decoder_layers"]}
+gates = {k: [torch.ones(full_cfg["num_heads"]) for _ in range(n)] for k, n in layers.items()}
+for h in plan["heads"]:
+    t, l, i = h.split(":") if isinstance(h, str) else (h["type"], h["layer"], h["head"])
+    gates[names[t]][int(l)][int(i)] = 0.0
+ones = {k: [torch.ones(2) for _ in range(n)] for k, n in layers.items()}
+g = torch.Generator().manual_seed(3)
+ids = torch.randint(2, 32000, (2, 9), generator=g)
+dec = torch.randint(2, 32000, (2, 7), generator=g)
+dec[:, 0] = 0
+keep, dec_keep = torch.ones(2, 9, dtype=torch.long), torch.ones(2, 7, dtype=torch.long)
+keep[1, 6:] = 0
+with torch.no_grad():
+    ref = forward(full_cfg, full_w, ids, keep, dec, dec_keep, gates)
+    got = forward(cfg, w, ids, keep, dec, dec_keep, ones)
+d = (ref - got).abs().max().item()
+print(f"t5 native export: reference forward max |logit diff| vs the gated full model {d:.2e}; loss {a['loss']:.5f} = {b['loss']:.5f}")
+assert d < 1e-4, d
+PY
+fi
 echo "hf $family OK"

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -495,6 +496,33 @@ TEST(PlanShapes, UniformCountsForATargetAndTheCutThatKeepsThem) {
   const auto even = uniform_kept_per_layer(ed, 12, 1);
   EXPECT_EQ(uniform_heads_kept(ed, even), 24 - 12);
   for (const auto& [t, k] : even) EXPECT_EQ(k, 2) << to_string(t);
+}
+
+// Relative positions (T5): one count for every stack, and in a self-attention stack the same head ids in
+// every layer, judged by their importance summed over the layers.
+TEST(PlanShapes, RelativePositionsKeepTheSameHeadIdsInEverySelfAttentionLayer) {
+  ModelConfig cfg = tiny_config(Arch::EncoderDecoder);  // 2 layers of 4 heads per stack
+  cfg.positional = Positional::Relative;
+  cfg.finalize();
+  HeadScores s;
+  s.method = "test";
+  std::mt19937 rng(7);
+  for (const auto& h : kept_heads(cfg, {})) s.scores[h] = std::uniform_real_distribution<double>(0, 1)(rng);
+  // Encoder head 3 is weak in layer 0 but strong in layer 1; head 2 weak in both: head 2 goes, in both layers.
+  const AttnType E = AttnType::EncoderSelf;
+  s.scores[{E, 0, 0}] = 5, s.scores[{E, 1, 0}] = 5, s.scores[{E, 0, 1}] = 4, s.scores[{E, 1, 1}] = 4;
+  s.scores[{E, 0, 2}] = 0.2, s.scores[{E, 1, 2}] = 0.2, s.scores[{E, 0, 3}] = 0.1, s.scores[{E, 1, 3}] = 9;
+  ScorePlanOptions o;
+  o.target.count = 6;  // one head of each of the 6 layers
+  const auto p = plan_uniform_by_score(s, cfg, o);
+  std::map<AttnType, std::set<int64_t>> ids;
+  std::map<AttnType, int> n;
+  for (const auto& h : p.heads) ids[h.type].insert(h.head), ++n[h.type];
+  EXPECT_EQ(n, (std::map<AttnType, int>{{E, 2}, {AttnType::DecoderSelf, 2}, {AttnType::Cross, 2}}));
+  EXPECT_EQ(ids[E], (std::set<int64_t>{2}));
+  EXPECT_EQ(ids[AttnType::DecoderSelf].size(), 1u);
+  o.target.count = 5;  // no shape removes 5 with one count for every stack: nothing
+  EXPECT_TRUE(plan_uniform_by_score(s, cfg, o).heads.empty());
 }
 
 TEST(PlanShapes, RandomUniformPlansAreUniformSeededAndVaried) {

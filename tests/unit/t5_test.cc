@@ -84,6 +84,41 @@ TEST(T5Hf, ExportsUnchangedAndPrunedDense) {
   }
 }
 
+// The same head ids in every self-attention layer of a stack and one count for all stacks: the smaller
+// standard T5 (num_heads, the bias tables' kept columns), read back with the masked model's logits;
+// other ids in one layer, or another count in one stack, are refused by native and written dense by auto.
+TEST(T5Hf, AUniformResultExportsAsTheSmallerT5) {
+  test::TempDir tmp;
+  auto hf = import_hf(test::hf_fixture("t5_relu"));  // 2 + 2 layers of 4 heads
+  const test::Seq2SeqGolden g(test::hf_fixture("t5_relu"));
+  const auto full = logits(*hf.model, g.batch);
+  using T = AttnType;
+  const std::vector<HeadId> uniform{{T::EncoderSelf, 0, 1}, {T::EncoderSelf, 1, 1}, {T::DecoderSelf, 0, 3},
+                                    {T::DecoderSelf, 1, 3}, {T::Cross, 0, 0}, {T::Cross, 1, 2}};
+  for (const auto& h : uniform) hf.model->set_head_mask(h, 0.0);
+  const auto masked = logits(*hf.model, g.batch);
+  EXPECT_GT((masked - full).abs().max().item<double>(), 1e-3);
+  EXPECT_EQ(export_hf(tmp / "native", *hf.model, hf.config), HfLayout::Native);
+  const auto c = read_json_file(tmp / "native/config.json");
+  EXPECT_EQ(c.at("num_heads"), 3);
+  EXPECT_EQ(c.at("d_kv"), 8);
+  auto back = import_hf(tmp / "native");
+  EXPECT_EQ(back.model->config().n_heads, 3);
+  EXPECT_EQ(back.model->encoder->relative_attention_bias->weight.size(1), 3);
+  EXPECT_LT((logits(*back.model, g.batch) - masked).abs().max().item<double>(), 1e-5);
+  hf.model->set_head_mask({T::EncoderSelf, 1, 1}, 1.0);
+  hf.model->set_head_mask({T::EncoderSelf, 1, 2}, 0.0);  // layer 1 now keeps other ids than layer 0
+  EXPECT_NE(test::error_of([&] { export_hf(tmp / "refused", *hf.model, hf.config, HfLayout::Native); })
+                .find("encoder_self layer 1 keeps other head ids than layer 0"),
+            std::string::npos);
+  EXPECT_EQ(export_hf(tmp / "dense", *hf.model, hf.config), HfLayout::Dense);
+  hf.model->set_head_mask({T::EncoderSelf, 1, 2}, 1.0);
+  hf.model->set_head_mask({T::EncoderSelf, 1, 1}, 0.0);
+  hf.model->set_head_mask({T::Cross, 1, 3}, 0.0);  // cross keeps 3 in layer 0, 2 in layer 1
+  EXPECT_NE(test::error_of([&] { export_hf(tmp / "refused2", *hf.model, hf.config, HfLayout::Native); }).find("cross layers keep"),
+            std::string::npos);
+}
+
 TEST(T5Hf, RefusesWhatHeadpruneCannotHoldByKey) {
   const auto config = read_json_file(test::hf_fixture("t5_gated") + "/config.json");
   const auto tensors = read_safetensors(test::hf_fixture("t5_gated") + "/model.safetensors").tensors;

@@ -50,7 +50,8 @@ HfConfigKey hf_fixed_key(std::string key, nlohmann::json value, bool written) {
 }
 
 bool hf_native_heads(const HfFamily& f) {
-  return std::any_of(f.keys.begin(), f.keys.end(), [](const HfConfigKey& k) { return k.key == "head_dim" && k.write; });
+  return std::any_of(f.keys.begin(), f.keys.end(),
+                     [](const HfConfigKey& k) { return (k.key == "head_dim" || k.key == "d_kv") && k.write; });
 }
 
 HfConfigKey hf_decoder_start_key() {
@@ -257,39 +258,74 @@ ExportSource plain_source(TransformerImpl& model) {
   return {model.config(), std::make_shared<const TensorMap>(state_dict(model)), {}};
 }
 
-// Why a model (masked heads removed) is not uniform, or "" when it is: the same query and key/value
-// head counts in every layer, and each kept key/value head serving the same number of consecutive
-// query heads (HF's grouped-query order).
-std::string not_uniform(const ModelConfig& cfg) {
+// Why one stack of a model (masked heads removed) is not uniform, or "" when it is: the same query and
+// key/value head counts in every layer, each kept key/value head serving the same number of consecutive
+// query heads (HF's grouped-query order), and with relative positions (T5: one bias table per stack,
+// read by head id) the same head ids in every self-attention layer.
+std::string not_uniform_stack(const ModelConfig& cfg, AttnType type, int64_t* n_query) {
   std::vector<int64_t> nq, nkv;
   std::string why;
-  for (int64_t l = 0; l < cfg.n_layers(AttnType::DecoderSelf); ++l) {
-    const HeadGeometry g = head_geometry(cfg, AttnType::DecoderSelf, l);
+  const std::string name = cfg.arch == Arch::DecoderLM ? "layer " : to_string(type) + " layer ";
+  for (int64_t l = 0; l < cfg.n_layers(type); ++l) {
+    const HeadGeometry g = head_geometry(cfg, type, l);
     nq.push_back(g.n_heads_kept());
     nkv.push_back(g.n_kv_heads_kept());
     const auto pos = g.kv_positions();
     const int64_t per = g.n_kv_heads_kept() > 0 ? g.n_heads_kept() / g.n_kv_heads_kept() : 0;
     for (size_t i = 0; i < pos.size() && why.empty(); ++i)
       if (per == 0 || g.n_heads_kept() % g.n_kv_heads_kept() != 0 || pos[i] != static_cast<int64_t>(i) / per)
-        why = "layer " + std::to_string(l) + "'s key/value heads serve different numbers of query heads";
+        why = name + std::to_string(l) + "'s key/value heads serve different numbers of query heads";
+    if (why.empty() && cfg.positional == Positional::Relative && type != AttnType::Cross &&
+        cfg.heads(type)[static_cast<size_t>(l)] != cfg.heads(type)[0])
+      why = name + std::to_string(l) + " keeps other head ids than layer 0 (relative positions: one bias table per "
+            "stack, read by head id)";
   }
   const nlohmann::json q(nq), kv(nkv);
   if (std::count(nq.begin(), nq.end(), nq.front()) != static_cast<int64_t>(nq.size()) ||
       std::count(nkv.begin(), nkv.end(), nkv.front()) != static_cast<int64_t>(nkv.size()))
-    return "layers keep " + q.dump() + " query heads and " + kv.dump() + " key/value heads";
-  if (nq.front() == 0) return "every layer is emptied";
+    return (cfg.arch == Arch::DecoderLM ? "layers keep " : to_string(type) + " layers keep ") + q.dump() +
+           " query heads and " + kv.dump() + " key/value heads";
+  if (nq.front() == 0) return "every " + (cfg.arch == Arch::DecoderLM ? std::string() : to_string(type) + " ") + "layer is emptied";
+  *n_query = nq.front();
   return why;
 }
 
+// Why a model is not uniform (every stack's, and for an encoder-decoder one head count for all stacks).
+std::string not_uniform(const ModelConfig& cfg) {
+  std::vector<int64_t> counts;
+  for (AttnType type : cfg.attn_types()) {
+    int64_t n = 0;
+    if (auto why = not_uniform_stack(cfg, type, &n); !why.empty()) return why;
+    counts.push_back(n);
+  }
+  if (std::count(counts.begin(), counts.end(), counts.front()) != static_cast<int64_t>(counts.size()))
+    return "the stacks keep " + nlohmann::json(counts).dump() + " heads per layer (the config has one head count)";
+  return "";
+}
+
 // The kept heads (src: plain_source's, uniform) as a smaller dense model: the config's head counts
-// those kept, its tensors the pruned model's (already of those shapes).
+// those kept, its tensors the pruned model's (already of those shapes); relative positions' bias
+// tables keep the kept heads' columns.
 ExportSource native_source(ExportSource src) {
-  const HeadGeometry g = head_geometry(src.cfg, AttnType::DecoderSelf, 0);
+  const AttnType first = src.cfg.attn_types().front();
+  const HeadGeometry g = head_geometry(src.cfg, first, 0);
   ModelConfig c = src.cfg;
   c.n_heads = g.n_heads_kept();
   c.n_kv_heads = g.n_kv_heads_kept() == g.n_heads_kept() ? 0 : g.n_kv_heads_kept();
+  c.encoder_self_heads.clear();
   c.decoder_self_heads.clear();
+  c.cross_heads.clear();
   c.finalize();
+  if (src.cfg.positional == Positional::Relative) {
+    auto state = std::make_shared<TensorMap>(*src.state);  // the same tensors, two tables replaced
+    for (const auto& [stack, type] : {std::pair<std::string, AttnType>{"encoder", AttnType::EncoderSelf}, {"decoder", AttnType::DecoderSelf}}) {
+      const std::string n = stack + ".relative_attention_bias.weight";
+      if (!state->count(n) || !src.cfg.has(type)) continue;
+      const auto ids = torch::tensor(src.cfg.heads(type)[0], torch::kLong);
+      (*state)[n] = state->at(n).index_select(1, ids.to(state->at(n).device())).contiguous();
+    }
+    src.state = state;
+  }
   src.cfg = c;
   return src;
 }
@@ -341,7 +377,8 @@ HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann
                                 "layer); use the native (uniform models) or dense layout");
   std::optional<ExportSource> native;  // the masked heads removed once: checked, then written
   if (layout == HfLayout::Native || layout == HfLayout::Auto) {
-    const bool native_family = hf_native_heads(f) && model.config().arch == Arch::DecoderLM;
+    const bool native_family = hf_native_heads(f) && (model.config().arch == Arch::DecoderLM ||
+                                                      model.config().arch == Arch::EncoderDecoder);
     std::string why;
     if (native_family) {
       ExportSource kept = plain_source(model);
@@ -350,7 +387,7 @@ HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann
     }
     if (layout == HfLayout::Native && !native_family)
       throw std::invalid_argument("HF export: --hf-layout native: " + f.model_type + "'s config cannot give the kept "
-                                  "heads their own head_dim (native is for the LLaMA family); use dense");
+                                  "heads their own head_dim (native is for the LLaMA family and T5); use dense");
     if (layout == HfLayout::Native && !why.empty())
       throw std::invalid_argument("HF export: --hf-layout native needs the same heads kept in every layer, and every "
                                   "key/value head serving as many query heads (prune the same heads from every layer and group); here " +
