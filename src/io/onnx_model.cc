@@ -62,6 +62,8 @@ class Builder {
     std::string additive;  // [B, 1, T or 1, S]: 0 or -1e9 (S = T, or past + T with a cache)
     std::string index;     // [B, T] int32 1/0, for the fused op
     std::string cos, sin;  // [T, R] rotary tables of the positions ([B, 1, T, R] of position_ids with a cache)
+    std::string cos_bsnh, sin_bsnh;  // with a cache: [B, T, 1, R], for heads in [B, T, n, D] (GroupQueryAttention)
+    std::string seqlens_k, total;    // with a cache: int32 [B] tokens - 1 per row, int32 scalar past + T
   };
 
   bool has(const std::string& n) const { return s_->count(n) > 0; }
@@ -167,7 +169,15 @@ class Builder {
       const Rope r = rope_tables(rope_inv_freq(c_), 0, c_.max_positions, torch::kFloat32);
       m.cos = g_.node("Gather", {g_.constant(r.cos, "rope_cos"), positions_});
       m.sin = g_.node("Gather", {g_.constant(r.sin, "rope_sin"), positions_});
-      if (kv_) m.cos = g_.node("Unsqueeze", {m.cos, g_.ints({1})}), m.sin = g_.node("Unsqueeze", {m.sin, g_.ints({1})});
+      if (kv_) {
+        m.cos_bsnh = g_.node("Unsqueeze", {m.cos, g_.ints({2})}), m.sin_bsnh = g_.node("Unsqueeze", {m.sin, g_.ints({2})});
+        m.cos = g_.node("Unsqueeze", {m.cos, g_.ints({1})}), m.sin = g_.node("Unsqueeze", {m.sin, g_.ints({1})});
+      }
+    }
+    if (kv_) {  // GroupQueryAttention's lengths: each row's real tokens (right-padded rows) and the whole width
+      const auto tokens = g_.node("ReduceSum", {std::string("attention_mask"), g_.ints({1})}, {A::of("keepdims", 0)});
+      m.seqlens_k = g_.node("Cast", {g_.node("Sub", {tokens, one()})}, {A::of("to", static_cast<int64_t>(OnnxType::Int32))});
+      m.total = g_.node("Cast", {length("attention_mask")}, {A::of("to", static_cast<int64_t>(OnnxType::Int32))});
     }
     return m;
   }
@@ -177,18 +187,58 @@ class Builder {
     return g_.node("Transpose", {g_.node("Reshape", {x, g_.ints({0, 0, n, c_.head_dim})})}, {A::of_ints("perm", {0, 2, 1, 3})});
   }
 
-  std::string rope(const std::string& x, const Masks& m) {
+  // x with heads on axis 2 or 1 ([B, n, T, D] with cos/sin [., 1, T, R], or [B, T, n, D] with [B, T, 1, R]).
+  std::string rope(const std::string& x, const Masks& m) { return rope(x, m.cos, m.sin); }
+  std::string rope(const std::string& x, const std::string& cos, const std::string& sin) {
     const int64_t D = c_.head_dim, R = c_.rotary_dim > 0 ? c_.rotary_dim : D, half = R / 2;
     auto slice = [&](const std::string& t, int64_t a, int64_t b) { return g_.node("Slice", {t, g_.ints({a}), g_.ints({b}), g_.ints({3})}); };
     const auto part = R < D ? slice(x, 0, R) : x;
     auto rotated = g_.node("Concat", {g_.node("Neg", {slice(part, half, R)}), slice(part, 0, half)}, {A::of("axis", 3)});
-    auto out = g_.node("Add", {g_.node("Mul", {part, m.cos}), g_.node("Mul", {rotated, m.sin})});
+    auto out = g_.node("Add", {g_.node("Mul", {part, cos}), g_.node("Mul", {rotated, sin})});
     return R < D ? g_.node("Concat", {out, slice(x, R, D)}, {A::of("axis", 3)}) : out;
   }
 
   bool fusable(const HeadGeometry& g) const {
+    if (kv_) return groups_consecutive(g);
     return c_.arch == Arch::EncoderClassifier && g.n_kv_heads_kept() == g.n_heads_kept() && !g.qk_norm &&
            c_.positional != Positional::Rotary && g.scaled;
+  }
+  // GroupQueryAttention's grouping: query head i reads key/value head i / (H / G).
+  static bool groups_consecutive(const HeadGeometry& g) {
+    const int64_t H = g.n_heads_kept(), G = g.n_kv_heads_kept();
+    if (G == 0 || H % G != 0 || g.head_dim % 8 != 0) return false;  // ORT's kernels: head sizes in steps of 8
+    const auto kv = g.kv_positions();
+    for (int64_t i = 0; i < H; ++i)
+      if (kv[static_cast<size_t>(i)] != i / (H / G)) return false;
+    return true;
+  }
+
+  // A cached decoder layer as ONNX Runtime's GroupQueryAttention (com.microsoft): q, k, v in [B, T, n*D]
+  // (per-head norms and rotary applied here, in standard ops), the past in and the present out in optimum's
+  // names, causal over past + T, the sliding window as local_window_size. Its lengths come from
+  // attention_mask's row sums: right-padded rows or none (left padding is for the standard ops).
+  std::string group_query_attention(const std::string& h, const HeadGeometry& geo, const std::string& p, int64_t l,
+                                    const Masks& m) {
+    const int64_t H = geo.n_heads_kept(), G = geo.n_kv_heads_kept(), D = c_.head_dim;
+    auto prepare = [&](const std::string& proj, int64_t n, const std::string& norm_w) {
+      auto x = g_.node("Reshape", {linear(h, p + proj), g_.ints({0, 0, n, D})});  // [B, T, n, D]
+      if (geo.qk_norm) x = rms(x, weight(norm_w), geo.norm_eps);
+      if (!m.cos_bsnh.empty()) x = rope(x, m.cos_bsnh, m.sin_bsnh);
+      return g_.node("Reshape", {x, g_.ints({0, 0, n * D})});
+    };
+    const auto q = prepare(".q_proj", H, p + ".q_norm.weight"), k = prepare(".k_proj", G, p + ".k_norm.weight");
+    const auto v = linear(h, p + ".v_proj");
+    const std::string past = "past_key_values." + std::to_string(l), present = "present." + std::to_string(l);
+    for (const char* what : {".key", ".value"})
+      g_.input(past + what, OnnxType::Float, {"batch_size", G, "past_sequence_length", D});
+    presents_.emplace_back(present + ".key", G);
+    presents_.emplace_back(present + ".value", G);
+    ++out_.cached_layers;
+    std::vector<OnnxAttr> attrs{A::of("num_heads", H), A::of("kv_num_heads", G),
+                                A::of_float("scale", geo.score_scale())};
+    if (c_.sliding_window > 0) attrs.push_back(A::of("local_window_size", c_.sliding_window));
+    return g_.node("GroupQueryAttention", {q, k, v, past + ".key", past + ".value", m.seqlens_k, m.total}, attrs,
+                   "com.microsoft", {"gqa_out_" + std::to_string(l), present + ".key", present + ".value"});
   }
 
   std::string attention(const std::string& h, AttnType type, int64_t l, const Masks& m) {
@@ -199,11 +249,18 @@ class Builder {
       ++out_.empty_layers;
       return has(p + ".o_proj.bias") ? weight(p + ".o_proj.bias") : "";
     }
-    const bool fuse = attention_ == OnnxAttention::Fused || (attention_ == OnnxAttention::Auto && fusable(geo));
-    require(!fuse || fusable(geo), "layer " + std::to_string(l) + " cannot be ONNX Runtime's fused Attention (rotary "
-                                   "positions, grouped key/value heads or per-head norms); use --onnx-attention standard or auto");
+    // Auto fuses encoders; a cached decoder only on request (GroupQueryAttention reads right padding only).
+    const bool fuse = attention_ == OnnxAttention::Fused || (attention_ == OnnxAttention::Auto && !kv_ && fusable(geo));
+    require(!fuse || fusable(geo), "layer " + std::to_string(l) + " cannot be ONNX Runtime's fused " +
+                                       (kv_ ? "GroupQueryAttention (its key/value heads do not each serve the same "
+                                              "number of consecutive query heads)"
+                                            : "Attention (rotary positions, grouped key/value heads or per-head norms)") +
+                                       "; use --onnx-attention standard or auto");
     std::string ctx;
-    if (fuse) {
+    if (fuse && kv_) {
+      ++out_.fused_layers;
+      ctx = group_query_attention(h, geo, p, l, m);
+    } else if (fuse) {
       ++out_.fused_layers;
       const auto s = s_;
       const int64_t C = c_.d_model, W = H * D;

@@ -52,9 +52,10 @@ const OptionTable<ExportRequest>& export_request_table() {
           .text("onnx_path", "--onnx", "ONNX file (encoder classifiers and decoder LMs, per-layer heads, dynamic batch "
                 "and length)", &E::onnx_path, false)
           .parsed("onnx_attention", "--onnx-attention",
-                  "auto (ONNX Runtime's fused com.microsoft Attention where a layer allows it, else standard ops), "
-                  "fused (refused where a layer does not allow it) or standard (default-domain ops only: any ONNX "
-                  "runtime)",
+                  "auto (ONNX Runtime's fused com.microsoft Attention where an encoder layer allows it, else standard "
+                  "ops), fused (refused where a layer does not allow it; with --onnx-dir a decoder's "
+                  "GroupQueryAttention, for unpadded or right-padded rows) or standard (default-domain ops only: any "
+                  "ONNX runtime)",
                   [](E& e, const std::string& s) {
                     parse_onnx_attention(s);
                     e.onnx_attention = s;
@@ -148,7 +149,8 @@ std::string write_onnx_file(const std::string& path, const OnnxExport& e, const 
 }
 
 std::string onnx_summary(const OnnxExport& e, const ModelConfig& cfg) {
-  std::string s = to_string(cfg.arch) + ": " + std::to_string(e.fused_layers) + " layers as ONNX Runtime's fused Attention, " +
+  std::string s = to_string(cfg.arch) + ": " + std::to_string(e.fused_layers) + " layers as ONNX Runtime's fused " +
+                  (e.kv_cache ? "GroupQueryAttention, " : "Attention, ") +
                   std::to_string(e.standard_layers) + " in standard ops, " + std::to_string(e.empty_layers) + " without heads";
   if (e.kv_cache) s += "; key/value cache in " + std::to_string(e.cached_layers) + " layers";
   return s;

@@ -6,7 +6,8 @@
 # layer must stay one fused Attention node after ONNX Runtime's optimizations.
 # The decoders again as `export --onnx-dir` folders with optimum's key/value cache
 # (tests/clients/onnx_decoder_check.mjs): ONNX Runtime run step by step, each call's present.* fed back,
-# within 1e-4 of headprune's logits of the whole sequence at every step, left-padded rows too; and on
+# within 1e-4 of headprune's logits of the whole sequence at every step, left-padded rows too (with
+# --onnx-attention fused, ONNX Runtime's GroupQueryAttention, every step but no left padding); and on
 # llama2.c's stories260K (when ../shared has it) pruned uniformly, transformers.js 4.3.1's own generate()
 # on the folder (external data) gives headprune generate's 64 greedy tokens.
 # Usage: onnx.sh HEADPRUNE_BINARY FIXTURES_DIR WORK_DIR [STORIES260K_DIR]   (exit 77: the client is missing)
@@ -79,18 +80,26 @@ steps() {
   hp export "$model" --onnx-dir "$name.kv" "$@" | tee "$name.kv.export.txt"
   hp bench "$model" --batch 2 --seq 16 --reps 1 --warmup 0 --no-gemm-probe --save-io "$name.kv.io.safetensors" > /dev/null
   node "$clients/onnx_decoder_check.mjs" steps "$PWD/$name.kv" "$name.kv.io.safetensors" 5 > "$name.kv.json"
-  /usr/bin/python3 - "$name" <<'PY'
+  /usr/bin/python3 - "$name" "$*" <<'PY'
 import json, sys
-name = sys.argv[1]
+name, options = sys.argv[1], sys.argv[2]
 r = json.load(open(name + ".kv.json"))
 assert r["max_abs_diff"] <= 1e-4, f"{name}: step-by-step logits differ by {r['max_abs_diff']}"
-assert r["left_padded"] <= 1e-4, f"{name}: left-padded logits differ by {r['left_padded']}"
+# GroupQueryAttention (--onnx-attention fused) reads each row's length from the mask: right padding only.
+if "fused" not in options:
+    assert r["left_padded"] <= 1e-4, f"{name}: left-padded logits differ by {r['left_padded']}"
 print(f"{name}: ONNX Runtime with the cache, {r['calls']} calls: within {r['max_abs_diff']:.1e} of headprune's, "
       f"left-padded {r['left_padded']:.1e}; key/value heads per cached layer {[s[1] for n, s in r['cache_inputs'] if n.endswith('key')]}")
 PY
 }
 for f in gpt2 llama_gqa mistral_window qwen2_tied qwen3_qk_norm phi3_partial_rotary; do steps "$f" "$fixtures/hf/$f"; done
 steps llama_pruned llama_pruned/model
+# ONNX Runtime's fused GroupQueryAttention (com.microsoft) in every layer, on request: grouped heads, a
+# sliding window (local_window_size), per-head norms and partial rotary applied before it.
+for f in llama_gqa mistral_window qwen3_qk_norm phi3_partial_rotary; do
+  steps "$f.fused" "$fixtures/hf/$f" --onnx-attention fused
+  grep -q "2 layers as ONNX Runtime's fused GroupQueryAttention, 0 in standard ops" "$f.fused.kv.export.txt"
+done
 steps gpt2_pruned gpt2_pruned/model
 grep -q "key/value cache in 1 layers" gpt2_pruned.kv.export.txt
 [ -f gpt2.kv/config.json ] && [ -f gpt2.kv/generation_config.json ] && [ -f gpt2.kv/onnx/model.onnx ]
@@ -113,17 +122,25 @@ assert c["transformers.js_config"]["use_external_data_format"] == {"model.onnx":
 PY
   hp generate stories_uniform/model --ids $ids --max-new 64 --json > hp_gen.json
   node "$clients/onnx_decoder_check.mjs" generate "$PWD/stories_uniform.kv" "${ids// /,}" 64 > js_gen.json
+  # ... and with GroupQueryAttention in every layer.
+  hp export stories_uniform/model --onnx-dir stories_uniform.gqa --onnx-attention fused | grep -q "5 layers as ONNX Runtime's fused GroupQueryAttention"
+  node "$clients/onnx_decoder_check.mjs" generate "$PWD/stories_uniform.gqa" "${ids// /,}" 64 > js_gen_gqa.json
   /usr/bin/python3 - <<'PY'
 import json
-hp, js = json.load(open("hp_gen.json"))["ids"], json.load(open("js_gen.json"))["new_ids"]
-assert hp == js, f"transformers.js generated {js}, headprune {hp}"
-print(f"stories260K uniform: transformers.js generate() gives headprune's {len(hp)} tokens")
+hp = json.load(open("hp_gen.json"))["ids"]
+for f in ("js_gen.json", "js_gen_gqa.json"):
+    js = json.load(open(f))["new_ids"]
+    assert hp == js, f"{f}: transformers.js generated {js}, headprune {hp}"
+print(f"stories260K uniform: transformers.js generate() gives headprune's {len(hp)} tokens (standard ops and GroupQueryAttention)")
 PY
   # Per layer: layer 0 loses query heads 1, 2, 5; layer 2 is emptied; layer 3 loses group 1 (heads 2, 3).
   hp prune "$stories" --strategy manual --heads decoder_self:0:1,decoder_self:0:2,decoder_self:0:5,$(
     /usr/bin/python3 -c "print(','.join(f'decoder_self:2:{h}' for h in range(8)))"),decoder_self:3:2,decoder_self:3:3 \
     --calibration random --mask-only --out stories_uneven > /dev/null
   steps stories_uneven stories_uneven/model
+  # Uneven layers fused: layer 3's remaining groups serve the same number of heads, layer 0's do not.
+  if hp export stories_uneven/model --onnx-dir x.kv --onnx-attention fused 2> err.txt; then echo "fused uneven groups"; exit 1; fi
+  grep -q "layer 0 cannot be ONNX Runtime's fused GroupQueryAttention" err.txt && [ ! -e x.kv ]
   grep -q "1 without heads; key/value cache in 4 layers" stories_uneven.kv.export.txt
 else
   echo "stories260K or python3-torch absent: its key/value cache checks skipped"

@@ -178,6 +178,32 @@ TEST(OnnxModel, KeyValueCacheHasOptimumsNamesForEveryLayerWithHeads) {
             std::string::npos);
 }
 
+// --onnx-attention fused with a cache: GroupQueryAttention in every layer with heads, the same inputs and
+// outputs as standard ops (its outputs are the present tensors); auto keeps standard ops.
+TEST(OnnxModel, CachedDecoderFusedIsGroupQueryAttentionOnRequest) {
+  ModelConfig cfg = tiny_config(Arch::DecoderLM);
+  cfg.n_kv_heads = 2;
+  cfg.head_dim = 8;
+  cfg.decoder_self_heads.clear();
+  cfg.finalize();
+  auto llama = test::make_model(cfg);
+  const int64_t L = cfg.n_layers(AttnType::DecoderSelf);
+  const auto fused = to_onnx(*llama, OnnxAttention::Fused, true);
+  EXPECT_EQ(fused.fused_layers, static_cast<size_t>(L));
+  EXPECT_EQ(fused.cached_layers, static_cast<size_t>(L));
+  const std::string m = serialize(fused.graph);
+  EXPECT_EQ(op_counts(m)["GroupQueryAttention"], L);
+  EXPECT_EQ(op_counts(m).count("Softmax"), 0u);
+  const std::string standard = serialize(to_onnx(*llama, OnnxAttention::Standard, true).graph);
+  EXPECT_EQ(value_names(m, 11), value_names(standard, 11));
+  EXPECT_EQ(value_names(m, 12), value_names(standard, 12));
+  EXPECT_EQ(to_onnx(*llama, OnnxAttention::Auto, true).fused_layers, 0u);
+  // A layer whose groups serve different numbers of query heads cannot be fused.
+  auto uneven = remove_heads(*llama, {{AttnType::DecoderSelf, 0, 0}});
+  EXPECT_NE(test::error_of([&] { to_onnx(*uneven, OnnxAttention::Fused, true); }).find("layer 0 cannot be ONNX Runtime's fused GroupQueryAttention"),
+            std::string::npos);
+}
+
 TEST(OnnxModel, FusedStandardAndEmptyLayers) {
   auto bert = test::make_model(test::Fam::EncoderClassifier);
   auto e = to_onnx(*bert);

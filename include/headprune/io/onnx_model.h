@@ -46,7 +46,10 @@ struct OnnxExport {
 //            this call's keys/values appended, keys already rotated).
 // G_L is the layer's own key/value head count (a number in the file: transformers.js sizes its empty
 // first cache from the inputs' shapes, so uneven layers work); an emptied layer has no cache. An empty
-// past (past_sequence_length 0) is the first call. Attention is in standard ops.
+// past (past_sequence_length 0) is the first call. Attention is in standard ops; OnnxAttention::Fused
+// writes ONNX Runtime's GroupQueryAttention (com.microsoft) in every layer instead (right-padded rows only:
+// it reads each row's length from the mask; layers whose key/value heads do not each serve as many
+// consecutive query heads, or head sizes not a multiple of 8, are std::invalid_argument).
 OnnxExport to_onnx(TransformerImpl& model, OnnxAttention attention = OnnxAttention::Auto, bool kv_cache = false);
 
 }  // namespace hp
