@@ -196,7 +196,9 @@ std::string write_onnx_folder(OutputDir& dir, const OnnxExport& e, TransformerIm
 
 }  // namespace
 
-std::string run_export(const ExportRequest& req, const Runtime& rt) {
+namespace {
+// The request's options alone, before any file is looked at.
+void check_export_options(const ExportRequest& req, const Runtime& rt) {
   if (req.hf_dir.empty() && req.native_dir.empty() && req.gguf_path.empty() && req.onnx_path.empty() && req.onnx_dir.empty())
     throw std::invalid_argument("export: give --hf DIR, --native DIR, --gguf FILE, --onnx FILE and/or --onnx-dir DIR");
   if (req.onnx_external_data && req.onnx_path.empty() && req.onnx_dir.empty())
@@ -210,6 +212,11 @@ std::string run_export(const ExportRequest& req, const Runtime& rt) {
   if (!rt.device.is_cpu())
     throw std::invalid_argument("export: --device " + rt.device.str() + " does not apply (an export computes nothing; "
                                 "leave --device cpu)");
+}
+}  // namespace
+
+std::string run_export(const ExportRequest& req, const Runtime& rt) {
+  check_export_options(req, rt);
   check_outputs_apart({{req.hf_dir, "--hf"}, {req.native_dir, "--native"}, {req.gguf_path, "--gguf"}, {req.onnx_path, "--onnx"},
                        {req.onnx_dir, "--onnx-dir"}},
                       {{req.checkpoint, "the model"}});  // before loading
