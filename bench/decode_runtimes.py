@@ -55,22 +55,33 @@ def bytes_per_token(removed, context, weight_bytes):
     return params * weight_bytes + L * 2 * g * D * context * 4
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(doc, new, rounds, out):
+    """The options this script and bench/onnx_gqa.py share (their defaults: NEW tokens, ROUNDS, OUT)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", default="/tmp/headprune_decode_bench")
     ap.add_argument("--hp", default=os.path.join(ROOT, "build", "headprune"))
     ap.add_argument("--tokenizer", default=os.path.join(ROOT, "..", "shared", "tokenizers", "mistral-7b-v0.1"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--prompt", type=int, default=128)
-    ap.add_argument("--new", type=int, default=128)
+    ap.add_argument("--new", type=int, default=new)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "decode_runtimes.json"))
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", out))
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    base = random_llama(a.work, a.tokenizer, {"hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
-                                               "num_key_value_heads": G, "head_dim": D, "intermediate_size": F,
-                                               "max_position_embeddings": 2048}, CLIENTS)
+    return a
+
+
+def base_model(a):
+    """The unpruned model in a.work (made once)."""
+    return random_llama(a.work, a.tokenizer, {"hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
+                                              "num_key_value_heads": G, "head_dim": D, "intermediate_size": F,
+                                              "max_position_embeddings": 2048}, CLIENTS)
+
+
+def main():
+    a = parse_args(__doc__, 128, 2, "decode_runtimes.json")
+    base = base_model(a)
     hp = lambda *args: run([a.hp, "--log-level", "warn", *args])  # noqa: E731
     models, exports = {}, {}
     for name, removed in VARIANTS.items():

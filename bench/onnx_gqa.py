@@ -11,33 +11,19 @@ Never in CI. Usage:
   /usr/bin/python3 bench/onnx_gqa.py [--work DIR] [--hp build/headprune] [--threads 2] [--prompt 128]
                                      [--new 64] [--reps 3] [--rounds 4] [--out bench/results/onnx_gqa.json]
 """
-import argparse
 import json
 import os
 import statistics
 import sys
 import time
 
-from bench_common import cpu_name, pruned_variant, random_llama, run, write_json  # noqa: E402  (bench/)
-from decode_runtimes import CLIENTS, HERE, ROOT, VARIANTS, C, D, F, G, H, L  # noqa: E402  (one model definition)
+from bench_common import cpu_name, pruned_variant, run, write_json  # noqa: E402  (bench/)
+from decode_runtimes import CLIENTS, VARIANTS, L, base_model, parse_args  # noqa: E402  (one model definition)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", default="/tmp/headprune_decode_bench")
-    ap.add_argument("--hp", default=os.path.join(ROOT, "build", "headprune"))
-    ap.add_argument("--tokenizer", default=os.path.join(ROOT, "..", "shared", "tokenizers", "mistral-7b-v0.1"))
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--prompt", type=int, default=128)
-    ap.add_argument("--new", type=int, default=64)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "onnx_gqa.json"))
-    a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
-    base = random_llama(a.work, a.tokenizer, {"hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
-                                               "num_key_value_heads": G, "head_dim": D, "intermediate_size": F,
-                                               "max_position_embeddings": 2048}, CLIENTS)
+    a = parse_args(__doc__, 64, 4, "onnx_gqa.json")
+    base = base_model(a)
     folders, exports = {}, {}
     for name, removed in VARIANTS.items():
         src = base if not removed else pruned_variant(

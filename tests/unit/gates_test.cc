@@ -219,33 +219,14 @@ GateRun train_tiny(GateMethod method, int64_t target_kept, int64_t layers = 2,
   cfg.encoder_self_heads.clear();
   cfg.n_classes = 2;
   cfg.finalize();
-  torch::manual_seed(0);
-  GateRun r{{}, Transformer(cfg)};
-  TrainData data{synthetic_examples(cfg, 512, 3, 10, 1), synthetic_examples(cfg, 64, 3, 10, 2)};
-  TrainOptions t;
-  t.max_steps = 200;
-  t.batch_tokens = 256;
-  t.lr = 2e-3;
-  t.warmup_steps = 10;
-  t.eval_every = 1000;
-  t.log_every = 1000;
-  t.seed = 5;
-  GateOptions g;
-  g.method = method;
-  g.target_kept = target_kept;
-  g.period = 20;
-  g.gate_lr = 0.1;
+  GateOptions g = tiny_gate_options(method, target_kept);
   g.hc_target = hc_target;
   g.dsp_straight_through = straight_through;
   if (fixed_concentrator) {
     g.concentrator_adaptive = false;
     g.concentrator_weight = *fixed_concentrator;
   }
-  g.max_extra_steps = 400;
-  g.confidence_examples = 16;
-  test::TempDir dir;
-  r.res = train_gates(r.model, data, t, g, dir.path);
-  return r;
+  return train_gated(cfg, g);
 }
 
 TEST(GateTraining, EachMethodReachesTheExactTarget) {
