@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 
 #include "headprune/model/geometry.h"
@@ -88,6 +89,7 @@ class GgufBuilder {
   void add(const std::string& name, const std::string& ours, std::vector<int64_t> shape,
            std::function<torch::Tensor(const torch::Tensor&)> f = {}) {
     const auto s = state_;
+    read_.insert(ours);
     add_made(name, std::move(shape), [s, ours, f] {
       const torch::Tensor& t = s->at(ours);
       return f ? f(t) : t;
@@ -110,6 +112,8 @@ class GgufBuilder {
     file_.tensors.push_back({name, LazyTensor{dt, std::move(shape), [make, dt] { return make().to(torch::kCPU, dt).contiguous(); }}, {}, {}});
   }
   bool has(const std::string& ours) const { return state_->count(ours) > 0; }
+  const std::set<std::string>& read() const { return read_; }  // the model's tensors written (or unused)
+  void unused(const std::string& ours) { read_.insert(ours); }  // a model tensor that computes nothing here
   void set_output(std::string name) { output_name_ = std::move(name); }
   void meta(const std::string& key, GgufValue v) { file_.metadata.emplace_back(key, std::move(v)); }
 
@@ -119,6 +123,7 @@ class GgufBuilder {
   GgufTypes types_;
   std::vector<std::string>* kept_f16_;
   std::string output_name_;
+  std::set<std::string> read_;
 };
 
 // llama.cpp's llama_ftype for a file whose 2-D weights are of `t`.
@@ -246,6 +251,8 @@ void write_layer(GgufBuilder& b, const ModelConfig& c, int64_t l, const LayerHea
   if (h.n_head > 0) {  // an empty layer has no attention tensors at all (deci skips its attention)
     b.add(blk + "attn_norm.weight", ours + "self_attn_norm.weight", {C});
     write_attention(b, c, l, h, permute);
+  } else {
+    b.unused(ours + "self_attn_norm.weight");  // it normalizes the input of an attention that adds nothing
   }
   b.add(blk + "ffn_norm.weight", ours + "ffn_norm.weight", {C});
   for (const auto& [name, mine, shape] : std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>{
@@ -314,6 +321,7 @@ GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, GgufTypes types
     b.add_made("rope_freqs.weight", {factors.size(0)}, [factors] { return factors; });
   }
   for (size_t l = 0; l < layers.size(); ++l) write_layer(b, c, static_cast<int64_t>(l), layers[l], permute);
+  check_every_tensor_written(*state, b.read(), "GGUF export (" + arch + ")");
 
   layout->arch = arch;
   layout->n_head.clear(), layout->n_head_kv.clear(), layout->stand_in_layers.clear();

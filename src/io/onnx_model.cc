@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <memory>
+#include <set>
 #include <stdexcept>
 
 #include "headprune/model/geometry.h"
@@ -67,7 +68,8 @@ class Builder {
   };
 
   bool has(const std::string& n) const { return s_->count(n) > 0; }
-  LazyTensor lazy(const std::string& n, bool transposed) const {
+  LazyTensor lazy(const std::string& n, bool transposed) {
+    read_.insert(n);
     const auto s = s_;
     const auto& t = s->at(n);
     auto shape = t.sizes().vec();
@@ -264,6 +266,8 @@ class Builder {
       ++out_.fused_layers;
       const auto s = s_;
       const int64_t C = c_.d_model, W = H * D;
+      for (const char* proj : {".q_proj.", ".k_proj.", ".v_proj."})
+        for (const char* what : {"weight", "bias"}) read_.insert(p + proj + what);
       auto w = g_.initializer(p + ".qkv_weight", LazyTensor{torch::kFloat32, {C, 3 * W}, [s, p] {
                                 return torch::cat({s->at(p + ".q_proj.weight"), s->at(p + ".k_proj.weight"), s->at(p + ".v_proj.weight")})
                                     .t().to(torch::kFloat32).contiguous();
@@ -337,6 +341,10 @@ class Builder {
   bool kv_;
   std::string positions_;
   std::vector<std::pair<std::string, int64_t>> presents_;  // outputs after the logits, with their key/value heads
+  std::set<std::string> read_;  // the model's tensors the graph holds
+
+ public:
+  const std::set<std::string>& read() const { return read_; }
 };
 
 }  // namespace
@@ -361,7 +369,10 @@ OnnxExport to_onnx(TransformerImpl& model, OnnxAttention attention, bool kv_cach
   OnnxExport out;
   const ModelConfig cfg = m.config();
   out.kv_cache = kv_cache;
-  Builder(out, cfg, std::make_shared<const TensorMap>(state_dict(m)), attention, kv_cache).build();
+  const auto state = std::make_shared<const TensorMap>(state_dict(m));
+  Builder b(out, cfg, state, attention, kv_cache);
+  b.build();
+  check_every_tensor_written(*state, b.read(), std::string("ONNX export (") + to_string(cfg.arch) + ")");
   return out;
 }
 

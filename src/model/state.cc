@@ -110,4 +110,23 @@ void check_tensors_fit(const ModelConfig& cfg, const TensorMap& tensors, const s
   }
 }
 
+void check_every_tensor_written(const TensorMap& state, const std::set<std::string>& written, const std::string& what) {
+  std::set<const void*> storage;
+  for (const auto& n : written)
+    if (const auto it = state.find(n); it != state.end() && it->second.defined()) storage.insert(it->second.data_ptr());
+  const std::string mask = ".head_mask";
+  std::vector<std::string> missing;
+  for (const auto& [n, t] : state) {
+    const bool is_mask = n.size() >= mask.size() && n.compare(n.size() - mask.size(), mask.size(), mask) == 0;
+    const bool empty = t.defined() && t.numel() == 0;  // an emptied layer's projections: nothing to lose
+    if (!written.count(n) && !is_mask && !empty && !(t.defined() && storage.count(t.data_ptr()))) missing.push_back(n);
+  }
+  if (missing.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < missing.size() && i < 4; ++i) list += (i ? ", " : "") + missing[i];
+  if (missing.size() > 4) list += ", ... (" + std::to_string(missing.size()) + " in all)";
+  throw std::invalid_argument(what + " has no place for the model's " + list + "; the file would compute other logits "
+                              "than the model");
+}
+
 }  // namespace hp

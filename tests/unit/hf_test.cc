@@ -163,6 +163,22 @@ TEST(HfRoundTrip, HeadpruneModelsExportWhenHfCanExpressThem) {
   EXPECT_THROW(to_hf(*ed), std::invalid_argument);
 }
 
+// Export is as strict as import: a model tensor the family's file has no place for is an error naming it
+// (a GPT-2-shaped LM with a logits bias exported as GPT-2 without it, exit 0, before); head masks are
+// never written (masked heads are removed or zero first) and a table tied under two names is written once.
+TEST(HfRoundTrip, ExportFailsNamingAModelTensorItCannotWrite) {
+  ModelConfig c = tiny_config(Arch::DecoderLM);
+  c.logits_bias = true;
+  c.finalize();
+  auto m = test::make_model(c);
+  EXPECT_NE(test::error_of([&] { to_hf(*m); }).find("gpt2 (GPT2LMHeadModel) has no place for the model's final_logits_bias"),
+            std::string::npos);
+  c.logits_bias = false;
+  auto plain = test::make_model(c);
+  plain->set_head_mask({AttnType::DecoderSelf, 0, 1}, 0.0);
+  EXPECT_NO_THROW(to_hf(*plain));
+}
+
 // A fixture copied into `dir`, so that tokenizer files can be added beside it.
 fs::path copy_fixture(const fs::path& dir, const std::string& name) {
   const fs::path d = dir / name;

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <torch/torch.h>
@@ -40,6 +41,13 @@ void load_state_strict(TransformerImpl& model, const TensorMap& state, const std
 // for (ModelConfig::approx_parameters) must be about what the file holds, else std::runtime_error
 // naming `source` and both counts, so a hostile or mistaken config allocates nothing.
 void check_tensors_fit(const ModelConfig& cfg, const TensorMap& tensors, const std::string& source);
+
+// An export is as strict as an import: `what` (e.g. "HF export: gpt2 (GPT2LMHeadModel)") wrote the tensors
+// named in `written`; any other tensor of `state` would be dropped and the file compute other logits, so
+// it is a std::invalid_argument naming it. Head masks are never written (masked heads are removed or
+// zeroed first), nor are tensors without elements (an emptied layer's projections), and a tensor sharing
+// its storage with a written one (a tied table under a second name) is written.
+void check_every_tensor_written(const TensorMap& state, const std::set<std::string>& written, const std::string& what);
 
 std::string shape_str(at::IntArrayRef shape);  // "[4, 32]"
 

@@ -410,16 +410,22 @@ HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann
     c.erase("pruned_heads");
   if (f.extras) f.extras(src.cfg, model, c);
   HfExport out;
+  std::set<std::string> written;  // the model's tensors the file holds (every one must be)
+  auto get = [&](const std::string& n) {
+    written.insert(n);
+    return src.get(n);
+  };
   for_each_row(f.tensors, src.cfg, [&](const HfTensorName& r, int64_t l) {
     const std::string hf = (r.prefixed ? f.prefix : "") + at_layer(r.hf, l);
     for (const char* p : kParams) {
       std::vector<LazyTensor> parts;
       for (const auto& o : r.ours)
-        if (src.has(at_layer(o, l) + "." + p)) parts.push_back(src.get(at_layer(o, l) + "." + p));
+        if (src.has(at_layer(o, l) + "." + p)) parts.push_back(get(at_layer(o, l) + "." + p));
       if (!parts.empty()) out.tensors.emplace(hf + "." + p, fused(std::move(parts), r.storage));
     }
   });
-  if (f.export_tensors) f.export_tensors(src.cfg, [&src](const std::string& n) { return src.get(n); }, c, out.tensors);
+  if (f.export_tensors) f.export_tensors(src.cfg, get, c, out.tensors);
+  check_every_tensor_written(*src.state, written, "HF export: " + f.model_type + " (" + f.architecture + ")");
   out.config = c;
   out.layout = layout;
   return out;
