@@ -474,7 +474,11 @@ class GateController {
   int64_t steer(int64_t step, int64_t closed);
   int64_t periodic(int64_t step);
   bool on_target() const;
-  // x [N] per head -> f(layer i's slice, i), concatenated (the uniform shape's per-layer targets).
+  // Gated layer i's heads in a per-head [N] tensor, and f(each layer's slice, i) concatenated (the uniform
+  // shape's per-layer targets).
+  torch::Tensor layer_slice(const torch::Tensor& x, size_t i) const {
+    return x.slice(0, spans_[i].first, spans_[i].first + spans_[i].second);
+  }
   torch::Tensor by_layer(const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&, size_t)>& f) const;
   std::vector<HeadId> uniform_cut(const torch::Tensor& importance) const;
 
@@ -515,6 +519,7 @@ class GateController {
   // --shape uniform: the heads every layer of a stack keeps, and per gated layer (empty: per-layer shape).
   std::map<AttnType, int64_t> uniform_kept_;
   std::vector<int64_t> layer_kept_;
+  std::vector<std::pair<int64_t, int64_t>> spans_;  // per gated layer: its first head's index and its head count
 };
 
 GateController::GateController(Transformer& model, HeadGateSet& gates, const TrainData& data, const TrainOptions& train,
@@ -532,13 +537,9 @@ GateController::GateController(Transformer& model, HeadGateSet& gates, const Tra
       conc_(opts.method == GateMethod::PassConc),
       conc_coef_(conc_ && !opts.concentrator_adaptive ? opts.concentrator_weight : 0.0),
       confidence_(static_cast<size_t>(n_), 0.0), rng_(train.seed * 7919ull + 17), uniform_kept_(std::move(uniform_kept)) {
-  if (!uniform_kept_.empty()) {
-    int64_t off = 0;
-    for (int64_t size : gates.layer_sizes()) {
-      layer_kept_.push_back(uniform_kept_.at(gates.heads()[static_cast<size_t>(off)].type));
-      off += size;
-    }
-  }
+  for (int64_t size : gates.layer_sizes()) spans_.emplace_back(spans_.empty() ? 0 : spans_.back().first + spans_.back().second, size);
+  if (!uniform_kept_.empty())
+    for (const auto& [first, size] : spans_) layer_kept_.push_back(uniform_kept_.at(gates.heads()[static_cast<size_t>(first)].type));
   for (size_t i = 0; i < data.valid.size() && static_cast<int64_t>(i) < opts.confidence_examples; ++i)
     conf_set_.examples.push_back(data.valid[i]);
   res_.heads = gates.heads();
@@ -558,12 +559,7 @@ double GateController::dsp_tau(int64_t step) const {
 torch::Tensor GateController::by_layer(const torch::Tensor& x,
                                        const std::function<torch::Tensor(const torch::Tensor&, size_t)>& f) const {
   std::vector<torch::Tensor> parts;
-  int64_t off = 0;
-  for (size_t i = 0; i < gates_.layer_sizes().size(); ++i) {
-    const int64_t n = gates_.layer_sizes()[i];
-    parts.push_back(f(x.slice(0, off, off + n), i));
-    off += n;
-  }
+  for (size_t i = 0; i < spans_.size(); ++i) parts.push_back(f(layer_slice(x, i), i));
   return torch::cat(parts);
 }
 
@@ -626,12 +622,8 @@ torch::Tensor GateController::penalty(int64_t step) {
   auto p0 = gates_.dist().p_zero(la), p1 = gates_.dist().p_one(la);
   if (!layer_kept_.empty()) {  // uniform: PASS's terms layer by layer, each to its own count (no concentrator)
     torch::Tensor t = torch::zeros({}, p0.options());
-    int64_t off = 0;
-    for (size_t i = 0; i < layer_kept_.size(); ++i) {
-      const int64_t n = gates_.layer_sizes()[i];
-      t = t + pass_penalty(p0.slice(0, off, off + n), p1.slice(0, off, off + n), static_cast<double>(n - layer_kept_[i]));
-      off += n;
-    }
+    for (size_t i = 0; i < spans_.size(); ++i)
+      t = t + pass_penalty(layer_slice(p0, i), layer_slice(p1, i), static_cast<double>(spans_[i].second - layer_kept_[i]));
     return coef_ * t;
   }
   auto t = pass_penalty(p0, p1, target_closed_);
@@ -738,11 +730,9 @@ bool GateController::on_target() const {
   if (!opts_.target_kept) return true;
   if (layer_kept_.empty()) return gates_.n_closed() == static_cast<int64_t>(target_closed_);
   const auto closed = gates_.closed();
-  size_t off = 0;
-  for (size_t i = 0; i < layer_kept_.size(); ++i) {
-    const auto n = static_cast<size_t>(gates_.layer_sizes()[i]);
-    if (std::count(closed.begin() + off, closed.begin() + off + n, true) != static_cast<int64_t>(n) - layer_kept_[i]) return false;
-    off += n;
+  for (size_t i = 0; i < spans_.size(); ++i) {
+    const auto [first, size] = spans_[i];
+    if (std::count(closed.begin() + first, closed.begin() + first + size, true) != size - layer_kept_[i]) return false;
   }
   return true;
 }
@@ -782,6 +772,14 @@ TrainHooks GateController::hooks() {
     return !opts_.target_kept || last_on_target_;
   };
   return hooks;
+}
+
+std::vector<HeadId> GateController::uniform_cut(const torch::Tensor& importance) const {
+  HeadScores s;
+  s.method = "gates";
+  const auto host = importance.to(torch::kCPU, torch::kDouble).contiguous();
+  for (int64_t i = 0; i < n_; ++i) s.scores[gates_.heads()[static_cast<size_t>(i)]] = host[i].item<double>();
+  return plan_uniform_by_score(s, model_->config(), ScorePlanOptions{}, &uniform_kept_).heads;
 }
 
 GateTrainResult GateController::finish(int64_t steps) {
@@ -829,14 +827,6 @@ GateTrainResult GateController::finish(int64_t steps) {
 }
 
 }  // namespace
-
-std::vector<HeadId> GateController::uniform_cut(const torch::Tensor& importance) const {
-  HeadScores s;
-  s.method = "gates";
-  const auto host = importance.to(torch::kCPU, torch::kDouble).contiguous();
-  for (int64_t i = 0; i < n_; ++i) s.scores[gates_.heads()[static_cast<size_t>(i)]] = host[i].item<double>();
-  return plan_uniform_by_score(s, model_->config(), ScorePlanOptions{}, &uniform_kept_).heads;
-}
 
 GateTrainResult train_gates(Transformer& model, const TrainData& data, const TrainOptions& train,
                             const GateOptions& opts, const std::string& out_dir,
