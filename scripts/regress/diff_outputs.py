@@ -43,6 +43,8 @@ def load(p, root):
         except Exception: pass
     if p.endswith(".safetensors"):
         return safetensors(p)
+    if p.endswith((".gguf", ".onnx", "_data")):
+        return open(p, "rb").read()  # exports: byte for byte
     txt = open(p, errors="replace").read().replace(root, "<OUT>")
     return TIME_RE.sub("<t>", txt)
 
