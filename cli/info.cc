@@ -3,7 +3,7 @@
 #include <ostream>
 
 #include "common.h"
-#include "headprune/io/hf_family.h"
+#include "headprune/io/hf.h"
 #include "headprune/jobs/export_job.h"
 
 namespace hp::cli {

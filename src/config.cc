@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -286,6 +287,9 @@ struct ConfigField {
   bool required = false;
   std::function<void(const JsonFields& j, ModelConfig& c)> read;  // called for every row, present or not
   std::function<void(const ModelConfig& c, nlohmann::json& j)> write;
+  // Sets the field to its default (in this config's context: embed_layer_norm's follows norm, the
+  // heads' are all heads), for non_default_config_fields.
+  std::function<void(ModelConfig& c)> reset;
   int64_t ModelConfig::*bounded = nullptr;  // an integer field finalize bounds
   int64_t at_most = 0;                      // ConfigLimits (0 = no upper bound)
   bool positive = false;
@@ -298,6 +302,11 @@ When unless_default(T ModelConfig::*m) {
   return [m](const ModelConfig& c) { return !(c.*m == ModelConfig{}.*m); };
 }
 
+template <typename T>
+std::function<void(ModelConfig&)> reset_of(T ModelConfig::*m) {
+  return [m](ModelConfig& c) { c.*m = ModelConfig{}.*m; };
+}
+
 ConfigField int_field(std::string key, int64_t ModelConfig::*m, int64_t at_most = 0, bool positive = false,
                       bool required = false, When when = kAlways) {
   ConfigField f{key, required,
@@ -306,7 +315,8 @@ ConfigField int_field(std::string key, int64_t ModelConfig::*m, int64_t at_most 
                 },
                 [key, m, when](const ModelConfig& c, nlohmann::json& j) {
                   if (when(c)) j[key] = c.*m;
-                }};
+                },
+                reset_of(m)};
   f.bounded = m;
   f.at_most = at_most;
   f.positive = positive;
@@ -320,7 +330,8 @@ ConfigField num_field(std::string key, double ModelConfig::*m, When when = kAlwa
           },
           [key, m, when](const ModelConfig& c, nlohmann::json& j) {
             if (when(c)) j[key] = c.*m;
-          }};
+          },
+          reset_of(m)};
 }
 
 ConfigField bool_field(std::string key, bool ModelConfig::*m, When when = kAlways) {
@@ -330,7 +341,8 @@ ConfigField bool_field(std::string key, bool ModelConfig::*m, When when = kAlway
           },
           [key, m, when](const ModelConfig& c, nlohmann::json& j) {
             if (when(c)) j[key] = c.*m;
-          }};
+          },
+          reset_of(m)};
 }
 
 template <typename E>
@@ -343,7 +355,8 @@ ConfigField enum_field(std::string key, E ModelConfig::*m, const NameTable<E>& n
           },
           [key, m, t, when](const ModelConfig& c, nlohmann::json& j) {
             if (when(c)) j[key] = t->name(c.*m);
-          }};
+          },
+          reset_of(m)};
 }
 
 void read_rope_scaling(const JsonFields& j, ModelConfig& c) {
@@ -416,7 +429,7 @@ const std::vector<ConfigField>& config_fields() {
       bool_field("gated_ffn", &M::gated_ffn, unless_default(&M::gated_ffn)),
       enum_field("norm_kind", &M::norm_kind, kNormKindNames, false, unless_default(&M::norm_kind)),
       num_field("rope_theta", &M::rope_theta, [](const M& c) { return c.positional == Positional::Rotary; }),
-      {"rope_scaling", false, read_rope_scaling, write_rope_scaling},
+      {"rope_scaling", false, read_rope_scaling, write_rope_scaling, reset_of(&M::rope_scaling)},
       int_field("rotary_dim", &M::rotary_dim, L::dim, false, false, unless_default(&M::rotary_dim)),
       int_field("relative_buckets", &M::relative_buckets, 0, false, false,
                 [](const M& c) { return c.positional == Positional::Relative; }),
@@ -437,7 +450,8 @@ const std::vector<ConfigField>& config_fields() {
        },
        [](const M& c, nlohmann::json& j) {
          if (c.activation_dropout >= 0) j["activation_dropout"] = c.activation_dropout;
-       }},
+       },
+       reset_of(&M::activation_dropout)},
       int_field("max_positions", &M::max_positions, L::positions, true),
       enum_field("positional", &M::positional, kPosNames),
       bool_field("split_sinusoid", &M::split_sinusoid, unless_default(&M::split_sinusoid)),
@@ -445,7 +459,8 @@ const std::vector<ConfigField>& config_fields() {
       enum_field("norm", &M::norm, kNormNames),
       {"embed_layer_norm", false,  // absent: after a post-norm stack's embeddings (BERT), not a pre-norm one's
        [](const JsonFields& j, M& c) { c.embed_layer_norm = j.opt_bool("embed_layer_norm", c.norm == NormPosition::Post); },
-       [](const M& c, nlohmann::json& j) { j["embed_layer_norm"] = c.embed_layer_norm; }},
+       [](const M& c, nlohmann::json& j) { j["embed_layer_norm"] = c.embed_layer_norm; },
+       [](M& c) { c.embed_layer_norm = c.norm == NormPosition::Post; }},
       bool_field("tie_embeddings", &M::tie_embeddings),
       bool_field("logits_bias", &M::logits_bias, unless_default(&M::logits_bias)),
       bool_field("share_embeddings", &M::share_embeddings, unless_default(&M::share_embeddings)),
@@ -458,6 +473,13 @@ const std::vector<ConfigField>& config_fields() {
          nlohmann::json heads = nlohmann::json::object();
          for (AttnType t : c.attn_types()) heads[to_string(t)] = c.heads(t);
          j["heads"] = heads;
+       },
+       [](M& c) {  // every head of every layer
+         for (AttnType t : c.attn_types()) {
+           std::vector<int64_t> all(static_cast<size_t>(c.n_heads));
+           std::iota(all.begin(), all.end(), int64_t{0});
+           c.heads(t).assign(static_cast<size_t>(c.n_layers(t)), all);
+         }
        }},
   };
   return fields;
@@ -507,6 +529,48 @@ ModelConfig tiny_llama_config() {
   c.layer_norm_eps = 1e-6;
   c.finalize();
   return c;
+}
+
+std::vector<std::string> config_field_keys() {
+  std::vector<std::string> keys;
+  for (const auto& f : config_fields()) keys.push_back(f.key);
+  return keys;
+}
+
+namespace {
+
+// One field's to_json entry (null when the field is not written for this config).
+nlohmann::json field_entry(const ConfigField& f, const ModelConfig& c) {
+  nlohmann::json j = nlohmann::json::object();
+  f.write(c, j);
+  return j.contains(f.key) ? j.at(f.key) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+std::vector<std::string> non_default_config_fields(const ModelConfig& c) {
+  std::vector<std::string> out;
+  for (const auto& f : config_fields()) {
+    ModelConfig d = c;
+    f.reset(d);
+    if (field_entry(f, c) != field_entry(f, d)) out.push_back(f.key);
+  }
+  return out;
+}
+
+const std::set<std::string>& training_only_config_fields() {
+  static const std::set<std::string> keys = {"dropout", "attention_dropout", "activation_dropout"};
+  return keys;
+}
+
+void require_expressible(const ModelConfig& c, const std::set<std::string>& expressible, const std::string& who) {
+  for (const auto& key : non_default_config_fields(c)) {
+    if (expressible.count(key) || training_only_config_fields().count(key)) continue;
+    const nlohmann::json j = c.to_json();
+    throw std::invalid_argument(who + ": the model's " + key + " (" + (j.contains(key) ? j.at(key).dump() : "unset") +
+                                ") has no form in this format; written without it, the file would compute other "
+                                "outputs than the model does");
+  }
 }
 
 ModelConfig tiny_config(Arch arch) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -191,6 +192,18 @@ struct ModelConfig {
 // Throws std::invalid_argument for a head of an attention type the model lacks, a layer or head
 // id out of range, a head already removed, or a head listed twice.
 void validate_heads(const ModelConfig& cfg, const std::vector<HeadId>& heads);
+
+// ---- what an exporter can say ----------------------------------------------------------------------
+// The keys of ModelConfig's fields as config.json names them (to_json), in the table's order.
+std::vector<std::string> config_field_keys();
+// The fields whose to_json entry differs from a default ModelConfig's (an absent entry is one value).
+std::vector<std::string> non_default_config_fields(const ModelConfig& c);
+// Fields that change training only (dropout rates): never refused by an exporter.
+const std::set<std::string>& training_only_config_fields();
+// An exporter's allow-list: throws std::invalid_argument "<who>: the model's <field> (<value>) has no
+// form ..." for the first non-default field that is neither in `expressible` nor training-only.
+// Every exporter calls it, so a new ModelConfig field is refused everywhere until an exporter lists it.
+void require_expressible(const ModelConfig& c, const std::set<std::string>& expressible, const std::string& who);
 
 // Small ready-made configs for tests and the demo.
 ModelConfig tiny_config(Arch arch);

@@ -26,12 +26,20 @@ void check_gguf_family(const ModelConfig& c) {
   gguf_require(c.arch == Arch::DecoderLM,
           "only decoder LMs of the LLaMA family (Llama, Mistral, Qwen2, Qwen3) are written to GGUF; this model is an " +
               std::string(c.arch == Arch::EncoderDecoder ? "encoder-decoder" : "encoder classifier"));
-  gguf_require(c.positional == Positional::Rotary && c.norm_kind == NormKind::RmsNorm && c.norm == NormPosition::Pre &&
-              c.gated_ffn && c.activation == Activation::Silu && !c.embed_layer_norm,
-          "the model is not of the LLaMA family (rotary positions, pre-RMSNorm, SwiGLU feed-forward); GGUF export "
-          "writes Llama, Mistral, Qwen2 and Qwen3 models");
-  gguf_require(c.scaled_attention && c.output_scale == 1.0 && !c.logits_bias && c.n_segments == 0,
-          "the model has attention or output options llama.cpp's LLaMA architectures lack");
+  // The allow-list: what llama.cpp's llama / qwen2 / qwen3 / deci hyperparameters and tensors can say.
+  static const std::set<std::string> expressible = {
+      "arch",       "vocab_size",   "d_model",     "d_ff",      "n_heads",        "head_dim",   "n_kv_heads",
+      "heads",      "n_decoder_layers", "max_positions", "layer_norm_eps", "activation", "pad_id", "tie_embeddings",
+      "positional", "rope_theta",   "rope_scaling", "norm",          "norm_kind",  "gated_ffn",
+      "embed_layer_norm", "qkv_bias", "o_bias",    "mlp_bias",  "qk_norm",        "sliding_window"};
+  require_expressible(c, expressible, "GGUF export");
+  const std::string family = "; GGUF export writes the LLaMA family (Llama, Mistral, Qwen2, Qwen3)";
+  gguf_require(c.positional == Positional::Rotary, "needs rotary positions (positional rotary)" + family);
+  gguf_require(c.norm_kind == NormKind::RmsNorm && c.norm == NormPosition::Pre,
+               "needs pre-RMSNorm layers (norm pre, norm_kind rms_norm)" + family);
+  gguf_require(c.gated_ffn && c.activation == Activation::Silu,
+               "needs a SwiGLU feed-forward (gated_ffn, activation silu)" + family);
+  gguf_require(!c.embed_layer_norm, "has no norm after the embeddings (embed_layer_norm)" + family);
 }
 
 namespace {
@@ -143,8 +151,6 @@ std::string choose_arch(const ModelConfig& c, const std::vector<LayerHeads>& lay
   for (const auto& l : layers)
     uniform = uniform && l.n_head > 0 && !l.stand_in && l.n_head == layers[0].n_head && l.n_kv == layers[0].n_kv;
   const int64_t D = c.head_dim;
-  const bool partial = c.rotary_dim > 0 && c.rotary_dim != D;
-  gguf_require(!partial, "partial rotary embeddings (Phi-3's partial_rotary_factor) are not written to GGUF");
   if (c.qk_norm) {
     gguf_require(uniform, "Qwen3's q_norm / k_norm have no GGUF form with a different head count per layer (llama.cpp's "
                      "deci architecture lacks them); prune the same number of heads and groups in every layer "
@@ -293,7 +299,8 @@ GgufFile to_gguf(TransformerImpl& model, const GgufVocab& vocab, GgufTypes types
     layers.push_back(layer_heads(head_geometry(c, AttnType::DecoderSelf, l), l));
   const std::string arch = choose_arch(c, layers);
   const bool permute = arch == "llama" || arch == "deci";
-  gguf_require(c.rope_scaling.type != RopeScalingType::Llama3 || permute, "llama3 rope scaling is written for llama and deci only");
+  gguf_require(c.rope_scaling.type != RopeScalingType::Llama3 || permute, "rope_scaling llama3 is written for GGUF's llama and deci "
+               "only, and this model is " + arch + " (qk_norm: qwen3; q/k/v biases only: qwen2)");
 
   GgufFile file;
   GgufLayout scratch;

@@ -12,7 +12,7 @@
 #include "headprune/io/files.h"
 #include "headprune/io/safetensors.h"
 #include "headprune/util/mapped_files.h"
-#include "headprune/io/hf_family.h"
+#include "hf/family.h"
 #include "hf/tensors.h"
 
 namespace hp {

@@ -361,8 +361,18 @@ OnnxExport to_onnx(TransformerImpl& model, OnnxAttention attention, bool kv_cach
   require(cfg0.arch != Arch::EncoderDecoder, "encoder-decoders are not written to ONNX (encoder classifiers and decoder LMs are)");
   require(!kv_cache || cfg0.arch == Arch::DecoderLM, "a key/value cache is for decoder LMs (this model is " +
                                                          std::string(to_string(cfg0.arch)) + ")");
+  // The allow-list: what the graph computes (relative positions, a sinusoid and a target vocabulary are
+  // encoder-decoder or T5/Marian features the writer has no nodes for).
+  static const std::set<std::string> expressible = {
+      "arch",          "vocab_size",      "d_model",        "d_ff",           "n_heads",         "head_dim",
+      "n_kv_heads",    "heads",           "n_encoder_layers", "n_decoder_layers", "max_positions", "layer_norm_eps",
+      "activation",    "pad_id",          "tie_embeddings", "positional",     "rope_theta",      "rope_scaling",
+      "rotary_dim",    "norm",            "norm_kind",      "gated_ffn",      "embed_layer_norm", "qkv_bias",
+      "o_bias",        "mlp_bias",        "qk_norm",        "sliding_window", "scaled_attention", "output_scale",
+      "logits_bias",   "n_segments",      "n_classes"};
+  require_expressible(cfg0, expressible, "ONNX export");
   require(cfg0.positional == Positional::Learned || cfg0.positional == Positional::Rotary,
-          std::string("positions '") + to_string(cfg0.positional) + "' are not written to ONNX (learned and rotary are)");
+          std::string("positional '") + to_string(cfg0.positional) + "' is not written to ONNX (learned and rotary are)");
   Transformer pruned{nullptr};
   if (const auto masked = model.masked_heads(); !masked.empty()) pruned = remove_heads(model, masked, /*share_untouched=*/true);
   TransformerImpl& m = pruned ? *pruned : model;

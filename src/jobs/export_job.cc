@@ -12,7 +12,6 @@
 #include "headprune/io/outputs.h"
 #include "headprune/io/gguf_model.h"
 #include "headprune/io/hf.h"
-#include "headprune/io/hf_family.h"
 #include "headprune/io/onnx_model.h"
 #include "headprune/version.h"
 

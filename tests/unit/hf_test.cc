@@ -163,16 +163,24 @@ TEST(HfRoundTrip, HeadpruneModelsExportWhenHfCanExpressThem) {
   EXPECT_THROW(to_hf(*ed), std::invalid_argument);
 }
 
-// Export is as strict as import: a model tensor the family's file has no place for is an error naming it
-// (a GPT-2-shaped LM with a logits bias exported as GPT-2 without it, exit 0, before); head masks are
-// never written (masked heads are removed or zero first) and a table tied under two names is written once.
+// Export is as strict as import: a config field the family cannot say is refused by name (its allow-list:
+// a GPT-2-shaped LM with a logits bias exported as GPT-2 without it, exit 0, once), and behind it a model
+// tensor the file has no place for; head masks are never written (masked heads are removed or zero first),
+// empty tensors neither, and a table tied under two names is written once.
 TEST(HfRoundTrip, ExportFailsNamingAModelTensorItCannotWrite) {
   ModelConfig c = tiny_config(Arch::DecoderLM);
   c.logits_bias = true;
   c.finalize();
   auto m = test::make_model(c);
-  EXPECT_NE(test::error_of([&] { to_hf(*m); }).find("gpt2 (GPT2LMHeadModel) has no place for the model's final_logits_bias"),
+  EXPECT_NE(test::error_of([&] { to_hf(*m); }).find("HF export (gpt2): the model's logits_bias (true) has no form"),
             std::string::npos);
+  const auto table = torch::ones({2, 3});
+  const TensorMap state = {{"a.weight", table}, {"b.weight", torch::ones({3})}, {"a.tied", table},
+                           {"layers.0.head_mask", torch::ones({4})}, {"empty.weight", torch::ones({0, 3})}};
+  EXPECT_NE(test::error_of([&] { check_every_tensor_written(state, {"a.weight"}, "HF export: x"); })
+                .find("b.weight"),
+            std::string::npos);
+  EXPECT_NO_THROW(check_every_tensor_written(state, {"a.weight", "b.weight"}, "HF export: x"));
   c.logits_bias = false;
   auto plain = test::make_model(c);
   plain->set_head_mask({AttnType::DecoderSelf, 0, 1}, 0.0);

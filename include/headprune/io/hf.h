@@ -4,7 +4,7 @@
 // grouped-query attention), MarianMT (MarianMTModel: an encoder-decoder with sin | cos sinusoidal
 // positions, a shared embedding table and final_logits_bias) and T5 (T5ForConditionalGeneration:
 // relative position bias, unscaled attention, RMS-style norms);
-// each family is one row of the registry (io/hf_family.h, src/io/hf/)
+// each family is one row of the registry (src/io/hf/family.h, private)
 // from a directory with config.json and model.safetensors (or a sharded model.safetensors.index.json;
 // F32, F16 and BF16 tensors are read as fp32), and export a (pruned) model back in HF's layout.
 //
@@ -43,6 +43,8 @@ namespace hp {
 
 // True for a directory whose config.json has a "model_type" (and is not a headprune config).
 bool is_hf_dir(const std::string& dir);
+// The families for help texts: "llama, ... (native or dense); bert, gpt2 (dense or pruned_heads); marian (dense only)".
+std::string hf_families_summary();
 
 struct HfModel {
   Transformer model{nullptr};

@@ -1,6 +1,6 @@
 // One reader for the fields of a JSON object: typed, required or optional with a default, and every
 // error names the document and the field ("config.json: config field 'hidden_size' must be an
-// integer, got \"x\""). Used by the HF config key tables (io/hf_family.h) and ModelConfig's field
+// integer, got \"x\""). Used by the HF config key tables (src/io/hf/family.h) and ModelConfig's field
 // table (config.h). Errors are std::runtime_error by default (a file is at fault) or
 // std::invalid_argument (a value given by the caller is at fault), as the owner chooses.
 #pragma once

@@ -1,10 +1,10 @@
-// Import and export through an HF family's row (io/hf_family.h): the config key table read and
+// Import and export through an HF family's row (src/io/hf/family.h): the config key table read and
 // written, the tensor-name table walked in both directions, fused tensors split and fused by one
 // helper (split_rows / fused), and the config key helpers.
 #include <optional>
 #include <stdexcept>
 
-#include "headprune/io/hf_family.h"
+#include "family.h"
 #include "headprune/model/geometry.h"
 #include "headprune/model/layers.h"
 #include "headprune/model/remove_heads.h"
@@ -78,15 +78,19 @@ Activation parse_hf_activation(const std::string& s, const std::string& source) 
   fail(source, "activation '" + s + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)");
 }
 
+std::set<std::string> config_fields_with(std::initializer_list<const char*> more) {
+  std::set<std::string> f = {"arch",          "vocab_size", "d_model",    "d_ff",           "n_heads", "head_dim",
+                             "heads",         "max_positions", "layer_norm_eps", "activation", "pad_id",
+                             "tie_embeddings"};
+  f.insert(more.begin(), more.end());
+  return f;
+}
+
 void check_classic_block(const ModelConfig& cfg, const std::string& family) {
-  auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: " + w); };
-  if (cfg.positional != Positional::Learned) bad("HF's " + family + " has learned positions, not sinusoidal");
-  if (cfg.head_dim * cfg.n_heads != cfg.d_model) bad("head_dim * n_heads must equal d_model");
-  if (cfg.norm_kind != NormKind::LayerNorm || cfg.gated_ffn || !cfg.mlp_bias || cfg.sliding_window > 0)
-    bad("HF's " + family + " has LayerNorm, a plain feed-forward with biases and no sliding window");
-  if (cfg.effective_kv_heads() != cfg.n_heads || !cfg.qkv_bias || !cfg.o_bias)
-    bad("HF's " + family + " has one key/value head per query head and biases on every projection (n_kv_heads " +
-        std::to_string(cfg.effective_kv_heads()) + ", n_heads " + std::to_string(cfg.n_heads) + ")");
+  if (cfg.head_dim * cfg.n_heads != cfg.d_model)
+    throw std::invalid_argument("HF export: HF's " + family + " needs head_dim * n_heads = d_model (head_dim " +
+                                std::to_string(cfg.head_dim) + ", n_heads " + std::to_string(cfg.n_heads) +
+                                ", d_model " + std::to_string(cfg.d_model) + ")");
 }
 
 std::string hf_activation(Activation a) {
@@ -397,6 +401,7 @@ HfExport export_family(const HfFamily& f, TransformerImpl& model, const nlohmann
   const ExportSource src = layout == HfLayout::Native  ? std::move(*native)
                            : layout == HfLayout::Dense ? dense_source(model)
                                                        : plain_source(model);
+  require_expressible(src.cfg, f.config_fields, "HF export (" + f.model_type + ")");
   if (f.check) f.check(src.cfg);
   const auto base_type = base.is_object() ? base.value("model_type", f.model_type) : std::string();
   nlohmann::json c = base.is_object() && base_type == f.model_type ? base : nlohmann::json::object();

@@ -98,10 +98,6 @@ std::vector<HfConfigKey> llama_block_keys() {
   };
 }
 
-namespace {
-
-}  // namespace
-
 HfConfigKey attention_bias_key() {
   return {"attention_bias",
           [](const JsonFields& c, ModelConfig& cfg) { cfg.qkv_bias = cfg.o_bias = c.opt_bool("attention_bias", false); },
@@ -118,10 +114,6 @@ HfConfigKey use_sliding_window_key() {
           },
           [](const ModelConfig&) { return nlohmann::json(false); }};
 }
-
-namespace {
-
-}  // namespace
 
 std::vector<HfTensorName> llama_block_tensor_names() {
   using S = HfScope;
@@ -164,22 +156,19 @@ void llama_block_finish(const ModelConfig& cfg, HfTensors& t, TensorMap& s) {
     fail(t.source(), "tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
 }
 
-void llama_block_check(const ModelConfig& cfg, bool qk_norm, bool partial_rotary) {
-  if (cfg.arch != Arch::DecoderLM || cfg.norm != NormPosition::Pre || cfg.norm_kind != NormKind::RmsNorm ||
-      !cfg.gated_ffn || cfg.embed_layer_norm)
-    throw std::invalid_argument(
-        "HF export (LLaMA family): needs a decoder LM with rotary positions, pre-RMSNorm and a gated feed-forward");
-  if (cfg.qk_norm != qk_norm)
-    llama_block_bad(cfg.qk_norm ? "q_norm/k_norm (qk_norm) are Qwen3's only" : "Qwen3 has q_norm/k_norm (qk_norm)");
-  if (!partial_rotary && cfg.rotary_dim > 0 && cfg.rotary_dim < cfg.head_dim)
-    llama_block_bad("rotating only " + std::to_string(cfg.rotary_dim) + " of " + std::to_string(cfg.head_dim) +
-                    " channels per head (partial_rotary_factor) is Phi-3's only here");
-  // What a LLaMA-family config cannot say: written without it, the files would compute other logits.
-  if (!cfg.scaled_attention) llama_block_bad("unscaled attention scores (scaled_attention: false) have no HF form");
-  if (cfg.output_scale != 1.0)
-    llama_block_bad("an output scale (output_scale " + std::to_string(cfg.output_scale) + ") has no HF form");
-  if (cfg.logits_bias) llama_block_bad("a fixed logits bias (logits_bias, final_logits_bias) has no HF form");
-  if (cfg.n_segments != 0) llama_block_bad("segment embeddings (n_segments) have no HF form");
+void llama_block_check(const ModelConfig& cfg) {
+  if (cfg.arch != Arch::DecoderLM) llama_block_bad("needs a decoder LM (arch decoder_lm)");
+  if (cfg.norm != NormPosition::Pre || cfg.norm_kind != NormKind::RmsNorm)
+    llama_block_bad("needs pre-RMSNorm layers (norm pre, norm_kind rms_norm)");
+  if (!cfg.gated_ffn) llama_block_bad("needs a gated (SwiGLU) feed-forward (gated_ffn)");
+  if (cfg.embed_layer_norm) llama_block_bad("has no norm after the embeddings (embed_layer_norm)");
+}
+
+std::set<std::string> llama_block_config_fields(std::initializer_list<const char*> more) {
+  auto f = config_fields_with({"n_decoder_layers", "n_kv_heads", "positional", "rope_theta", "rope_scaling", "norm",
+                               "norm_kind", "gated_ffn", "embed_layer_norm", "qkv_bias", "o_bias", "mlp_bias"});
+  f.insert(more.begin(), more.end());
+  return f;
 }
 
 void llama_block_bad(const std::string& w) { throw std::invalid_argument("HF export (LLaMA family): " + w); }
@@ -196,60 +185,77 @@ namespace {
 
 bool qwen2_biases(const ModelConfig& cfg) { return cfg.qkv_bias && !cfg.o_bias; }
 
-// The row every member shares; each member adds its keys and checks.
-HfFamily member(std::string type, std::string architecture) {
-  return HfFamily{std::move(type),         std::move(architecture), "model.", llama_block_keys(), llama_block_tensor_names(),
-                  {".rotary_emb.inv_freq"},  // rotary tables some older files carry
-                  /*pruned_heads=*/false,    /*deferred_init=*/true,   llama_block_fits, {}, llama_block_configure,
-                  llama_block_finish,        {},                       llama_block_extras,
-                  {}};
-}
-
 }  // namespace
+
+HfFamily llama_block_member(std::string model_type, std::string architecture) {
+  HfFamily f;
+  f.model_type = std::move(model_type);
+  f.architecture = std::move(architecture);
+  f.prefix = "model.";
+  f.keys = llama_block_keys();
+  f.config_fields = llama_block_config_fields({});
+  f.tensors = llama_block_tensor_names();
+  f.ignorable = {".rotary_emb.inv_freq"};  // rotary tables some older files carry
+  f.deferred_init = true;
+  f.fits = llama_block_fits;
+  f.configure = llama_block_configure;
+  f.finish = llama_block_finish;
+  f.check = llama_block_check;
+  f.extras = llama_block_extras;
+  return f;
+}
 
 }  // namespace hp::hf_detail
 
-namespace hp {
+namespace hp::hf::llama {
 
-const HfFamily& llama_family() {
-  using namespace hf_detail;  // inside the function: a unity build's later files do not see it
+const HfFamily& family() {
+  using namespace hf_detail;
   static const HfFamily f = [] {
-    HfFamily f = member("llama", "LlamaForCausalLM");
+    HfFamily f = llama_block_member("llama", "LlamaForCausalLM");
     f.keys.push_back(attention_bias_key());
     f.keys.push_back(hf_key("mlp_bias", &ModelConfig::mlp_bias, false));
     f.guess = [](const ModelConfig& cfg) { return !cfg.qk_norm && cfg.sliding_window == 0 && !qwen2_biases(cfg); };
     f.check = [](const ModelConfig& cfg) {
       llama_block_check(cfg);
-      if (cfg.qkv_bias != cfg.o_bias) llama_block_bad("Llama has attention biases on all of q, k, v and o or on none (attention_bias)");
-      if (cfg.sliding_window > 0) llama_block_bad("only Mistral has a sliding window");
+      if (cfg.qkv_bias != cfg.o_bias) llama_block_bad("Llama has attention biases on all of q, k, v and o or on none (attention_bias: qkv_bias = o_bias)");
     };
     return f;
   }();
   return f;
 }
 
-const HfFamily& mistral_family() {
-  using namespace hf_detail;  // inside the function: a unity build's later files do not see it
+}  // namespace hp::hf::llama
+
+namespace hp::hf::mistral {
+
+const HfFamily& family() {
+  using namespace hf_detail;
   static const HfFamily f = [] {
-    HfFamily f = member("mistral", "MistralForCausalLM");
+    HfFamily f = llama_block_member("mistral", "MistralForCausalLM");
     f.keys.push_back(attention_bias_key());
     f.keys.push_back({"mlp_bias", [](const JsonFields& c, ModelConfig& cfg) { cfg.mlp_bias = c.opt_bool("mlp_bias", false); }, {}});
     f.keys.push_back(sliding_window_key());
+    f.config_fields.insert("sliding_window");
     f.guess = [](const ModelConfig& cfg) { return !cfg.qk_norm && cfg.sliding_window > 0; };
     f.check = [](const ModelConfig& cfg) {
       llama_block_check(cfg);
-      if (cfg.qkv_bias != cfg.o_bias) llama_block_bad("Mistral has attention biases on all of q, k, v and o or on none (attention_bias)");
-      if (cfg.mlp_bias) llama_block_bad("Mistral has no feed-forward biases");
+      if (cfg.qkv_bias != cfg.o_bias) llama_block_bad("Mistral has attention biases on all of q, k, v and o or on none (attention_bias: qkv_bias = o_bias)");
+      if (cfg.mlp_bias) llama_block_bad("Mistral has no feed-forward biases (mlp_bias)");
     };
     return f;
   }();
   return f;
 }
 
-const HfFamily& qwen2_family() {
-  using namespace hf_detail;  // inside the function: a unity build's later files do not see it
+}  // namespace hp::hf::mistral
+
+namespace hp::hf::qwen2 {
+
+const HfFamily& family() {
+  using namespace hf_detail;
   static const HfFamily f = [] {
-    HfFamily f = member("qwen2", "Qwen2ForCausalLM");
+    HfFamily f = llama_block_member("qwen2", "Qwen2ForCausalLM");
     f.keys.push_back(use_sliding_window_key());
     f.configure = [](const JsonFields& c, HfTensors& t, ModelConfig& cfg) {
       llama_block_configure(c, t, cfg);
@@ -259,12 +265,11 @@ const HfFamily& qwen2_family() {
     f.guess = [](const ModelConfig& cfg) { return !cfg.qk_norm && cfg.sliding_window == 0 && qwen2_biases(cfg); };
     f.check = [](const ModelConfig& cfg) {
       llama_block_check(cfg);
-      if (!(qwen2_biases(cfg) && !cfg.mlp_bias)) llama_block_bad("Qwen2 has biases on q, k and v only");
-      if (cfg.sliding_window > 0) llama_block_bad("only Mistral has a sliding window");
+      if (!(qwen2_biases(cfg) && !cfg.mlp_bias)) llama_block_bad("Qwen2 has biases on q, k and v only (qkv_bias true, o_bias and mlp_bias false)");
     };
     return f;
   }();
   return f;
 }
 
-}  // namespace hp
+}  // namespace hp::hf::qwen2

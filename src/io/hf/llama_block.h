@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "headprune/io/hf_family.h"
+#include "family.h"
 #include "tensors.h"
 
 namespace hp::hf_detail {
@@ -26,9 +26,13 @@ std::vector<HfTensorName> llama_block_tensor_names();
 HfConfigKey attention_bias_key();
 // Qwen2, Qwen3: use_sliding_window (a window on some layers only is refused); written false.
 HfConfigKey use_sliding_window_key();
-// Export: a decoder LM of that block (std::invalid_argument otherwise), with q_norm/k_norm exactly when
-// `qk_norm`, rotating only part of each head only when `partial_rotary` (Phi-3), and errors in its words.
-void llama_block_check(const ModelConfig& cfg, bool qk_norm = false, bool partial_rotary = false);
+// Export: a decoder LM of that block (std::invalid_argument otherwise); errors in its words.
+void llama_block_check(const ModelConfig& cfg);
+// Export's allow-list: what every member's config says (the block, its biases, the rope), with `more`
+// (Mistral's sliding_window, Phi-3's rotary_dim, Qwen3's qk_norm).
+std::set<std::string> llama_block_config_fields(std::initializer_list<const char*> more);
+// The row every member shares (keys, allow-list, tensor names, hooks); a member adds its own.
+HfFamily llama_block_member(std::string model_type, std::string architecture);
 [[noreturn]] void llama_block_bad(const std::string& what);
 // torch_dtype as the model holds its weights; pad_token_id where the base config has none.
 void llama_block_extras(const ModelConfig& cfg, const TransformerImpl& model, nlohmann::json& config);

@@ -4,10 +4,10 @@
 // no LayerNorm after the embeddings and none after either stack, one embedding table shared by the
 // encoder, the decoder and the output layer (model.shared), and final_logits_bias added to the logits.
 // Decoding starts from the padding id (decoder_start_token_id), as the Marian tokenizer's frame says.
-#include "headprune/io/hf_family.h"
+#include "family.h"
 #include "tensors.h"
 
-namespace hp {
+namespace hp::hf::marian {
 
 namespace {
 
@@ -21,7 +21,7 @@ void attention_rows(std::vector<HfTensorName>& rows, HfScope scope, const std::s
   rows.push_back({scope, hf + ".out_proj", {ours + ".o_proj"}});
 }
 
-std::vector<HfTensorName> marian_tensor_names() {
+std::vector<HfTensorName> tensor_names() {
   std::vector<HfTensorName> rows;
   for (const auto& [scope, stack] : {std::pair<HfScope, std::string>{HfScope::EncoderLayer, "encoder"},
                                      {HfScope::DecoderLayer, "decoder"}}) {
@@ -52,7 +52,7 @@ HfConfigKey twin_key(std::string key, int64_t M::*field, int64_t dflt, std::stri
           [field](const M& cfg) { return nlohmann::json(cfg.*field); }};
 }
 
-void marian_configure(const JsonFields& c, HfTensors& t, M& cfg) {
+void configure(const JsonFields& c, HfTensors& t, M& cfg) {
   cfg.arch = Arch::EncoderDecoder;
   cfg.positional = Positional::Sinusoidal;
   cfg.split_sinusoid = true;
@@ -80,7 +80,7 @@ void marian_configure(const JsonFields& c, HfTensors& t, M& cfg) {
 // The embeddings as HF ties them: model.shared for both sides when the file has it (copies stored beside
 // it are the same parameter), else each side's own; an output layer tied to them is not read. Then
 // final_logits_bias ([1, V]; absent: zeros, as HF initializes it).
-void marian_finish(const M& cfg, HfTensors& t, TensorMap& s) {
+void finish(const M& cfg, HfTensors& t, TensorMap& s) {
   const int64_t C = cfg.d_model, V = cfg.vocab_size, W = cfg.effective_tgt_vocab();
   if (cfg.share_embeddings) {  // one parameter: the decoder reads the encoder's table
     s["encoder.embed_tokens.weight"] =
@@ -94,23 +94,20 @@ void marian_finish(const M& cfg, HfTensors& t, TensorMap& s) {
                                                       : torch::zeros({W}, s.at("final_logits_bias").options());
 }
 
-void marian_check(const M& cfg) {
+void check(const M& cfg) {
   auto bad = [](const std::string& w) { throw std::invalid_argument("HF export: Marian " + w); };
   if (cfg.arch != Arch::EncoderDecoder || cfg.positional != Positional::Sinusoidal || !cfg.split_sinusoid)
-    bad("is an encoder-decoder with sinusoidal positions in sin | cos halves");
-  if (cfg.norm != NormPosition::Post || cfg.norm_kind != NormKind::LayerNorm || cfg.embed_layer_norm ||
-      cfg.layer_norm_eps != 1e-5)
-    bad("has post-LayerNorm layers (eps 1e-5) and no LayerNorm after the embeddings");
-  if (cfg.head_dim * cfg.n_heads != cfg.d_model || cfg.effective_kv_heads() != cfg.n_heads)
-    bad("has head_dim * heads = d_model and one key/value head per query head");
-  if (cfg.gated_ffn || !cfg.mlp_bias || !cfg.qkv_bias || !cfg.o_bias || cfg.sliding_window > 0)
-    bad("has a plain feed-forward, biases on every projection and no sliding window");
+    bad("is an encoder-decoder with sinusoidal positions in sin | cos halves (arch encoder_decoder, positional "
+        "sinusoidal, split_sinusoid)");
+  if (cfg.embed_layer_norm) bad("has no LayerNorm after the embeddings (embed_layer_norm)");
+  if (cfg.layer_norm_eps != 1e-5) bad("has LayerNorms with eps 1e-5 (layer_norm_eps)");
+  if (cfg.head_dim * cfg.n_heads != cfg.d_model) bad("has head_dim * n_heads = d_model");
 }
 
 // Without a base config, generation as every opus-mt config sets it: decoding starts from the padding
 // id, </s> (id 0 in every Marian vocabulary) ends it, and padding is never generated.
-void marian_extras(const M& cfg, const TransformerImpl&, nlohmann::json& c) {
-  if (!c.contains("decoder_start_token_id")) c["decoder_start_token_id"] = cfg.pad_id;
+void extras(const M& cfg, const TransformerImpl&, nlohmann::json& c) {
+  c["decoder_start_token_id"] = cfg.pad_id;  // headprune decodes from the padding id (a base config's may differ)
   if (!c.contains("eos_token_id")) c["eos_token_id"] = 0;
   if (!c.contains("forced_eos_token_id")) c["forced_eos_token_id"] = 0;
   if (!c.contains("bad_words_ids")) c["bad_words_ids"] = {{cfg.pad_id}};
@@ -119,7 +116,7 @@ void marian_extras(const M& cfg, const TransformerImpl&, nlohmann::json& c) {
 
 // One model.shared when the model has one table (share_embeddings, as imported) or two equal ones, else
 // each side's own (share_encoder_decoder_embeddings false); final_logits_bias [1, V].
-void marian_export_tensors(const M& cfg, const std::function<LazyTensor(const std::string&)>& ours, nlohmann::json& c,
+void export_tensors(const M& cfg, const std::function<LazyTensor(const std::string&)>& ours, nlohmann::json& c,
                     std::map<std::string, LazyTensor>& out) {
   const LazyTensor enc = ours("encoder.embed_tokens.weight");
   const LazyTensor dec = cfg.share_embeddings ? enc : ours("decoder.embed_tokens.weight");
@@ -143,41 +140,48 @@ void marian_export_tensors(const M& cfg, const std::function<LazyTensor(const st
 
 }  // namespace
 
-const HfFamily& marian_family() {
-  static const HfFamily f{"marian",
-                          "MarianMTModel",
-                          "model.",
-                          {hf_key("vocab_size", &M::vocab_size),
-                           hf_key("d_model", &M::d_model, 1024),
-                           hf_key("encoder_layers", &M::n_encoder_layers, 12),
-                           hf_key("decoder_layers", &M::n_decoder_layers, 12),
-                           hf_key("encoder_attention_heads", &M::n_heads, 16),
-                           twin_key("decoder_attention_heads", &M::n_heads, 16, "encoder_attention_heads"),
-                           hf_key("encoder_ffn_dim", &M::d_ff, 4096),
-                           twin_key("decoder_ffn_dim", &M::d_ff, 4096, "encoder_ffn_dim"),
-                           hf_key("max_position_embeddings", &M::max_positions, 1024),
-                           hf_key("dropout", &M::dropout, 0.1),
-                           hf_key("attention_dropout", &M::attention_dropout, 0.0),
-                           hf_key("activation_dropout", &M::activation_dropout, 0.0),
-                           hf_activation_key("activation_function", "gelu"),
-                           hf_key("pad_token_id", &M::pad_id, 58100),
-                           hf_decoder_start_key(),
-                           hf_key("tie_word_embeddings", &M::tie_embeddings, true),
-                           {"scale_embedding", {}, [](const M&) { return nlohmann::json(true); }}},
-                          marian_tensor_names(),
-                          {"embed_positions.weight"},  // older files store the sinusoid HF rebuilds anyway
-                          /*pruned_heads=*/false,
-                          /*deferred_init=*/true,
-                          [](const M& cfg) {
-                            return cfg.arch == Arch::EncoderDecoder && cfg.positional == Positional::Sinusoidal && cfg.split_sinusoid;
-                          },
-                          [](const M&) { return true; },
-                          marian_configure,
-                          marian_finish,
-                          marian_check,
-                          marian_extras,
-                          marian_export_tensors};
+const HfFamily& family() {
+  static const HfFamily f = [] {
+    HfFamily f;
+    f.model_type = "marian";
+    f.architecture = "MarianMTModel";
+    f.prefix = "model.";
+    f.keys = {hf_key("vocab_size", &M::vocab_size),
+              hf_key("d_model", &M::d_model, 1024),
+              hf_key("encoder_layers", &M::n_encoder_layers, 12),
+              hf_key("decoder_layers", &M::n_decoder_layers, 12),
+              hf_key("encoder_attention_heads", &M::n_heads, 16),
+              twin_key("decoder_attention_heads", &M::n_heads, 16, "encoder_attention_heads"),
+              hf_key("encoder_ffn_dim", &M::d_ff, 4096),
+              twin_key("decoder_ffn_dim", &M::d_ff, 4096, "encoder_ffn_dim"),
+              hf_key("max_position_embeddings", &M::max_positions, 1024),
+              hf_key("dropout", &M::dropout, 0.1),
+              hf_key("attention_dropout", &M::attention_dropout, 0.0),
+              hf_key("activation_dropout", &M::activation_dropout, 0.0),
+              hf_activation_key("activation_function", "gelu"),
+              hf_key("pad_token_id", &M::pad_id, 58100),
+              hf_decoder_start_key(),
+              hf_key("tie_word_embeddings", &M::tie_embeddings, true),
+              {"scale_embedding", {}, [](const M&) { return nlohmann::json(true); }}};
+    // Post-LayerNorm and biases everywhere: the defaults, so not listed.
+    f.config_fields = hf_detail::config_fields_with({"tgt_vocab_size", "n_encoder_layers", "n_decoder_layers", "positional",
+                                                     "split_sinusoid", "embed_layer_norm", "logits_bias",
+                                                     "share_embeddings"});
+    f.tensors = tensor_names();
+    f.ignorable = {"embed_positions.weight"};  // older files store the sinusoid HF rebuilds anyway
+    f.deferred_init = true;
+    f.fits = [](const M& cfg) {
+      return cfg.arch == Arch::EncoderDecoder && cfg.positional == Positional::Sinusoidal && cfg.split_sinusoid;
+    };
+    f.guess = [](const M&) { return true; };
+    f.configure = configure;
+    f.finish = finish;
+    f.check = check;
+    f.extras = extras;
+    f.export_tensors = export_tensors;
+    return f;
+  }();
   return f;
 }
 
-}  // namespace hp
+}  // namespace hp::hf::marian

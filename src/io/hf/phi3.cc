@@ -5,7 +5,7 @@
 // the types it supports.
 #include "llama_block.h"
 
-namespace hp {
+namespace hp::hf::phi3 {
 
 namespace {
 
@@ -24,48 +24,39 @@ void read_partial_rotary(const JsonFields& c, ModelConfig& cfg) {
 
 }  // namespace
 
-const HfFamily& phi3_family() {
-  using namespace hf_detail;  // inside the function: a unity build's later files do not see it
+const HfFamily& family() {
+  using namespace hf_detail;
   using S = HfScope;
   static const HfFamily f = [] {
     const std::string L = "layers.{L}.", O = "decoder.layers.{L}.";
-    HfFamily f{"phi3",
-               "Phi3ForCausalLM",
-               "model.",
-               llama_block_keys(),
-               {{S::Model, "embed_tokens", {"decoder.embed_tokens"}},
-                {S::DecoderLayer, L + "self_attn.qkv_proj", {O + "self_attn.q_proj", O + "self_attn.k_proj", O + "self_attn.v_proj"}},
-                {S::DecoderLayer, L + "self_attn.o_proj", {O + "self_attn.o_proj"}},
-                {S::DecoderLayer, L + "mlp.gate_up_proj", {O + "ffn.gate", O + "ffn.fc1"}},
-                {S::DecoderLayer, L + "mlp.down_proj", {O + "ffn.fc2"}},
-                {S::DecoderLayer, L + "input_layernorm", {O + "self_attn_norm"}},
-                {S::DecoderLayer, L + "post_attention_layernorm", {O + "ffn_norm"}},
-                {S::Model, "norm", {"decoder.final_norm"}},
-                {S::Model, "lm_head", {"lm_head"}, HfStorage::Linear, HfPresence::Untied, /*prefixed=*/false}},
-               {".rotary_emb.inv_freq"},
-               /*pruned_heads=*/false,
-               /*deferred_init=*/true,
-               llama_block_fits,
-               [](const ModelConfig&) { return false; },  // never chosen without a Phi-3 config to go by
-               [](const JsonFields& c, HfTensors& t, ModelConfig& cfg) {
-                 llama_block_configure(c, t, cfg);
-                 cfg.qkv_bias = cfg.o_bias = cfg.mlp_bias = false;
-                 read_partial_rotary(c, cfg);
-               },
-               llama_block_finish,
-               [](const ModelConfig& cfg) {
-                 llama_block_check(cfg, /*qk_norm=*/false, /*partial_rotary=*/true);
-                 if (cfg.qkv_bias || cfg.o_bias || cfg.mlp_bias) llama_block_bad("Phi-3 has no biases");
-               },
-               llama_block_extras,
-               {}};
+    HfFamily f = llama_block_member("phi3", "Phi3ForCausalLM");
+    f.tensors = {{S::Model, "embed_tokens", {"decoder.embed_tokens"}},
+                 {S::DecoderLayer, L + "self_attn.qkv_proj", {O + "self_attn.q_proj", O + "self_attn.k_proj", O + "self_attn.v_proj"}},
+                 {S::DecoderLayer, L + "self_attn.o_proj", {O + "self_attn.o_proj"}},
+                 {S::DecoderLayer, L + "mlp.gate_up_proj", {O + "ffn.gate", O + "ffn.fc1"}},
+                 {S::DecoderLayer, L + "mlp.down_proj", {O + "ffn.fc2"}},
+                 {S::DecoderLayer, L + "input_layernorm", {O + "self_attn_norm"}},
+                 {S::DecoderLayer, L + "post_attention_layernorm", {O + "ffn_norm"}},
+                 {S::Model, "norm", {"decoder.final_norm"}},
+                 {S::Model, "lm_head", {"lm_head"}, HfStorage::Linear, HfPresence::Untied, /*prefixed=*/false}};
+    f.guess = [](const ModelConfig&) { return false; };  // never chosen without a Phi-3 config to go by
+    f.configure = [](const JsonFields& c, HfTensors& t, ModelConfig& cfg) {
+      llama_block_configure(c, t, cfg);
+      cfg.qkv_bias = cfg.o_bias = cfg.mlp_bias = false;
+      read_partial_rotary(c, cfg);
+    };
+    f.check = [](const ModelConfig& cfg) {
+      llama_block_check(cfg);
+      if (cfg.qkv_bias || cfg.o_bias || cfg.mlp_bias) llama_block_bad("Phi-3 has no biases (qkv_bias, o_bias, mlp_bias)");
+    };
     f.keys.push_back(sliding_window_key());
     f.keys.push_back({"partial_rotary_factor", {}, [](const ModelConfig& cfg) {
                         return nlohmann::json(cfg.rotary_dim > 0 ? static_cast<double>(cfg.rotary_dim) / static_cast<double>(cfg.head_dim) : 1.0);
                       }});
+    f.config_fields.insert({"sliding_window", "rotary_dim"});
     return f;
   }();
   return f;
 }
 
-}  // namespace hp
+}  // namespace hp::hf::phi3

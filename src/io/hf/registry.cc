@@ -1,19 +1,23 @@
-// The HF family registry (io/hf_family.h): the rows of families.def, looked up by model_type for
+// The HF family registry (src/io/hf/family.h): the rows of families.def, looked up by model_type for
 // import and by a model's shape for export.
+#include <algorithm>
 #include <stdexcept>
 
-#include "headprune/io/hf_family.h"
+#include "family.h"
 
 namespace hp {
 
-#define HP_HF_FAMILY(name) const HfFamily& name##_family();
+#define HP_HF_FAMILY(name) \
+  namespace hf::name {         \
+  const HfFamily& family();    \
+  }
 #include "families.def"
 #undef HP_HF_FAMILY
 
 const std::vector<const HfFamily*>& hf_families() {
   static const std::vector<const HfFamily*> all = [] {
     std::vector<const HfFamily*> v = {
-#define HP_HF_FAMILY(name) &name##_family(),
+#define HP_HF_FAMILY(name) &hf::name::family(),
 #include "families.def"
 #undef HP_HF_FAMILY
     };
@@ -61,8 +65,14 @@ const HfFamily& hf_family_for(const ModelConfig& cfg, const nlohmann::json& base
   if (named && named->fits(cfg)) return *named;
   for (const auto* f : hf_families())
     if (f->fits(cfg) && f->guess(cfg)) return *f;
+  // The families choose by architecture and positions (`fits`): the error names those fields.
   throw std::invalid_argument("HF export: none of the HF families (" + supported() + ") holds this " +
-                              to_string(cfg.arch) + " model");
+                              to_string(cfg.arch) + " model (arch " + to_string(cfg.arch) + ", positional " +
+                              to_string(cfg.positional) +
+                              (cfg.positional == Positional::Sinusoidal
+                                   ? std::string(", split_sinusoid ") + (cfg.split_sinusoid ? "true" : "false")
+                                   : "") +
+                              ")");
 }
 
 }  // namespace hp

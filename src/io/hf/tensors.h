@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -22,8 +23,11 @@ namespace hp::hf_detail {
 }
 
 Activation parse_hf_activation(const std::string& s, const std::string& source);
-// Export: what HF's BERT and GPT-2 blocks have (learned positions, LayerNorm, a plain feed-forward with
-// biases, one key/value head per query head, biases everywhere, no window); `family` names it in errors.
+// Export's allow-lists (HfFamily::config_fields): what every family's config says (the shape, the kept
+// heads, max_positions, the norm's epsilon, the activation, the padding id, the output tie), with `more`.
+std::set<std::string> config_fields_with(std::initializer_list<const char*> more);
+// Export: what HF's BERT and GPT-2 blocks need of the fields they list (head_dim x heads = d_model);
+// `family` names it in errors.
 void check_classic_block(const ModelConfig& cfg, const std::string& family);
 std::string hf_activation(Activation a);
 

@@ -1,15 +1,17 @@
-// The HF architecture registry: one row (HfFamily) per HF model_type, each in its own file under
+// Private to src/io: the HF architecture registry: one row (HfFamily) per HF model_type, each in its own file under
 // src/io/hf/ and named once in src/io/hf/families.def. A row says everything headprune knows of a
 // family: its config keys (each HfConfigKey reads a config.json key into ModelConfig and writes it
 // back: both directions from one row), its tensor-name table (HfTensorName: HF module <-> headprune
 // module, per layer, fused tensors split and fused by one helper, cross-attention included), which
 // export layouts HF can load for it, and the few things a table cannot say (hooks). Import, export,
 // `info` and the exporters read the row; nothing else decides the family.
-// Adding a family: docs/architecture.md, "Add an HF family".
+// Each family file keeps its hooks in its own namespace, hp::hf::<name>, and defines
+// `const HfFamily& hp::hf::<name>::family()`. Adding a family: docs/architecture.md, "Add an HF family".
 #pragma once
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,11 +70,16 @@ struct HfTensorName {
   bool prefixed = true;           // false: never under the family's prefix (lm_head, classifier)
 };
 
+// A family's row. Families build it member by member by name (src/io/hf/<family>.cc), never by position.
 struct HfFamily {
   std::string model_type;    // config.json's model_type
   std::string architecture;  // the class export names in "architectures"
   std::string prefix;        // the optional prefix of the body's tensors ("bert.", "model.")
   std::vector<HfConfigKey> keys;
+  // Export's allow-list: the ModelConfig fields (config.json keys of headprune's checkpoint) this
+  // family's config and tensors can say. Any other field with a non-default value is refused, naming
+  // it (require_expressible in config.h); `check` then tests the values of the listed ones.
+  std::set<std::string> config_fields;
   std::vector<HfTensorName> tensors;
   std::vector<std::string> ignorable;  // name suffixes of buffers older files carry (not weights)
   bool pruned_heads = false;   // HF v4's pruned_heads can express a pruned model (else dense only)
@@ -103,8 +110,6 @@ bool hf_native_heads(const HfFamily& f);
 
 // Every family, sorted by model_type.
 const std::vector<const HfFamily*>& hf_families();
-// For help texts: "bert, gpt2 (pruned_heads or dense); llama, mistral, qwen2 (dense only)".
-std::string hf_families_summary();
 // The family of a model_type; unknown: std::runtime_error naming `source` and the supported ones.
 const HfFamily& hf_family(const std::string& model_type, const std::string& source);
 // The family a model is exported as: the base config's model_type where that family fits the model,
