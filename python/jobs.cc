@@ -349,16 +349,23 @@ void bind_checkpoints(py::module_& m) {
 }
 
 // The keywords of a request part read from an option table (util/options.h), for the Python layer's
-// own checks (headprune/__init__.py's data fields).
+// own checks (headprune/__init__.py's data fields) and tests/python/test_signatures.py, which holds
+// every job's keywords against these.
 std::vector<std::string> option_keys(const std::string& part) {
-  std::set<std::string> k;
-  if (part == "data") k = data_source_table().keys();
-  else if (part == "finetune") k = finetune_option_table().keys();
-  else if (part == "gate") k = gate_option_table().keys();
-  else if (part == "bench") k = bench_option_table().keys();
-  else if (part == "budget_shape") k = budget_shape_table().keys();
-  else throw std::invalid_argument("option_keys: no option table '" + part + "' (data, finetune, gate, bench, budget_shape)");
-  return {k.begin(), k.end()};
+  static const std::map<std::string, std::set<std::string>> tables = {
+      {"data", data_source_table().keys()},        {"finetune", finetune_option_table().keys()},
+      {"gate", gate_option_table().keys()},        {"bench", bench_option_table().keys()},
+      {"budget_shape", budget_shape_table().keys()}, {"importance", importance_request_table().keys()},
+      {"plan", plan_option_table().keys()},        {"plan_request", plan_request_table().keys()},
+      {"prune", prune_request_table().keys()},     {"gates", gates_request_table().keys()},
+      {"export", export_request_table().keys()},   {"train", train_request_table().keys()}};
+  const auto it = tables.find(part);
+  if (it == tables.end()) {
+    std::string known;
+    for (const auto& [name, keys] : tables) known += (known.empty() ? "" : ", ") + name;
+    throw std::invalid_argument("option_keys: no option table '" + part + "' (" + known + ")");
+  }
+  return {it->second.begin(), it->second.end()};
 }
 
 }  // namespace
