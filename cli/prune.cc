@@ -1,5 +1,6 @@
 // `headprune prune` and `headprune curve`: options -> PruneRequest / CurveRequest -> jobs/prune_job.h.
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 
@@ -28,8 +29,7 @@ void register_prune(CLI::App& app, Context& ctx) {
   add_score_split_option(sub, r->data);
   add_finetune_options(sub, r->finetune, r->data);
   sub->callback([&ctx, r, strategy] {
-    if (!r->plan.plan_file.empty() && strategy->count() == 0) r->plan.strategy = PlanStrategy::File;
-    if (!r->plan.budget.empty() && strategy->count() == 0) r->plan.strategy = PlanStrategy::Budget;
+    settle_plan_strategy(r->plan, strategy->count() ? std::optional<PlanStrategy>(r->plan.strategy) : std::nullopt);
     run_prune(*r, start(ctx), stderr_events(ctx)).print(ctx.out);
   });
 

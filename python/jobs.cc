@@ -115,22 +115,6 @@ EvalSet examples_set(const std::string& examples_json, const std::optional<Token
   return set;
 }
 
-// The scorers (score/importance.h) on the in-memory model and examples, with the options run_importance
-// gives them: what the importance job does once its inputs are open, for data that are no file.
-std::vector<HeadScores> score_in_memory(Model& m, const EvalSet& set, const ImportanceRequest& r, const Runtime& rt,
-                                        const JobEvents& events) {
-  ScoreOptions so = score_options(r, m.loaded.tokenizer ? &*m.loaded.tokenizer : nullptr, rt, events);
-  std::vector<HeadScores> maps;
-  for (ScoreUnit u : r.units)
-    for (ScoreMethod method : r.methods) {
-      if (u != ScoreUnit::Head && scorer(method).groups == GroupRule::None) continue;
-      so.unit = u;
-      maps.push_back(score_heads(m.impl(), set, method, so));
-      maps.back().info["checkpoint"] = m.loaded.dir;
-    }
-  return maps;
-}
-
 py::tuple importance_job(const std::string& request, const std::string& runtime, py::object progress, py::object note) {
   const ImportanceRequest r = importance_request(parse_json(request, "request"));
   if (r.checkpoint.empty()) throw std::invalid_argument("headprune.importance: a model or a checkpoint is required");
@@ -142,14 +126,15 @@ py::tuple importance_job(const std::string& request, const std::string& runtime,
 
 py::tuple importance_examples(Model& m, const std::string& examples, const std::string& request,
                               const std::string& runtime, py::object progress, py::object note) {
-  const ImportanceRequest r = importance_request(parse_json(request, "request"));
+  ImportanceRequest r = importance_request(parse_json(request, "request"));
+  r.checkpoint = m.loaded.dir;  // what each map's info names
   if (!r.out_dir.empty() || r.cost || r.pipeline)
     throw std::invalid_argument("headprune.importance: out, cost and pipeline need data from a file (a run config, "
                                 "texts or the synthetic task), not token ids");
   const Runtime rt = start_runtime(runtime);
   const EvalSet set = examples_set(examples, m.loaded.tokenizer);
   Events ev(std::move(progress), std::move(note));
-  const auto maps = ev.run([&](const JobEvents& e) { return score_in_memory(m, set, r, rt, e); });
+  const auto maps = ev.run([&](const JobEvents& e) { return score_importance(m.loaded, set, r, rt, e); });
   nlohmann::json json = maps_to_json(maps);
   json["checkpoint"] = m.loaded.dir;
   json["data"] = set.name;
@@ -165,7 +150,7 @@ void budget_shape(const JsonFields& g, BudgetShape& b) {
 }
 
 // PlanSpec (prune/strategy.h) by field name; the strategy, when not named, follows from what is given
-// (a plan file, a budget, a plan given), as `prune --plan` and `prune --budget` imply it.
+// (settle_plan_strategy, as for the CLI's prune).
 PlanSpec plan_spec(const JsonFields& f) {
   std::set<std::string> keys = plan_option_table().keys();
   keys.insert({"strategy", "given", "budget_shape"});
@@ -174,40 +159,23 @@ PlanSpec plan_spec(const JsonFields& f) {
   plan_option_table().read(f, p);
   if (f.has("given")) p.given = PruningPlan::from_json(f.at("given"), "headprune: the plan given");
   if (f.has("budget_shape")) budget_shape(f.object("budget_shape"), p.budget_shape);
-  if (f.has("strategy")) p.strategy = parse_plan_strategy(f.req_str("strategy"));
-  else if (!p.plan_file.empty()) p.strategy = PlanStrategy::File;
-  else if (!p.budget.empty()) p.strategy = PlanStrategy::Budget;
-  else if (f.has("given")) p.strategy = PlanStrategy::Given;
+  settle_plan_strategy(p, f.has("strategy") ? std::optional<PlanStrategy>(parse_plan_strategy(f.req_str("strategy")))
+                                            : std::nullopt,
+                       f.has("given"));
   return p;
 }
 
-// The plan run_prune would apply, without applying it: the checkpoint and data opened as the job
-// opens them (JobInputs), scoring options as run_prune sets them, then make_plan.
-PruningPlan plan_job(const JsonFields& f, const Runtime& rt, const JobEvents& events) {
-  JobInputs in(f.req_str("checkpoint"), data_source(f), rt);
-  PlanSpec spec = plan_spec(f.object("plan"));
-  spec.seed = rt.seed;
-  PruneRequest asked;  // metric and beam, as prune reads them
-  prune_request_table().read(f, asked);
-  const Metric metric = metric_or_default(asked.metric, in.config());
-  const int64_t beam = asked.beam;
-  ScoreOptions so;
-  so.seed = rt.seed;
-  so.metric = metric;
-  so.decode.beam_size = beam;
-  so.progress = events.phase_callback();
-  MetricOptions mo;
-  mo.decode.beam_size = beam;
-  const EvalSet no_data;  // a plan that reads none needs none (a real model then needs no --calibration)
-  const EvalSet& set = plan_reads_data(spec) ? in.score_set() : no_data;
-  const bool scores_here = (spec.strategy == PlanStrategy::Score && spec.scores_file.empty()) ||
-                           spec.strategy == PlanStrategy::Iterative;
-  plan_scoring_memory(in, set, so, scores_here && spec.method == ScoreMethod::Gradient, events);
-  return make_plan(spec, *in.model(), set, so, mo, metric, [&](const PrunePoint& p) {
-    std::ostringstream line;
-    line << "iterative: " << p.n_pruned << " heads pruned, metric " << p.metric;
-    events.say("plan", line.str());
-  });
+PlanRequest plan_request(const nlohmann::json& j) {
+  const JsonFields f = arguments(j, "plan");
+  std::set<std::string> keys = plan_request_table().keys();
+  keys.insert({"checkpoint", "plan", "data"});
+  f.only(keys);
+  PlanRequest r;
+  r.checkpoint = f.req_str("checkpoint");
+  plan_request_table().read(f, r);
+  if (f.has("plan")) r.plan = plan_spec(f.object("plan"));
+  r.data = data_source(f);
+  return r;
 }
 
 // The arguments prune and gates share (a checkpoint in, a model written, evaluated and fine-tuned), after
@@ -318,12 +286,10 @@ void bind_scoring(py::module_& m) {
   m.def(
       "make_plan",
       [](const std::string& request, const std::string& runtime, py::object progress, py::object note) {
-        const nlohmann::json j = parse_json(request, "request");
-        const JsonFields f = arguments(j, "plan");
-        f.only({"checkpoint", "plan", "metric", "beam", "data"});
+        const PlanRequest r = plan_request(parse_json(request, "request"));
         const Runtime rt = start_runtime(runtime);
         Events ev(std::move(progress), std::move(note));
-        const PruningPlan plan = ev.run([&](const JobEvents& e) { return plan_job(f, rt, e); });
+        const PruningPlan plan = ev.run([&](const JobEvents& e) { return run_plan(r, rt, e); });
         return dump_json(plan.to_json());
       },
       py::arg("request"), py::arg("runtime"), py::arg("progress"), py::arg("note"));
@@ -383,16 +349,23 @@ void bind_checkpoints(py::module_& m) {
 }
 
 // The keywords of a request part read from an option table (util/options.h), for the Python layer's
-// own checks (headprune/__init__.py's data fields).
+// own checks (headprune/__init__.py's data fields) and tests/python/test_signatures.py, which holds
+// every job's keywords against these.
 std::vector<std::string> option_keys(const std::string& part) {
-  std::set<std::string> k;
-  if (part == "data") k = data_source_table().keys();
-  else if (part == "finetune") k = finetune_option_table().keys();
-  else if (part == "gate") k = gate_option_table().keys();
-  else if (part == "bench") k = bench_option_table().keys();
-  else if (part == "budget_shape") k = budget_shape_table().keys();
-  else throw std::invalid_argument("option_keys: no option table '" + part + "' (data, finetune, gate, bench, budget_shape)");
-  return {k.begin(), k.end()};
+  static const std::map<std::string, std::set<std::string>> tables = {
+      {"data", data_source_table().keys()},        {"finetune", finetune_option_table().keys()},
+      {"gate", gate_option_table().keys()},        {"bench", bench_option_table().keys()},
+      {"budget_shape", budget_shape_table().keys()}, {"importance", importance_request_table().keys()},
+      {"plan", plan_option_table().keys()},        {"plan_request", plan_request_table().keys()},
+      {"prune", prune_request_table().keys()},     {"gates", gates_request_table().keys()},
+      {"export", export_request_table().keys()},   {"train", train_request_table().keys()}};
+  const auto it = tables.find(part);
+  if (it == tables.end()) {
+    std::string known;
+    for (const auto& [name, keys] : tables) known += (known.empty() ? "" : ", ") + name;
+    throw std::invalid_argument("option_keys: no option table '" + part + "' (" + known + ")");
+  }
+  return {it->second.begin(), it->second.end()};
 }
 
 }  // namespace

@@ -703,9 +703,7 @@ def _plan_fields(strategy: Optional[str], method: Optional[str], target: Any, pe
                    plan_file=None if plan_file is None else os.fspath(plan_file),
                    scores_file=None if scores is None else os.fspath(scores), budget=budget,
                    budget_shape=None if budget_shape is None else dict(budget_shape))
-    if heads is not None and strategy is None:
-        spec["strategy"] = "manual"
-    return spec
+    return spec  # the strategy, when not named, follows from these in the library (settle_plan_strategy)
 
 
 def plan(model: Union[Model, PathLike], data: Any = None, *, strategy: Optional[str] = None,

@@ -98,6 +98,62 @@ ScoreOptions score_options(const ImportanceRequest& req, const Tokenizer* tokeni
   return so;
 }
 
+namespace {
+
+// The status line of one map: its time, its cost in passes and, with a significance test, how many
+// heads change the metric significantly.
+std::string map_line(const HeadScores& s, const ImportanceRequest& req) {
+  const bool groups = s.unit == ScoreUnit::KvGroup;
+  std::ostringstream line;
+  line << s.method << (groups ? " (key/value groups)" : "") << ": " << s.info["seconds"].get<double>() << " s";
+  if (s.info.contains("cost"))
+    line << " (" << s.info["cost"]["x_forward"].get<double>() << "x a forward pass, "
+         << s.info["cost"]["x_forward_backward"].get<double>() << "x a forward+backward pass)";
+  if (s.info.contains("n_significant"))
+    line << "; " << s.info["n_significant"].get<int64_t>() << " of " << s.info[groups ? "n_groups" : "n_heads"].get<int64_t>()
+         << (groups ? " groups change " : " heads change ") << s.info["metric"].get<std::string>()
+         << " significantly (p < " << req.alpha << ")";
+  return line.str();
+}
+
+}  // namespace
+
+std::vector<HeadScores> score_importance(LoadedModel& model, const EvalSet& set, const ImportanceRequest& req,
+                                         const Runtime& rt, const JobEvents& events) {
+  TransformerImpl& m = *model.model;
+  ScoreOptions so = score_options(req, model.tokenizer ? &*model.tokenizer : nullptr, rt, events);
+  so.pipeline = req.pipeline;
+  plan_scoring_memory(m, set, so, scoring_cost(req.methods), events);
+  bool needs_data = false;
+  for (ScoreMethod method : req.methods) needs_data = needs_data || uses_data(method);
+  std::optional<PassCost> cost;
+  if (req.cost && needs_data) cost = measure_pass_cost(m, set, so);
+  std::vector<std::pair<ScoreMethod, ScoreUnit>> runs;
+  for (ScoreUnit u : req.units)
+    for (ScoreMethod method : req.methods)
+      if (u == ScoreUnit::Head || scorer(method).groups != GroupRule::None) runs.push_back({method, u});
+  // Gradient of query heads and key/value groups: one pass gives both maps.
+  std::map<ScoreUnit, HeadScores> shared;
+  if (req.units.size() > 1 && std::count(req.methods.begin(), req.methods.end(), ScoreMethod::Gradient) > 0)
+    for (auto& s : score_gradient_units(m, set, so, req.units)) shared.emplace(s.unit, std::move(s));
+  std::vector<HeadScores> maps;
+  for (const auto& [method, unit] : runs) {
+    so.unit = unit;
+    HeadScores s = method == ScoreMethod::Gradient && shared.count(unit) ? shared.at(unit) : score_heads(m, set, method, so);
+    s.info["checkpoint"] = req.checkpoint;
+    if (cost && uses_data(method)) {
+      const double sec = s.info["seconds"].get<double>();
+      s.info["cost"] = {{"forward_s", cost->forward_s},
+                        {"forward_backward_s", cost->forward_backward_s},
+                        {"x_forward", sec / cost->forward_s},
+                        {"x_forward_backward", sec / cost->forward_backward_s}};
+    }
+    events.say("importance", map_line(s, req));
+    maps.push_back(std::move(s));
+  }
+  return maps;
+}
+
 ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt, const JobEvents& events) {
   const bool taylor = std::find(req.methods.begin(), req.methods.end(), ScoreMethod::Taylor) != req.methods.end();
   if (taylor && req.pipeline)  // before the model loads
@@ -112,47 +168,9 @@ ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt,
   const EvalSet empty;
   const EvalSet& set = needs_data ? in.eval() : empty;
 
-  ScoreOptions so = score_options(req, in.loaded.tokenizer ? &*in.loaded.tokenizer : nullptr, rt, events);
-  so.pipeline = req.pipeline;
-  const bool gradient = std::find(req.methods.begin(), req.methods.end(), ScoreMethod::Gradient) != req.methods.end();
-  plan_scoring_memory(in, set, so, gradient, events, taylor);
-
-  std::optional<PassCost> cost;
-  if (req.cost && needs_data) cost = measure_pass_cost(*in.model(), set, so);
   ImportanceResult res;
   res.config = in.config();
-  std::vector<std::pair<ScoreMethod, ScoreUnit>> runs;
-  for (ScoreUnit u : req.units)
-    for (ScoreMethod m : req.methods)
-      if (u == ScoreUnit::Head || scorer(m).groups != GroupRule::None) runs.push_back({m, u});
-  // Gradient of query heads and key/value groups: one pass gives both maps.
-  std::map<ScoreUnit, HeadScores> shared;
-  if (req.units.size() > 1 && std::count(req.methods.begin(), req.methods.end(), ScoreMethod::Gradient) > 0)
-    for (auto& s : score_gradient_units(*in.model(), set, so, req.units)) shared.emplace(s.unit, std::move(s));
-  for (const auto& [m, unit] : runs) {
-    so.unit = unit;
-    HeadScores s = m == ScoreMethod::Gradient && shared.count(unit) ? shared.at(unit) : score_heads(*in.model(), set, m, so);
-    s.info["checkpoint"] = req.checkpoint;
-    if (cost && uses_data(m)) {
-      const double sec = s.info["seconds"].get<double>();
-      s.info["cost"] = {{"forward_s", cost->forward_s},
-                        {"forward_backward_s", cost->forward_backward_s},
-                        {"x_forward", sec / cost->forward_s},
-                        {"x_forward_backward", sec / cost->forward_backward_s}};
-    }
-    std::ostringstream line;
-    line << s.method << (unit == ScoreUnit::KvGroup ? " (key/value groups)" : "") << ": " << s.info["seconds"].get<double>()
-         << " s";
-    if (s.info.contains("cost"))
-      line << " (" << s.info["cost"]["x_forward"].get<double>() << "x a forward pass, "
-           << s.info["cost"]["x_forward_backward"].get<double>() << "x a forward+backward pass)";
-    if (s.info.contains("n_significant"))
-      line << "; " << s.info["n_significant"].get<int64_t>() << " of "
-           << s.info[unit == ScoreUnit::KvGroup ? "n_groups" : "n_heads"].get<int64_t>()
-           << (unit == ScoreUnit::KvGroup ? " groups change " : " heads change ") << s.info["metric"].get<std::string>() << " significantly (p < " << req.alpha << ")";
-    events.say("importance", line.str());
-    res.maps.push_back(std::move(s));
-  }
+  res.maps = score_importance(in.loaded, set, req, rt, events);
   res.json = maps_to_json(res.maps);
   res.json["checkpoint"] = req.checkpoint;
   res.json["dtype"] = dtype_name(in.loaded.dtype);  // as loaded (f16 on the CPU computes in fp32)

@@ -167,18 +167,18 @@ double attention_projection_bytes(TransformerImpl& model) {
 
 }  // namespace
 
-void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bool gradient, const JobEvents& events,
-                         bool taylor) {
+void plan_scoring_memory(TransformerImpl& model, const EvalSet& set, ScoreOptions& so, ScorerCost cost,
+                         const JobEvents& events) {
   int64_t T = 1;
   for (const auto& e : set.examples) T = std::max(T, example_length(e));
   const int64_t B = std::max<int64_t>(1, std::min<int64_t>({so.max_batch, so.batch_tokens / T,
                                                            static_cast<int64_t>(set.examples.size())}));
-  const auto& cfg = in.config();
-  const auto dtype = in.model()->parameters().front().scalar_type();
-  const auto device = in.model()->parameters().front().device();
+  const auto& cfg = model.config();
+  const auto dtype = model.parameters().front().scalar_type();
+  const auto device = model.parameters().front().device();
   const bool single_stack = cfg.arch != Arch::EncoderDecoder;
   const double share = so.pipeline ? 1.0 / std::max(1, dist::world_size()) : 1.0;  // a pipeline rank's layers
-  const double sums = taylor ? attention_projection_bytes(*in.model()) : 0.0;  // taylor's gradient sums
+  const double sums = cost == ScorerCost::BackwardWeightSums ? attention_projection_bytes(model) : 0.0;
   auto need = [&](MemoryUse use, bool layerwise) {
     MemoryEstimate m = estimate_memory(cfg, dtype, B, T, use, layerwise);
     m.weights *= share;
@@ -187,7 +187,7 @@ void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bo
   };
   const std::string hint = "try --dtype bf16, fewer or shorter calibration samples" +
                            std::string(single_stack ? ", or --pipeline over more processes" : "");
-  gradient = gradient || taylor;  // both take a backward pass (taylor's reaches the attention weights)
+  const bool gradient = cost != ScorerCost::Forward;  // a backward pass (taylor's reaches the attention weights)
   if (gradient && !so.layerwise && !so.pipeline && single_stack) {
     // Layer by layer when the whole graph would not fit, or (a model of more than a GiB) when its
     // activations would add more than a fifth to the weights: memory stays about the weights.

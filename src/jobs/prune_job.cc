@@ -99,6 +99,48 @@ void PruneResult::print(std::ostream& out) const {
       << out_dir << "/plan.json\n";
 }
 
+const OptionTable<PlanRequest>& plan_request_table() {
+  static const OptionTable<PlanRequest> t = metric_option_rows<PlanRequest>();
+  return t;
+}
+
+PlanScoring plan_scoring(const ModelConfig& cfg, const std::optional<Metric>& metric, int64_t beam, const Runtime& rt,
+                         const JobEvents& events) {
+  PlanScoring ps;
+  ps.metric = metric_or_default(metric, cfg);
+  ps.score.seed = rt.seed;
+  ps.score.metric = ps.metric;
+  ps.score.decode.beam_size = beam;
+  ps.score.progress = events.phase_callback();
+  ps.measure.decode.beam_size = beam;
+  return ps;
+}
+
+ScorerCost plan_scoring_cost(const PlanSpec& spec) {
+  const bool scores_here = (spec.strategy == PlanStrategy::Score && spec.scores_file.empty()) ||
+                           spec.strategy == PlanStrategy::Iterative;
+  return scores_here ? scorer(spec.method).cost : ScorerCost::Forward;
+}
+
+PruningPlan plan_heads(TransformerImpl& model, PlanSpec spec, const EvalSet& set, PlanScoring& ps,
+                       const JobEvents& events, const std::string& tag) {
+  spec.seed = ps.score.seed;
+  plan_scoring_memory(model, set, ps.score, plan_scoring_cost(spec), events);
+  return make_plan(spec, model, set, ps.score, ps.measure, ps.metric, [&](const PrunePoint& p) {
+    std::ostringstream line;
+    line << "iterative: " << p.n_pruned << " heads pruned, metric " << p.metric;
+    events.say(tag, line.str());
+  });
+}
+
+PruningPlan run_plan(const PlanRequest& req, const Runtime& rt, const JobEvents& events) {
+  JobInputs in(req.checkpoint, req.data, rt);
+  PlanScoring ps = plan_scoring(in.config(), req.metric, req.beam, rt, events);
+  const EvalSet no_data;  // a plan that reads none needs none (a real model then needs no --calibration)
+  const EvalSet& set = plan_reads_data(req.plan) ? in.score_set() : no_data;
+  return plan_heads(*in.model(), req.plan, set, ps, events, "plan");
+}
+
 PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvents& events) {
   if (req.out_dir.empty()) throw std::invalid_argument("prune: an output directory is required (--out)");
   OutputDir out(req.out_dir, {"prune", req.overwrite, false, job_inputs(req.checkpoint, req.data, plan_inputs(req.plan))});
@@ -108,47 +150,30 @@ PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvent
   res.checkpoint = req.checkpoint;
   res.out_dir = req.out_dir;
   res.mask_only = req.mask_only;
-  res.stages.metric = metric_or_default(req.metric, in.config());
+  PlanScoring ps = plan_scoring(in.config(), req.metric, req.beam, rt, events);
+  res.stages.metric = ps.metric;
   const EvalSet& set = in.eval();
   res.data = set.name;
-  ScoreOptions so;
-  so.seed = rt.seed;
-  so.metric = res.stages.metric;
-  so.decode.beam_size = req.beam;
-  so.progress = events.phase_callback();
-  MetricOptions mo;
-  mo.decode.beam_size = req.beam;
-
-  PlanSpec spec = req.plan;
-  spec.seed = rt.seed;
   const EvalSet& score_set = in.score_set();
   res.score_data = score_set.name;
-  const bool scores_here = (spec.strategy == PlanStrategy::Score && spec.scores_file.empty()) ||
-                           spec.strategy == PlanStrategy::Iterative;
-  plan_scoring_memory(in, score_set, so, scores_here && spec.method == ScoreMethod::Gradient, events,
-                      scores_here && spec.method == ScoreMethod::Taylor);
-  res.plan = make_plan(spec, *in.model(), score_set, so, mo, res.stages.metric, [&](const PrunePoint& p) {
-    std::ostringstream line;
-    line << "iterative: " << p.n_pruned << " heads pruned, metric " << p.metric;
-    events.say("prune", line.str());
-  });
+  res.plan = plan_heads(*in.model(), req.plan, score_set, ps, events, "prune");
   in.model()->eval();
-  res.stages.record("before", *in.model(), set, mo);
+  res.stages.record("before", *in.model(), set, ps.measure);
   PlanApplication how;
   how.mask_only = req.mask_only;
   how.finetune = req.finetune;
   how.compensation = true;
-  how.score = so;
-  how.measure = mo;
+  how.score = ps.score;
+  how.measure = ps.measure;
   res.checks = apply_plan(in, res.plan, dir, set, how, res.stages);
   res.bytes_before = dir_bytes(req.checkpoint);
   res.bytes_after = dir_bytes(join_path(dir, "model"));
-  if (spec.strategy == PlanStrategy::Budget && !req.mask_only) {
+  if (req.plan.strategy == PlanStrategy::Budget && !req.mask_only) {
     // The chosen model (as saved) beside the model it came from.
     events.say("prune", "checking the budget on the saved model");
     const LoadOptions lo = load_options(rt);
     LoadedModel unpruned = open_model(req.checkpoint, rt.device, lo), pruned = open_model(join_path(dir, "model"), rt.device, lo);
-    res.budget = check_budget(*unpruned.model, *pruned.model, res.plan, spec.budget_shape);
+    res.budget = check_budget(*unpruned.model, *pruned.model, res.plan, req.plan.budget_shape);
   }
   write_json_file(join_path(dir, "summary.json"), res.to_json());
   out.commit();

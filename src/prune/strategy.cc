@@ -40,7 +40,8 @@ const OptionTable<PlanSpec>& plan_option_table() {
                     if (!p.min_ratio) throw std::invalid_argument("expected a finite number, got '" + s + "'");
                   },
                   "")
-          .text("heads", "--heads", "manual: TYPE:LAYER:HEAD,... or HF's {\"layer\": [heads]} JSON", &P::heads, false)
+          .text("heads", "--heads", "manual: TYPE:LAYER:HEAD,... or HF's {\"layer\": [heads]} JSON; implies --strategy manual",
+                &P::heads, false)
           .parsed("hf_type", "--hf-type", "manual, HF form: the attention type its layers refer to",
                   [](P& p, const std::string& s) { p.hf_type = parse_attn_type(s); }, "")
           .parsed("layers", "--layers", "layers: TYPE:LAYER,... whole attention layers",
@@ -73,6 +74,53 @@ const NameTable<PlanStrategy>& plan_strategy_names() {
 }
 
 PlanStrategy parse_plan_strategy(const std::string& s) { return plan_strategy_names().parse(s); }
+
+namespace {
+
+// The inputs that belong to one strategy each, in the order they imply it.
+struct StrategyInput {
+  PlanStrategy strategy;
+  bool present;
+  std::string what;  // as the CLI spells it
+};
+
+std::vector<StrategyInput> strategy_inputs(const PlanSpec& spec, bool given) {
+  return {{PlanStrategy::File, !spec.plan_file.empty(), "--plan " + spec.plan_file},
+          {PlanStrategy::Budget, !spec.budget.empty(), "--budget " + spec.budget},
+          {PlanStrategy::Given, given, "the plan given"},
+          {PlanStrategy::Manual, !spec.heads.empty(), "--heads " + spec.heads}};
+}
+
+// An input of another strategy than spec.strategy: refused naming both; `chosen_by` says why
+// spec.strategy is the strategy ("" when it was named).
+void check_strategy_inputs(const PlanSpec& spec, bool given, const std::string& chosen_by) {
+  const auto& names = plan_strategy_names();
+  for (const auto& in : strategy_inputs(spec, given))
+    if (in.present && in.strategy != spec.strategy)
+      throw std::invalid_argument(in.what + " is the input of strategy " + names.name(in.strategy) + ", not of strategy " +
+                                  names.name(spec.strategy) + " (" +
+                                  (chosen_by.empty() ? "drop --strategy, or use --strategy " + names.name(in.strategy)
+                                                     : "implied by " + chosen_by + "; give one of them") +
+                                  ")");
+}
+
+}  // namespace
+
+void settle_plan_strategy(PlanSpec& spec, std::optional<PlanStrategy> named, bool given) {
+  std::string chosen_by;
+  if (named) {
+    spec.strategy = *named;
+  } else {
+    spec.strategy = PlanStrategy::Score;
+    for (const auto& in : strategy_inputs(spec, given))
+      if (in.present) {
+        spec.strategy = in.strategy;
+        chosen_by = in.what;
+        break;
+      }
+  }
+  check_strategy_inputs(spec, given, chosen_by);
+}
 
 std::vector<std::pair<AttnType, int64_t>> parse_layer_list(const std::string& s) {
   std::vector<std::pair<AttnType, int64_t>> out;
@@ -142,9 +190,7 @@ PruningPlan unchecked_plan(const PlanSpec& spec, TransformerImpl& model, const E
                            const std::function<void(const PrunePoint&)>& on_step) {
   const ModelConfig& cfg = model.config();
   const std::string name = plan_strategy_names().name(spec.strategy);
-  if (!spec.plan_file.empty() && spec.strategy != PlanStrategy::File)
-    throw std::invalid_argument("--plan " + spec.plan_file + " is the input of strategy plan, not of strategy " + name +
-                                " (drop --strategy, or use --strategy plan)");
+  check_strategy_inputs(spec, spec.strategy == PlanStrategy::Given, "");
   if (spec.shape == PlanShape::Uniform && spec.strategy != PlanStrategy::Score && spec.strategy != PlanStrategy::Random &&
       spec.strategy != PlanStrategy::Iterative && spec.strategy != PlanStrategy::Budget)
     throw std::invalid_argument("--shape uniform is built into strategies score, random, iterative and budget so far, "

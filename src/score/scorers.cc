@@ -1,6 +1,7 @@
 // The scorer table (score/scorers.def) as rows, and the names read from it.
 #include "headprune/score/scorers.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "headprune/score/importance.h"
@@ -8,7 +9,7 @@
 namespace hp {
 namespace detail {
 // Each row's function, defined in src/score/scorers/.
-#define HP_SCORER(id, name, needs_data, normalization, groups, fn, help) \
+#define HP_SCORER(id, name, needs_data, normalization, groups, cost, fn, help) \
   HeadScores fn(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts);
 #include "headprune/score/scorers.def"
 #undef HP_SCORER
@@ -16,8 +17,9 @@ namespace detail {
 
 const std::vector<Scorer>& scorers() {
   static const std::vector<Scorer> rows = {
-#define HP_SCORER(id, name, needs_data, normalization, groups, fn, help) \
-  {ScoreMethod::id, name, needs_data, Normalization::normalization, GroupRule::groups, &detail::fn, help},
+#define HP_SCORER(id, name, needs_data, normalization, groups, cost, fn, help)                             \
+  {ScoreMethod::id, name, needs_data, Normalization::normalization, GroupRule::groups, ScorerCost::cost, &detail::fn, \
+   help},
 #include "headprune/score/scorers.def"
 #undef HP_SCORER
   };
@@ -50,6 +52,12 @@ std::vector<ScoreMethod> parse_score_methods(const std::string& s) {
 
 bool uses_data(ScoreMethod m) { return scorer(m).needs_data; }
 Normalization default_normalization(ScoreMethod m) { return scorer(m).normalization; }
+
+ScorerCost scoring_cost(const std::vector<ScoreMethod>& methods) {
+  ScorerCost c = ScorerCost::Forward;
+  for (ScoreMethod m : methods) c = std::max(c, scorer(m).cost);
+  return c;
+}
 
 std::string score_methods_help() {
   std::string out;

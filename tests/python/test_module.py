@@ -173,6 +173,11 @@ def test_options_have_one_range_for_the_cli_and_python(tmp_path, cli, tiny):
         (["gates", tiny, "--target", "0.5", "--shape", "uniform", "--method", "passconc", "--out", out],
          lambda: headprune.gates(tiny, target=0.5, shape="uniform", method="passconc", out=out, progress=False),
          "--shape uniform does not go with passconc"),
+        # The strategy follows from the inputs in one place (settle_plan_strategy): a plan file and a
+        # budget contradict each other for both front ends (Python used to drop the budget).
+        (["prune", tiny, "--plan", "p.json", "--budget", "params=0.8x", "--out", out],
+         lambda: headprune.plan(tiny, plan_file="p.json", budget="params=0.8x", progress=False),
+         "--budget params=0.8x is the input of strategy budget, not of strategy plan (implied by --plan p.json"),
     ]
     for args, call, words in cases:
         r = cli(*args, check=False)

@@ -3,8 +3,11 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <set>
+#include <stdexcept>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -12,6 +15,7 @@
 
 #include "headprune/model/geometry.h"
 #include "headprune/prune/pruning.h"
+#include "headprune/prune/strategy.h"
 #include "headprune/util/log.h"
 #include "test_util.h"
 
@@ -194,6 +198,49 @@ using test::synthetic_set;
 class Pruning : public ::testing::TestWithParam<test::Fam> {};
 
 // The same plan as a mask and as a physical removal gives the same metrics.
+// The strategy every front end infers (the CLI's prune, Python's plan and prune): named, else implied
+// by its input, else score; an input of another strategy refused with one message.
+TEST(PlanStrategyInference, NamedImpliedOrRefusedAlike) {
+  auto settled = [](PlanSpec spec, std::optional<PlanStrategy> named, bool given = false) {
+    settle_plan_strategy(spec, named, given);
+    return spec.strategy;
+  };
+  PlanSpec none, file, budget, heads, file_budget;
+  file.plan_file = file_budget.plan_file = "p.json";
+  budget.budget = file_budget.budget = "params=0.8x";
+  heads.heads = "encoder_self:0:1";
+  EXPECT_EQ(settled(none, std::nullopt), PlanStrategy::Score);
+  EXPECT_EQ(settled(none, PlanStrategy::Random), PlanStrategy::Random);
+  EXPECT_EQ(settled(file, std::nullopt), PlanStrategy::File);
+  EXPECT_EQ(settled(budget, std::nullopt), PlanStrategy::Budget);
+  EXPECT_EQ(settled(heads, std::nullopt), PlanStrategy::Manual);
+  EXPECT_EQ(settled(none, std::nullopt, true), PlanStrategy::Given);
+  EXPECT_EQ(settled(file, PlanStrategy::File), PlanStrategy::File);
+  EXPECT_EQ(settled(budget, PlanStrategy::Budget), PlanStrategy::Budget);
+  auto refused = [&](const PlanSpec& spec, std::optional<PlanStrategy> named, bool given, const std::string& message) {
+    try {
+      settled(spec, named, given);
+      ADD_FAILURE() << "not refused: " << message;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  };
+  // A plan file and a budget (the CLI refused it, Python used to drop the budget).
+  refused(file_budget, std::nullopt, false,
+          "--budget params=0.8x is the input of strategy budget, not of strategy plan (implied by --plan p.json; give "
+          "one of them)");
+  refused(file, PlanStrategy::Random, false,
+          "--plan p.json is the input of strategy plan, not of strategy random (drop --strategy, or use --strategy plan)");
+  refused(budget, PlanStrategy::Score, false,
+          "--budget params=0.8x is the input of strategy budget, not of strategy score (drop --strategy, or use "
+          "--strategy budget)");
+  refused(heads, std::nullopt, true,
+          "--heads encoder_self:0:1 is the input of strategy manual, not of strategy given (implied by the plan given; "
+          "give one of them)");
+  refused(none, PlanStrategy::Score, true,
+          "the plan given is the input of strategy given, not of strategy score (drop --strategy, or use --strategy given)");
+}
+
 TEST_P(Pruning, MaskedAndRemovedGiveIdenticalMetrics) {
   const ModelConfig cfg = test::config_of(GetParam());
   auto model = test::make_model(cfg, 5);

@@ -53,8 +53,16 @@ struct ImportanceResult {
 
 ImportanceResult run_importance(const ImportanceRequest& req, const Runtime& rt, const JobEvents& events = {});
 
-// The scorers' options of a request (run_importance's, and the Python module's for in-memory data):
-// special ids default to the tokenizer's eos (headprune's own eos without one); no pipeline.
+// The scoring of run_importance once its model and data are open, for every front end that has them
+// (the Python module's in-memory model and token ids too): score_options of the request, the memory
+// planned for the most costly of its methods (plan_scoring_memory), the pass cost (req.cost), then one
+// map per method and unit in request order (units a method cannot score skipped), gradient's maps of
+// several units from one shared pass; each map's info names req.checkpoint, and each says a line.
+std::vector<HeadScores> score_importance(LoadedModel& model, const EvalSet& set, const ImportanceRequest& req,
+                                         const Runtime& rt, const JobEvents& events = {});
+
+// The scorers' options of a request (score_importance's): special ids default to the tokenizer's eos
+// (headprune's own eos without one); no pipeline.
 ScoreOptions score_options(const ImportanceRequest& req, const Tokenizer* tokenizer, const Runtime& rt,
                            const JobEvents& events);
 

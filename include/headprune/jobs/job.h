@@ -156,12 +156,13 @@ class JobInputs {
 std::vector<NamedPath> job_inputs(const std::string& checkpoint, const DataSource& data,
                                   const std::vector<NamedPath>& extra = {});
 
-// Before scoring `set`: the memory the scorers need at its largest batch, checked against what the
-// device has (refused with the numbers and a way out); gradient and taylor scoring are switched to layer
-// by layer (so.layerwise) when the whole graph would not fit or would add more than a fifth to a large
-// model's weights, and says so. taylor: its gradient sums (the attention projections' size) count too.
-void plan_scoring_memory(JobInputs& in, const EvalSet& set, ScoreOptions& so, bool gradient, const JobEvents& events,
-                         bool taylor = false);
+// Before scoring `set` with scorers of `cost` (score/scorers.def's column; scoring_cost of several):
+// the memory they need at its largest batch, checked against what the device has (refused with the
+// numbers and a way out); scoring with a backward pass is switched to layer by layer (so.layerwise)
+// when the whole graph would not fit or would add more than a fifth to a large model's weights, and
+// says so. BackwardWeightSums: the gradient sums (the attention projections' size) count too.
+void plan_scoring_memory(TransformerImpl& model, const EvalSet& set, ScoreOptions& so, ScorerCost cost,
+                         const JobEvents& events);
 
 // The metric (and loss) of a model at successive stages (before, masked, removed, fine-tuned).
 struct StageTable {

@@ -3,6 +3,7 @@
 //              recovery fine-tuning with Budhraja's compensation table -> evaluate at every stage ->
 //              save OUT/model (with the tokenizer), OUT/plan.json and OUT/summary.json; checks that
 //              masked and removed give the same outputs and that the saved model reloads exactly.
+//   run_plan   the plan alone: the checkpoint and data opened as run_prune opens them, scored alike.
 //   run_curve  the metric against the fraction of heads pruned, for several strategies, optionally
 //              with recovery fine-tuning at every point; OUT/curve.json and OUT/curve.csv.
 #pragma once
@@ -55,6 +56,38 @@ struct PruneResult {
 };
 
 PruneResult run_prune(const PruneRequest& req, const Runtime& rt, const JobEvents& events = {});
+
+// How a plan is scored and measured, and the stages after it: the request's metric (default: the
+// task's) and beam, the runtime's seed, the job's progress.
+struct PlanScoring {
+  Metric metric = Metric::Loss;
+  ScoreOptions score;
+  MetricOptions measure;
+};
+PlanScoring plan_scoring(const ModelConfig& cfg, const std::optional<Metric>& metric, int64_t beam, const Runtime& rt,
+                         const JobEvents& events);
+
+// What the scoring a plan does here costs (score/scorers.def's column): its method's for strategy score
+// without a scores file and for iterative, Forward for the rest.
+ScorerCost plan_scoring_cost(const PlanSpec& spec);
+
+// The one way a job chooses a plan on an open model: spec with the scoring's seed, the memory planned
+// for the scoring it does (plan_scoring_memory, which may switch ps.score to layer by layer), then
+// make_plan on `set`; iterative steps are said under `tag`.
+PruningPlan plan_heads(TransformerImpl& model, PlanSpec spec, const EvalSet& set, PlanScoring& ps,
+                       const JobEvents& events, const std::string& tag);
+
+// The plan run_prune would apply, without applying it (Python's headprune.plan).
+struct PlanRequest {
+  std::string checkpoint;
+  PlanSpec plan;                 // plan.seed is taken from the runtime
+  std::optional<Metric> metric;  // default: the task's
+  int64_t beam = 1;
+  DataSource data;               // read only by a plan that scores or measures (plan_reads_data)
+};
+// PlanRequest's own options: --metric and --beam (the plan's are plan_option_table()'s).
+const OptionTable<PlanRequest>& plan_request_table();
+PruningPlan run_plan(const PlanRequest& req, const Runtime& rt, const JobEvents& events = {});
 
 struct CurveRequest {
   std::string checkpoint;

@@ -56,9 +56,16 @@ struct PlanSpec {
 };
 
 // PlanSpec's options: `prune --method/--target/--plan/--budget ...` and Python's plan fields
-// (util/options.h). The strategy (each front end infers it from what is given), the plan given
+// (util/options.h). The strategy (settle_plan_strategy infers it from what is given), the plan given
 // (library and Python callers) and the budget's shape (budget_shape_table) are not rows.
 const OptionTable<PlanSpec>& plan_option_table();
+
+// The strategy of a request, for every front end (the CLI's prune, Python's plan and prune): `named`
+// when one is named, else the one its inputs imply (a plan file: plan; a budget: budget; a plan given,
+// `given`: given; heads: manual), else score. An input of another strategy than the one chosen (a plan
+// file and a budget; --strategy random and a plan file) is std::invalid_argument naming both, the same
+// message from each front end. Sets spec.strategy.
+void settle_plan_strategy(PlanSpec& spec, std::optional<PlanStrategy> named, bool given = false);
 
 // "cross:1,decoder_self:0" -> {(cross, 1), (decoder_self, 0)}; errors name the item.
 std::vector<std::pair<AttnType, int64_t>> parse_layer_list(const std::string& s);

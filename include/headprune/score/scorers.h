@@ -1,6 +1,6 @@
 // The scorer table (score/scorers.def): one row per head-importance scorer, the one place that says
-// what a scorer is called, whether it reads data, how its maps are normalized by default and how it
-// scores a key/value group. score_heads (score/importance.h) dispatches through it; the CLI's help and
+// what a scorer is called, whether it reads data, how its maps are normalized by default, how it
+// scores a key/value group and what its passes cost in memory. score_heads (score/importance.h) dispatches through it; the CLI's help and
 // `--method all` read it.
 #pragma once
 
@@ -30,6 +30,14 @@ enum class GroupRule {
   None,    // query heads only (all_but_one)
 };
 
+// What a scorer's passes hold in memory (the memory plan, jobs/job.h plan_scoring_memory, reads it);
+// ordered: a run of several scorers costs the most of theirs.
+enum class ScorerCost {
+  Forward,             // forward passes, or the weights only
+  Backward,            // a backward pass through the graph (gradient, lrp)
+  BackwardWeightSums,  // a backward pass reaching the attention weights, their gradient sums kept (taylor)
+};
+
 using ScoreFn = HeadScores (*)(TransformerImpl& model, const EvalSet& data, const ScoreOptions& opts);
 
 struct Scorer {
@@ -38,6 +46,7 @@ struct Scorer {
   bool needs_data;
   Normalization normalization;
   GroupRule groups;
+  ScorerCost cost;
   ScoreFn fn;  // raw scores (not normalized) of opts.unit; Sum/Mean rows are called with query heads only
   std::string help;
 };
@@ -52,6 +61,8 @@ std::vector<ScoreMethod> parse_score_methods(const std::string& s);
 std::vector<ScoreMethod> all_score_methods();
 bool uses_data(ScoreMethod m);                       // scorer(m).needs_data
 Normalization default_normalization(ScoreMethod m);  // scorer(m).normalization
+// The most any of `methods` costs (Forward for none).
+ScorerCost scoring_cost(const std::vector<ScoreMethod>& methods);
 // "gradient (Michel et al.: ...), ablation (...), ..." for help texts.
 std::string score_methods_help();
 
