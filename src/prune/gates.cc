@@ -23,25 +23,78 @@ void set_concentrator(GateOptions& opts, const std::string& text) {
   opts.concentrator_weight = *w;
 }
 
+namespace {
+// [a, b] of two finite numbers (a recorded pair of GateOptions).
+std::pair<double, double> finite_pair(const nlohmann::json& v) {
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number())
+    throw std::invalid_argument("expected [a, b] of two numbers, got " + v.dump());
+  const double a = v[0].get<double>(), b = v[1].get<double>();
+  if (!std::isfinite(a) || !std::isfinite(b)) throw std::invalid_argument("expected finite numbers, got " + v.dump());
+  return {a, b};
+}
+
+// The rows of gates.json's "options" only: the request's target, what no flag sets, what the
+// fine-tuning's flags set, and the old pair of dsp temperatures.
+OptionTable<GateOptions> recorded_rows(OptionTable<GateOptions>&& table) {
+  using G = GateOptions;
+  using R = ValueRange;
+  return std::move(table)
+          .custom("target_kept", "heads to keep (the request's target; null: none)",
+                  [](const G& g) { return g.target_kept ? nlohmann::json(*g.target_kept) : nlohmann::json(nullptr); },
+                  [](G& g, const nlohmann::json& v) {
+                    if (!v.is_number_integer()) throw std::invalid_argument("expected an integer, got " + v.dump());
+                    g.target_kept = v.get<int64_t>();
+                  })
+          .custom("stretch", "the Hard Concrete stretch interval [l, r]",
+                  [](const G& g) { return nlohmann::json{g.dist.l, g.dist.r}; },
+                  [](G& g, const nlohmann::json& v) {
+                    const auto lr = finite_pair(v);
+                    g.dist.l = lr.first;
+                    g.dist.r = lr.second;
+                  })
+          .real("coef_max", "", "upper bound of the coefficient", &G::coef_max, R::at_least(0))
+          .recorded()
+          .real("reopen_until", "", "fraction of --steps after which no gate reopens", &G::reopen_until, R::at_least(0))
+          .recorded()
+          .integer("confidence_examples", "", "validation examples for the reopening confidence",
+                   &G::confidence_examples, R::at_least(0))
+          .recorded()
+          .real("distill_temperature", "", "the gate training's distillation temperature (--distill-temperature)",
+                &G::distill_temperature, R::positive())
+          .recorded()
+          // Read only: gates.json before the keys were the flags' names held both temperatures in one pair.
+          .custom("dsp_tau", "", nullptr, [](G& g, const nlohmann::json& v) {
+            const auto tau = finite_pair(v);
+            g.dsp_tau_start = tau.first;
+            g.dsp_tau_end = tau.second;
+          });
+}
+}  // namespace
+
 const OptionTable<GateOptions>& gate_option_table() {
   using G = GateOptions;
   using R = ValueRange;
   static const OptionTable<G> t =
-      OptionTable<G>()
+      recorded_rows(OptionTable<G>()
           .parsed("method", "--method", "hard_concrete, pass, passconc, dsp or cofi",
-                  [](G& g, const std::string& s) { g.method = parse_gate_method(s); }, "passconc")
+                  [](G& g, const std::string& s) { g.method = parse_gate_method(s); }, "passconc",
+                  [](const G& g) -> nlohmann::json { return to_string(g.method); })
           .real("coef", "--coef,--lambda", "L0 weight (hard_concrete) or PASS's starting coefficient", &G::coef,
                 R::at_least(0))
           .parsed("hc_target", "--hc-target",
                   "hard_concrete with --target: 'controller' (Voita's penalty; lambda searched each period, gates "
                   "rolled back when too many closed) or 'quadratic' (pull the expected open count to the target)",
-                  [](G& g, const std::string& s) { g.hc_target = parse_hc_target(s); }, "controller")
+                  [](G& g, const std::string& s) { g.hc_target = parse_hc_target(s); }, "controller",
+                  [](const G& g) -> nlohmann::json { return to_string(g.hc_target); })
           .real("coef_growth", "--coef-growth", "coefficient factor per period while off target", &G::coef_growth,
                 R::at_least(1))
           .parsed("concentrator", "--concentrator",
                   "passconc: 'adaptive' (re-set every period so a nearly empty layer's last heads close) or a fixed "
                   "weight relative to the PASS coefficient",
-                  [](G& g, const std::string& s) { set_concentrator(g, s); }, "adaptive")
+                  [](G& g, const std::string& s) { set_concentrator(g, s); }, "adaptive",
+                  [](const G& g) {
+                    return g.concentrator_adaptive ? nlohmann::json("adaptive") : nlohmann::json(g.concentrator_weight);
+                  })
           .real("concentrator_margin", "--concentrator-margin",
                 "adaptive concentrator: how many times the pull to close must exceed the P(g=1) term's pull",
                 &G::concentrator_margin, R::positive())
@@ -51,6 +104,7 @@ const OptionTable<GateOptions>& gate_option_table() {
                 &G::concentrator_until, R::between(0, 1))
           .real("temperature", "--temperature", "Hard Concrete temperature beta",
                 [](G& g) -> double& { return g.dist.beta; }, R::positive())
+          .was("beta")
           .integer("period", "--period", "steps between checks, coefficient updates and log lines", &G::period,
                    R::at_least(1))
           .real("clip", "--clip", "pass/passconc: clip log alpha to [-clip, clip] (0 = off)", &G::clip, R::at_least(0))
@@ -65,6 +119,7 @@ const OptionTable<GateOptions>& gate_option_table() {
                 &G::dsp_tau_end, R::positive())
           .yes_no("straight_through", "--straight-through", "dsp: hard top-K forward, relaxed gradient backward",
                   &G::dsp_straight_through, FlagStyle::Sets)
+          .was("dsp_straight_through")
           .real("lagrangian_lr", "--lagrangian-lr", "cofi: Adam rate of the Lagrange multipliers (gradient ascent)",
                 &G::lagrangian_lr, R::positive())
           .real("cofi_warmup", "--cofi-warmup", "cofi: fraction of --steps over which the target rises linearly",
@@ -79,16 +134,18 @@ const OptionTable<GateOptions>& gate_option_table() {
           .integer("extra_steps", "--extra-steps",
                    "train up to this many more steps, a period at a time, until the head count is exact",
                    &G::max_extra_steps, R::at_least(0))
+          .was("max_extra_steps")
           .parsed("shape", "--shape",
                   "per-layer (any count in any layer) or uniform (every layer trained to keep the same count, then "
                   "the same key/value groups and query heads per group in every layer, by the gates' values: an "
                   "ordinary smaller model that export --hf writes natively; dsp, pass, cofi, hard_concrete with "
                   "--hc-target quadratic)",
-                  [](G& g, const std::string& s) { g.shape = parse_plan_shape(s); }, "per-layer")
+                  [](G& g, const std::string& s) { g.shape = parse_plan_shape(s); }, "per-layer",
+                  [](const G& g) -> nlohmann::json { return to_string(g.shape); })
           .yes_no("complete_by_rank", "--complete-by-rank",
                   "if the gates still miss the target at the end, keep the target's count of heads with the largest "
                   "P(open) (PASS's top-K evaluation); closed_by_gates in gates.json keeps the gates' own count",
-                  &G::complete_by_rank, FlagStyle::Sets);
+                  &G::complete_by_rank, FlagStyle::Sets));
   return t;
 }
 
@@ -263,27 +320,12 @@ HcTarget parse_hc_target(const std::string& s) { return hc_target_names().parse(
 void GateOptions::validate(int64_t n_heads) const {
   auto bad = [](const std::string& m) { throw std::invalid_argument("gates: " + m); };
   dist.validate();
+  gate_option_table().check(*this, "gates");
   if (method != GateMethod::HardConcrete && !target_kept) bad(to_string(method) + " needs a target head count");
   if (target_kept && (*target_kept < 1 || *target_kept > n_heads))
     bad("target of " + std::to_string(*target_kept) + " kept heads is outside [1, " + std::to_string(n_heads) +
         "] (the model keeps " + std::to_string(n_heads) + " heads; keeping none would prune every head)");
-  if (!(coef >= 0)) bad("coefficient must be >= 0");
-  if (!(coef_growth >= 1)) bad("coefficient growth must be >= 1");
   if (concentrator_weight < 0) bad("concentrator weight must be >= 0");
-  if (!(concentrator_margin > 0)) bad("concentrator margin must be > 0");
-  if (!(concentrator_max >= 0)) bad("concentrator maximum must be >= 0");
-  if (!(concentrator_until >= 0 && concentrator_until <= 1)) bad("concentrator window must be a fraction in [0, 1]");
-  if (period < 1) bad("period must be >= 1");
-  if (clip < 0) bad("clip must be >= 0");
-  if (!(reopen_decay > 0 && reopen_decay <= 1)) bad("reopen decay must be in (0, 1]");
-  if (!(gate_lr > 0)) bad("gate learning rate must be > 0");
-  if (max_extra_steps < 0) bad("max extra steps must be >= 0");
-  if (!(dsp_tau_start > 0 && dsp_tau_end > 0)) bad("the dsp temperatures must be > 0");
-  if (!(lagrangian_lr > 0)) bad("the Lagrangian learning rate must be > 0");
-  if (!(cofi_warmup >= 0 && cofi_warmup <= 1)) bad("the cofi warm-up must be a fraction in [0, 1]");
-  if (!(distill_weight >= 0 && distill_weight <= 1)) bad("the gate training's distillation weight must be in [0, 1]");
-  if (!(distill_hidden_weight >= 0)) bad("the gate training's hidden-state distillation weight must be >= 0");
-  if (!(distill_temperature > 0)) bad("the gate training's distillation temperature must be > 0");
   if (shape == PlanShape::Uniform) {
     if (!target_kept) bad("--shape uniform needs a target (--target)");
     if (method == GateMethod::PassConc)
@@ -295,35 +337,14 @@ void GateOptions::validate(int64_t n_heads) const {
   }
 }
 
-nlohmann::json GateOptions::to_json() const {
-  return {{"method", to_string(method)},
-          {"target_kept", target_kept ? nlohmann::json(*target_kept) : nlohmann::json(nullptr)},
-          {"beta", dist.beta},
-          {"stretch", {dist.l, dist.r}},
-          {"coef", coef},
-          {"hc_target", to_string(hc_target)},
-          {"coef_growth", coef_growth},
-          {"concentrator", concentrator_adaptive ? nlohmann::json("adaptive") : nlohmann::json(concentrator_weight)},
-          {"concentrator_margin", concentrator_margin},
-          {"concentrator_max", concentrator_max},
-          {"concentrator_until", concentrator_until},
-          {"period", period},
-          {"clip", clip},
-          {"reopen", reopen},
-          {"reopen_decay", reopen_decay},
-          {"reopen_until", reopen_until},
-          {"gate_lr", gate_lr},
-          {"init_log_alpha", init_log_alpha},
-          {"max_extra_steps", max_extra_steps},
-          {"complete_by_rank", complete_by_rank},
-          {"dsp_tau", {dsp_tau_start, dsp_tau_end}},
-          {"dsp_straight_through", dsp_straight_through},
-          {"lagrangian_lr", lagrangian_lr},
-          {"cofi_warmup", cofi_warmup},
-          {"distill_weight", distill_weight},
-          {"distill_hidden_weight", distill_hidden_weight},
-          {"distill_temperature", distill_temperature},
-          {"shape", to_string(shape)}};
+nlohmann::json GateOptions::to_json() const { return gate_option_table().write(*this); }
+
+GateOptions GateOptions::from_json(const nlohmann::json& j) {
+  const JsonFields f(j, "gate options", JsonStyle{"field", "is missing", JsonStyle::Nulls::Absent, JsonStyle::Error::InvalidArgument});
+  f.only(gate_option_table().record_keys());
+  GateOptions o;
+  gate_option_table().read(f, o);
+  return o;
 }
 
 HeadGateSet::HeadGateSet(TransformerImpl& model, const HardConcrete& dist, double init_log_alpha, bool layer_gates)
