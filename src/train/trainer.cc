@@ -24,47 +24,52 @@
 namespace hp {
 namespace fs = std::filesystem;
 
-nlohmann::json TrainOptions::to_json() const {
-  return {{"max_steps", max_steps},       {"batch_tokens", batch_tokens}, {"max_batch", max_batch},
-          {"lr", lr},                     {"warmup_steps", warmup_steps}, {"schedule", to_string(schedule)},
-          {"beta1", adam.beta1},          {"beta2", adam.beta2},          {"adam_eps", adam.eps},
-          {"weight_decay", adam.weight_decay}, {"clip_norm", clip_norm}, {"label_smoothing", label_smoothing},
-          {"eval_every", eval_every},     {"log_every", log_every},       {"save_every", save_every},
-          {"keep_every", keep_every},     {"distill_weight", distill_weight}, {"distill_temperature", distill_temperature},
-          {"distill_hidden_weight", distill_hidden_weight}, {"best_metric", best_metric},   {"bf16", bf16},                 {"seed", seed}};
+const OptionTable<TrainOptions>& train_option_table() {
+  using T = TrainOptions;
+  using R = ValueRange;
+  static const OptionTable<T> t =
+      OptionTable<T>()
+          .integer("max_steps", "", "optimizer steps", &T::max_steps, R::at_least(1))
+          .integer("batch_tokens", "", "padded tokens per batch", &T::batch_tokens, R::at_least(1))
+          .integer("max_batch", "", "rows per batch", &T::max_batch, R::at_least(1))
+          .real("lr", "", "peak learning rate", &T::lr, R::positive())
+          .integer("warmup_steps", "", "linear warm-up steps", &T::warmup_steps, R::at_least(0))
+          .parsed("schedule", "", "learning rate schedule after the warm-up",
+                  [](T& o, const std::string& s) { o.schedule = parse_lr_schedule(s); }, "linear",
+                  [](const T& o) -> nlohmann::json { return to_string(o.schedule); })
+          .real("beta1", "", "AdamW beta1", [](T& o) -> double& { return o.adam.beta1; })
+          .real("beta2", "", "AdamW beta2", [](T& o) -> double& { return o.adam.beta2; })
+          .real("adam_eps", "", "AdamW epsilon", [](T& o) -> double& { return o.adam.eps; })
+          .real("weight_decay", "", "AdamW decoupled weight decay", [](T& o) -> double& { return o.adam.weight_decay; })
+          .real("clip_norm", "", "gradient norm clipping (0 = none)", &T::clip_norm)
+          .real("label_smoothing", "", "label smoothing", &T::label_smoothing, R::between(0, 1, false, true))
+          .integer("eval_every", "", "steps between evaluations", &T::eval_every, R::at_least(1))
+          .integer("log_every", "", "steps between log lines", &T::log_every, R::at_least(1))
+          .integer("save_every", "", "steps between resume checkpoints (0 = at evaluations)", &T::save_every,
+                   R::at_least(0))
+          .integer("keep_every", "", "steps between kept OUT/step-N snapshots (0 = none)", &T::keep_every, R::at_least(0))
+          .real("distill_weight", "", "weight of the distillation KL", &T::distill_weight, R::between(0, 1))
+          .real("distill_temperature", "", "distillation temperature", &T::distill_temperature, R::positive())
+          .real("distill_hidden_weight", "", "weight of the hidden-state MSE", &T::distill_hidden_weight, R::at_least(0))
+          .text("best_metric", "", "auto, loss or accuracy", &T::best_metric)
+          .yes_no("bf16", "", "bf16 autocast", &T::bf16, FlagStyle::Value)
+          .custom("seed", "", [](const T& o) { return nlohmann::json(o.seed); },
+                  [](T& o, const nlohmann::json& v) {
+                    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+                      throw std::invalid_argument("must be an integer >= 0, got " + v.dump());
+                    o.seed = v.get<uint64_t>();
+                  });
+  return t;
 }
+
+nlohmann::json TrainOptions::to_json() const { return train_option_table().write(*this); }
 
 TrainOptions TrainOptions::from_json(const nlohmann::json& j) {
   const JsonFields f(j, "train options",
                      JsonStyle{"field", "is missing", JsonStyle::Nulls::Invalid, JsonStyle::Error::InvalidArgument});
-  f.only({"max_steps", "batch_tokens", "max_batch", "lr", "warmup_steps", "schedule", "beta1", "beta2", "adam_eps",
-          "weight_decay", "clip_norm", "label_smoothing", "eval_every", "log_every", "save_every", "keep_every",
-          "distill_weight", "distill_temperature", "distill_hidden_weight", "best_metric", "bf16", "seed"});
+  f.only(train_option_table().record_keys());
   TrainOptions o;
-  o.max_steps = f.opt_int("max_steps", o.max_steps);
-  o.batch_tokens = f.opt_int("batch_tokens", o.batch_tokens);
-  o.max_batch = f.opt_int("max_batch", o.max_batch);
-  o.lr = f.opt_num("lr", o.lr);
-  o.warmup_steps = f.opt_int("warmup_steps", o.warmup_steps);
-  if (f.has("schedule")) o.schedule = parse_lr_schedule(f.req_str("schedule"));
-  o.adam.beta1 = f.opt_num("beta1", o.adam.beta1);
-  o.adam.beta2 = f.opt_num("beta2", o.adam.beta2);
-  o.adam.eps = f.opt_num("adam_eps", o.adam.eps);
-  o.adam.weight_decay = f.opt_num("weight_decay", o.adam.weight_decay);
-  o.clip_norm = f.opt_num("clip_norm", o.clip_norm);
-  o.label_smoothing = f.opt_num("label_smoothing", o.label_smoothing);
-  o.eval_every = f.opt_int("eval_every", o.eval_every);
-  o.log_every = f.opt_int("log_every", o.log_every);
-  o.save_every = f.opt_int("save_every", o.save_every);
-  o.keep_every = f.opt_int("keep_every", o.keep_every);
-  o.distill_weight = f.opt_num("distill_weight", o.distill_weight);
-  o.distill_temperature = f.opt_num("distill_temperature", o.distill_temperature);
-  o.distill_hidden_weight = f.opt_num("distill_hidden_weight", o.distill_hidden_weight);
-  o.best_metric = f.opt_str("best_metric", o.best_metric);
-  o.bf16 = f.opt_bool("bf16", o.bf16);
-  const int64_t seed = f.opt_int("seed", static_cast<int64_t>(o.seed));
-  if (seed < 0) f.fail("seed", "must be >= 0, got " + std::to_string(seed));
-  o.seed = static_cast<uint64_t>(seed);
+  train_option_table().read(f, o);
   return o;
 }
 
@@ -81,16 +86,7 @@ struct LoopState {
 
 void validate(const TrainOptions& o, const TrainData& d) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("train: " + m); };
-  if (o.max_steps <= 0) bad("max_steps must be > 0");
-  if (o.batch_tokens <= 0 || o.max_batch <= 0) bad("batch_tokens and max_batch must be > 0");
-  if (o.lr <= 0) bad("lr must be > 0");
-  if (o.warmup_steps < 0) bad("warmup_steps must be >= 0");
-  if (o.label_smoothing < 0 || o.label_smoothing >= 1) bad("label_smoothing must be in [0, 1)");
-  if (o.eval_every <= 0 || o.log_every <= 0 || o.save_every < 0) bad("eval_every and log_every must be > 0");
-  if (o.keep_every < 0) bad("keep_every must be >= 0");
-  if (!(o.distill_weight >= 0 && o.distill_weight <= 1)) bad("distill_weight must be in [0, 1]");
-  if (!(o.distill_temperature > 0)) bad("distill_temperature must be > 0");
-  if (!(o.distill_hidden_weight >= 0)) bad("distill_hidden_weight must be >= 0");
+  train_option_table().check(o, "train");
   if (o.distills() && !o.teacher) bad("distill_weight or distill_hidden_weight > 0 needs a teacher model");
   if (o.best_metric != "auto" && o.best_metric != "loss" && o.best_metric != "accuracy")
     bad("best_metric must be auto, loss or accuracy");

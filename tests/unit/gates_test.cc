@@ -65,6 +65,102 @@ TEST(HardConcrete, DeterministicGateAndGradient) {
   EXPECT_THROW(bad.validate(), std::invalid_argument);
 }
 
+// ---- the options' JSON record: one table for the flags, gates.json's keys and the ranges (issue 80) ----
+
+TEST(GateOptionsJson, RoundTripsEveryFieldUnderTheFlagsNames) {
+  GateOptions g;
+  g.method = GateMethod::Dsp;
+  g.target_kept = 5;
+  g.dist.beta = 0.5;
+  g.dist.l = -0.2;
+  g.dist.r = 1.3;
+  g.coef = 0.25;
+  g.hc_target = HcTarget::Quadratic;
+  g.concentrator_adaptive = false;
+  g.concentrator_weight = 3.5;
+  g.period = 7;
+  g.reopen = false;
+  g.reopen_until = 0.5;
+  g.max_extra_steps = 40;
+  g.dsp_tau_start = 2.0;
+  g.dsp_tau_end = 0.1;
+  g.dsp_straight_through = true;
+  g.distill_temperature = 2.5;
+  g.coef_max = 50;
+  g.confidence_examples = 12;
+  g.shape = PlanShape::Uniform;
+  g.complete_by_rank = true;
+  const nlohmann::json j = g.to_json();
+  // The keys are the flags' names: --temperature, --extra-steps, --straight-through, --dsp-tau-start/end.
+  EXPECT_EQ(j.at("temperature"), 0.5);
+  EXPECT_EQ(j.at("extra_steps"), 40);
+  EXPECT_EQ(j.at("straight_through"), true);
+  EXPECT_EQ(j.at("dsp_tau_start"), 2.0);
+  EXPECT_EQ(j.at("dsp_tau_end"), 0.1);
+  EXPECT_EQ(j.at("concentrator"), 3.5);
+  EXPECT_EQ(j.at("stretch"), nlohmann::json({-0.2, 1.3}));
+  for (const char* old : {"beta", "max_extra_steps", "dsp_straight_through", "dsp_tau"}) EXPECT_FALSE(j.contains(old)) << old;
+  // Every option row with a flag is written under its key.
+  for (const auto& f : gate_option_table().fields()) {
+    if (f.option) EXPECT_TRUE(j.contains(f.key)) << f.key;
+  }
+  const GateOptions back = GateOptions::from_json(j);
+  EXPECT_EQ(back.to_json(), j);
+  EXPECT_EQ(back.method, GateMethod::Dsp);
+  EXPECT_EQ(back.target_kept, std::optional<int64_t>(5));
+  EXPECT_EQ(back.dist.l, -0.2);
+  EXPECT_EQ(back.max_extra_steps, 40);
+  EXPECT_FALSE(back.concentrator_adaptive);
+  EXPECT_EQ(back.shape, PlanShape::Uniform);
+  // No target is written as null and read back as none.
+  EXPECT_FALSE(GateOptions::from_json(GateOptions{}.to_json()).target_kept.has_value());
+}
+
+TEST(GateOptionsJson, ReadsTheOldNamesOfEarlierGatesJson) {
+  // gates.json's "options" as written before the keys were the flags' names.
+  const auto old = nlohmann::json::parse(R"({"method": "passconc", "target_kept": 6, "beta": 0.4, "stretch": [-0.1, 1.1],
+      "coef": 0.1, "hc_target": "controller", "coef_growth": 2.0, "concentrator": "adaptive", "concentrator_margin": 2.0,
+      "concentrator_max": 500.0, "concentrator_until": 0.75, "period": 100, "clip": 5.0, "reopen": true,
+      "reopen_decay": 0.9, "reopen_until": 0.75, "gate_lr": 0.05, "init_log_alpha": 3.0, "max_extra_steps": 100,
+      "complete_by_rank": false, "dsp_tau": [1.5, 0.2], "dsp_straight_through": true, "lagrangian_lr": 0.05,
+      "cofi_warmup": 0.5, "distill_weight": 0.0, "distill_hidden_weight": 0.0, "distill_temperature": 1.0,
+      "shape": "per-layer"})");
+  const GateOptions g = GateOptions::from_json(old);
+  EXPECT_EQ(g.dist.beta, 0.4);
+  EXPECT_EQ(g.max_extra_steps, 100);
+  EXPECT_EQ(g.dsp_tau_start, 1.5);
+  EXPECT_EQ(g.dsp_tau_end, 0.2);
+  EXPECT_TRUE(g.dsp_straight_through);
+  EXPECT_EQ(g.target_kept, std::optional<int64_t>(6));
+  // Written again, under the new names only.
+  const auto j = g.to_json();
+  EXPECT_EQ(j.at("temperature"), 0.4);
+  EXPECT_EQ(j.at("extra_steps"), 100);
+  EXPECT_FALSE(j.contains("beta"));
+  // Unknown keys are still refused.
+  EXPECT_NE(test::error_of([] { GateOptions::from_json({{"betta", 0.4}}); }).find("betta"), std::string::npos);
+}
+
+TEST(GateOptionsJson, ARangeErrorNamesTheField) {
+  GateOptions g;
+  g.target_kept = 4;
+  g.gate_lr = -1;
+  std::string e = test::error_of([&] { g.validate(8); });
+  EXPECT_NE(e.find("gate_lr must be a number > 0, not -1"), std::string::npos) << e;
+  g = GateOptions{};
+  g.max_extra_steps = -3;
+  e = test::error_of([&] { g.validate(8); });
+  EXPECT_NE(e.find("extra_steps must be an integer >= 0, not -3"), std::string::npos) << e;
+  // Read from JSON, under the key it was found under (an old name included).
+  e = test::error_of([] { GateOptions::from_json({{"beta", 0}}); });
+  EXPECT_NE(e.find("beta"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be a number > 0"), std::string::npos) << e;
+  e = test::error_of([] { GateOptions::from_json({{"period", 0}}); });
+  EXPECT_NE(e.find("period"), std::string::npos) << e;
+  e = test::error_of([] { GateOptions::from_json({{"stretch", {0.1}}}); });
+  EXPECT_NE(e.find("stretch"), std::string::npos) << e;
+}
+
 TEST(PassPenalty, MatchesHandComputedValues) {
   auto p0 = torch::tensor({0.9, 0.1, 0.5}), p1 = torch::tensor({0.05, 0.8, 0.3});
   // not binary 0.05 + 0.1 + 0.2 = 0.35; |1 - 1.5| = 0.5; |2 - 1.15| = 0.85.
@@ -579,7 +675,9 @@ TEST(GateTraining, BadOptionsAreClearErrors) {
   }
   g.target_kept = 4;
   g.cofi_warmup = 1.5;
-  EXPECT_NE(test::error_of([&] { train_gates(model, data, {}, g, dir.path); }).find("warm-up"), std::string::npos);
+  // A range error names the field as its flag and gates.json do (gate_option_table's check).
+  EXPECT_NE(test::error_of([&] { train_gates(model, data, {}, g, dir.path); }).find("cofi_warmup must be a number in [0, 1], not 1.5"),
+            std::string::npos);
 }
 
 }  // namespace

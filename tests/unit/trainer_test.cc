@@ -212,7 +212,7 @@ TEST(Trainer, DistillationFromATeacher) {
               std::string::npos);
     alone.teacher = teacher.ptr();
     alone.distill_weight = 1.5;
-    EXPECT_NE(test::error_of([&] { train_model(student, data, alone, other.path); }).find("distill_weight must be in [0, 1]"),
+    EXPECT_NE(test::error_of([&] { train_model(student, data, alone, other.path); }).find("distill_weight must be a number in [0, 1], not 1.5"),
               std::string::npos);
   }
   set_log_level(LogLevel::Info);
@@ -283,6 +283,24 @@ TEST(Trainer, BadOptionsAreClearErrors) {
   EXPECT_THROW(TrainOptions::from_json({{"max_stpes", 3}}), std::invalid_argument);
   auto j = small_opts().to_json();
   EXPECT_EQ(TrainOptions::from_json(j).to_json(), j);
+  // One table writes, reads and checks them (train_option_table): every row is in the record, and a
+  // value out of its range is an error naming the field, whether read or set in code.
+  for (const auto& f : train_option_table().fields()) EXPECT_TRUE(j.contains(f.key)) << f.key;
+  std::string e = test::error_of([] { TrainOptions::from_json({{"label_smoothing", 1.0}}); });
+  EXPECT_NE(e.find("label_smoothing"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be a number in [0, 1)"), std::string::npos) << e;
+  e = test::error_of([] { TrainOptions::from_json({{"seed", -2}}); });
+  EXPECT_NE(e.find("seed"), std::string::npos) << e;
+  o = small_opts();
+  o.eval_every = 0;
+  e = test::error_of([&] { train_model(model, data, o, dir.path); });
+  EXPECT_NE(e.find("train: eval_every must be an integer >= 1, not 0"), std::string::npos) << e;
+  TrainOptions s = small_opts();
+  s.seed = 1234567890123ull;
+  s.schedule = LrSchedule::InverseSqrt;
+  s.adam.beta2 = 0.95;
+  EXPECT_EQ(TrainOptions::from_json(s.to_json()).to_json(), s.to_json());
+  EXPECT_EQ(TrainOptions::from_json(s.to_json()).seed, s.seed);
 }
 
 }  // namespace

@@ -175,7 +175,10 @@ struct GateOptions {
   PlanShape shape = PlanShape::PerLayer;
 
   void validate(int64_t n_heads) const;  // throws std::invalid_argument naming the option
+  // gates.json's "options": gate_option_table()'s record, the keys the flags' names. from_json also
+  // reads the names of files written before (beta, max_extra_steps, dsp_straight_through, dsp_tau).
   nlohmann::json to_json() const;
+  static GateOptions from_json(const nlohmann::json& j);  // strict: unknown keys are errors
 };
 
 // "adaptive" or a fixed weight (relative to PASS's coefficient) -> the options' concentrator fields.

@@ -30,6 +30,7 @@
 #include "headprune/io/outputs.h"
 #include "headprune/model/transformer.h"
 #include "headprune/train/optimizer.h"
+#include "headprune/util/options.h"
 
 namespace hp {
 
@@ -68,9 +69,14 @@ struct TrainOptions {
   bool overwrite = false;
   int64_t stop_after = -1;       // stop (without saving) after this step, as if killed: for tests
 
+  // The run config's "train" section and trainer_state.json's "options": train_option_table()'s record.
   nlohmann::json to_json() const;
   static TrainOptions from_json(const nlohmann::json& j);  // strict: unknown keys are errors
 };
+
+// TrainOptions' fields, one row each (util/options.h): the JSON record's keys, their ranges (checked
+// when read and by train_model). None is a flag: the train section of a run config sets them.
+const OptionTable<TrainOptions>& train_option_table();
 
 struct TrainData {
   std::vector<Example> train, valid;

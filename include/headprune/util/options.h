@@ -16,6 +16,12 @@
 //
 // The command line adds a table's flags with cli::add_options (cli/common.h); Python reads one with
 // OptionTable::read. A value out of its range gets the same words from both: "must be an integer >= 1".
+//
+// The same rows write and read the struct's JSON record (OptionTable::write and read: gates.json's
+// "options", a run config's "train") and check a struct built in code (OptionTable::check), so a field's
+// name and range are not restated in a to_json, a from_json and a validate. A row may carry the names
+// earlier files used for it (.was("beta")): read, never written. A recorded row (.recorded(), or
+// custom()) is in the JSON record only, neither a flag nor a Python keyword (GateOptions' stretch).
 #pragma once
 
 #include <cstdint>
@@ -71,23 +77,35 @@ struct OptionField {
   using IntsRef = std::function<std::vector<int64_t>&(S&)>;
   // A value the library parses from its name (an enum, "adaptive" or a weight); `shown` is the
   // default --help shows.
+  // `get` writes the value into the JSON record (empty: not written).
   struct Parsed {
     std::function<void(S&, const std::string&)> set;
     std::string shown;
+    std::function<nlohmann::json(const S&)> get = nullptr;
   };
   // The same for a list of names: a repeatable flag on the command line, a list of strings in Python;
   // the values given replace the default.
   struct ParsedList {
     std::function<void(S&, const std::vector<std::string>&)> set;
     std::string shown;
+    std::function<nlohmann::json(const S&)> get = nullptr;
+  };
+  // A recorded value kept in JSON as it is (a pair, an optional count, an unsigned seed): `get` writes
+  // it (empty: a row only read, for an old file's shape), `set` reads it and throws
+  // std::invalid_argument with its words for a bad value.
+  struct Custom {
+    std::function<nlohmann::json(const S&)> get;
+    std::function<void(S&, const nlohmann::json&)> set;
   };
   std::string key;   // Python keyword and JSON key ("min_seconds")
   std::string flag;  // CLI11's spelling ("--min-time", "--coef,--lambda"); "" = not on the command line
   std::string help;
-  std::variant<IntRef, RealRef, BoolRef, TextRef, IntsRef, Parsed, ParsedList> at;
+  std::variant<IntRef, RealRef, BoolRef, TextRef, IntsRef, Parsed, ParsedList, Custom> at;
   ValueRange range;  // numbers; for a list, each of its numbers
   bool show_default = true;
   FlagStyle style = FlagStyle::Value;
+  std::vector<std::string> old_keys;  // what earlier JSON records called it: read, never written
+  bool option = true;  // false: in the JSON record only (no flag, no Python keyword; not in keys())
 };
 
 template <class S>
@@ -118,29 +136,104 @@ class OptionTable {
   OptionTable&& integers(std::string key, std::string flag, std::string help, M m, ValueRange r = {}) && {
     return add(std::move(key), std::move(flag), std::move(help), typename Field::IntsRef(ref<std::vector<int64_t>>(m)), r, true);
   }
+  // `get`: the value as the JSON record writes it (empty: not written).
   OptionTable&& parsed(std::string key, std::string flag, std::string help, std::function<void(S&, const std::string&)> set,
-                       std::string shown) && {
+                       std::string shown, std::function<nlohmann::json(const S&)> get = nullptr) && {
     return add(std::move(key), std::move(flag), std::move(help),
-               typename Field::Parsed{std::move(set), std::move(shown)}, {}, false);
+               typename Field::Parsed{std::move(set), std::move(shown), std::move(get)}, {}, false);
   }
 
   OptionTable&& parsed_list(std::string key, std::string flag, std::string help,
-                            std::function<void(S&, const std::vector<std::string>&)> set, std::string shown) && {
+                            std::function<void(S&, const std::vector<std::string>&)> set, std::string shown,
+                            std::function<nlohmann::json(const S&)> get = nullptr) && {
     return add(std::move(key), std::move(flag), std::move(help),
-               typename Field::ParsedList{std::move(set), std::move(shown)}, {}, false);
+               typename Field::ParsedList{std::move(set), std::move(shown), std::move(get)}, {}, false);
   }
+  // A recorded row of the JSON record only (see Custom).
+  OptionTable&& custom(std::string key, std::string help, std::function<nlohmann::json(const S&)> get,
+                       std::function<void(S&, const nlohmann::json&)> set) && {
+    add(std::move(key), "", std::move(help), typename Field::Custom{std::move(get), std::move(set)}, {}, false);
+    fields_.back().option = false;
+    return std::move(*this);
+  }
+  // The last row is in the JSON record only (its flag must be "").
+  OptionTable&& recorded() && {
+    fields_.back().option = false;
+    return std::move(*this);
+  }
+  // The last row was called `old_key` in earlier JSON records.
+  OptionTable&& was(std::string old_key) && {
+    fields_.back().old_keys.push_back(std::move(old_key));
+    return std::move(*this);
+  }
+
   const std::vector<Field>& fields() const { return fields_; }
+  // The options' keys (Python's keywords): recorded rows and old names aside.
   std::set<std::string> keys() const {
     std::set<std::string> k;
-    for (const auto& f : fields_) k.insert(f.key);
+    for (const auto& f : fields_)
+      if (f.option) k.insert(f.key);
+    return k;
+  }
+  // Every key a JSON record may hold: each row's, old names included.
+  std::set<std::string> record_keys() const {
+    std::set<std::string> k;
+    for (const auto& f : fields_) {
+      k.insert(f.key);
+      k.insert(f.old_keys.begin(), f.old_keys.end());
+    }
     return k;
   }
 
-  // Every field of the table that `f` holds, into s; a value of the wrong type or out of its range is
-  // f.fail naming its key. Keys outside the table are the caller's (JsonFields::only).
+  // Every field of the table that `f` holds, under its key or an old name, into s; a value of the wrong
+  // type or out of its range is f.fail naming the key it was found under. Keys outside the table are the
+  // caller's (JsonFields::only with keys() or record_keys()).
   void read(const JsonFields& f, S& s) const {
-    for (const auto& field : fields_)
-      if (f.has(field.key)) read_one(f, field, s);
+    for (const auto& field : fields_) {
+      if (f.has(field.key)) {
+        read_one(f, field, field.key, s);
+        continue;
+      }
+      for (const auto& old : field.old_keys)
+        if (f.has(old)) read_one(f, field, old, s);
+    }
+  }
+
+  // The JSON record of s: every row that writes, under its key.
+  nlohmann::json write(const S& s) const {
+    nlohmann::json j = nlohmann::json::object();
+    S& m = const_cast<S&>(s);  // the rows' references are to a mutable S; nothing is changed here
+    for (const auto& field : fields_) {
+      const std::string& k = field.key;
+      if (auto* i = std::get_if<typename Field::IntRef>(&field.at)) j[k] = (*i)(m);
+      else if (auto* r = std::get_if<typename Field::RealRef>(&field.at)) j[k] = (*r)(m);
+      else if (auto* b = std::get_if<typename Field::BoolRef>(&field.at)) j[k] = (*b)(m);
+      else if (auto* t = std::get_if<typename Field::TextRef>(&field.at)) j[k] = (*t)(m);
+      else if (auto* l = std::get_if<typename Field::IntsRef>(&field.at)) j[k] = (*l)(m);
+      else if (auto* g = getter(field)) j[k] = (*g)(s);
+    }
+    return j;
+  }
+
+  // Every number of s within its row's range; else std::invalid_argument "<who>: <key> must be <the
+  // range's words>, not <value>" (the words OptionTable::read and the command line use).
+  void check(const S& s, const std::string& who) const {
+    S& m = const_cast<S&>(s);
+    auto bad = [&](const Field& field, bool integer, const std::string& shown) {
+      throw std::invalid_argument(who + ": " + field.key + " must be " + field.range.requirement(integer) + ", not " + shown);
+    };
+    for (const auto& field : fields_) {
+      if (auto* i = std::get_if<typename Field::IntRef>(&field.at)) {
+        const int64_t v = (*i)(m);
+        if (!field.range.contains(static_cast<double>(v))) bad(field, true, std::to_string(v));
+      } else if (auto* r = std::get_if<typename Field::RealRef>(&field.at)) {
+        const double v = (*r)(m);
+        if (!field.range.contains(v)) bad(field, false, nlohmann::json(v).dump());
+      } else if (auto* l = std::get_if<typename Field::IntsRef>(&field.at)) {
+        for (int64_t v : (*l)(m))
+          if (!field.range.contains(static_cast<double>(v))) bad(field, true, std::to_string(v));
+      }
+    }
   }
 
  private:
@@ -150,21 +243,36 @@ class OptionTable {
   }
   template <class Ref>
   OptionTable&& add(std::string key, std::string flag, std::string help, Ref r, ValueRange range, bool shown) {
-    fields_.push_back(Field{std::move(key), std::move(flag), std::move(help), std::move(r), range, shown});
+    Field f;
+    f.key = std::move(key);
+    f.flag = std::move(flag);
+    f.help = std::move(help);
+    f.at = std::move(r);
+    f.range = range;
+    f.show_default = shown;
+    fields_.push_back(std::move(f));
     return std::move(*this);
   }
-  static void check(const JsonFields& f, const Field& field, double v, bool integer, const std::string& shown) {
-    if (!field.range.contains(v)) f.fail(field.key, "must be " + field.range.requirement(integer) + ", not " + shown);
+  static void check(const JsonFields& f, const Field& field, const std::string& k, double v, bool integer,
+                    const std::string& shown) {
+    if (!field.range.contains(v)) f.fail(k, "must be " + field.range.requirement(integer) + ", not " + shown);
   }
-  static void read_one(const JsonFields& f, const Field& field, S& s) {
-    const std::string& k = field.key;
+  static const std::function<nlohmann::json(const S&)>* getter(const Field& field) {
+    const std::function<nlohmann::json(const S&)>* g = nullptr;
+    if (auto* p = std::get_if<typename Field::Parsed>(&field.at)) g = &p->get;
+    else if (auto* pl = std::get_if<typename Field::ParsedList>(&field.at)) g = &pl->get;
+    else if (auto* c = std::get_if<typename Field::Custom>(&field.at)) g = &c->get;
+    return g && *g ? g : nullptr;
+  }
+  // Reads the row's value from f's `k` (its key, or an old name).
+  static void read_one(const JsonFields& f, const Field& field, const std::string& k, S& s) {
     if (auto* i = std::get_if<typename Field::IntRef>(&field.at)) {
       const int64_t v = f.req_int(k);
-      check(f, field, static_cast<double>(v), true, std::to_string(v));
+      check(f, field, k, static_cast<double>(v), true, std::to_string(v));
       (*i)(s) = v;
     } else if (auto* r = std::get_if<typename Field::RealRef>(&field.at)) {
       const double v = f.req_num(k);
-      check(f, field, v, false, f.at(k).dump());
+      check(f, field, k, v, false, f.at(k).dump());
       (*r)(s) = v;
     } else if (auto* b = std::get_if<typename Field::BoolRef>(&field.at)) {
       (*b)(s) = f.opt_bool(k, false);
@@ -183,6 +291,8 @@ class OptionTable {
     } else if (auto* pl = std::get_if<typename Field::ParsedList>(&field.at)) {
       const std::vector<std::string> names = f.req_strings(k);
       parse_or_fail(f, k, [&] { pl->set(s, names); });
+    } else if (auto* c = std::get_if<typename Field::Custom>(&field.at)) {
+      parse_or_fail(f, k, [&] { c->set(s, f.at(k)); });
     } else {
       const auto& p = std::get<typename Field::Parsed>(field.at);
       const nlohmann::json& v = f.at(k);
