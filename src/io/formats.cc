@@ -1,3 +1,6 @@
+// The result formats' table (kind, name, version, the keys each kind always has), the "format" tag
+// written into every result file, and the readers that tell a file's kind, refusing another kind or a
+// newer version with the file's name; see the header.
 #include "headprune/io/formats.h"
 
 #include <stdexcept>

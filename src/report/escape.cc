@@ -1,3 +1,6 @@
+// Text on its way into gnuplot programs, SVG and HTML (display_text, gnuplot_string, xml_text, ...),
+// and the structure check that refuses a gnuplot program holding anything but the commands headprune
+// writes (gnuplot_program_problem); see the header for why datablocks carry no text.
 #include "headprune/report/escape.h"
 
 #include <cstdint>

@@ -1,3 +1,6 @@
+// Each figure of report/figures.h as a gnuplot script with its data inline: importance heat maps,
+// pruning curves, gates, head roles, benchmarks, training histories, the accuracy-latency front; then
+// rendering them by running gnuplot.
 #include "headprune/report/figures.h"
 
 #include <sys/wait.h>

@@ -1,3 +1,5 @@
+// `plot` (figures from result files) and `report` (one self-contained HTML page of one run directory
+// or several side by side, figures inlined as SVG) behind the library calls of report/report.h.
 #include "headprune/report/report.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The unit tests' shared helpers of test_util.h: seeded random models and batches, running the CLI in
+// process, scratch directories, the device to test on and the path of ../shared/data.
 #include "test_util.h"
 
 #include <cerrno>

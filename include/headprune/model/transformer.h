@@ -1,10 +1,10 @@
-// One Transformer implementation, three families:
-//   encoder_classifier  BERT-style: token + position (+ segment) embeddings, encoder, pooler
-//                       over the first token, classification head; sentence pairs through
-//                       segment ids.
-//   decoder_lm          GPT-2 style causal LM (decoder self-attention only).
-//   encoder_decoder     Transformer-base translation model (encoder self, decoder self,
-//                       decoder-encoder cross attention).
+// One Transformer implementation, three architectures (config.h's Arch), each with the HF families
+// read and written as it (src/io/hf/families.def) in brackets:
+//   encoder_classifier  BERT-style: token + position (+ segment) embeddings, encoder, pooler over
+//                       the first token, classification head; sentence pairs through segment ids. [bert]
+//   decoder_lm          causal LM (decoder self-attention only): GPT-2 style, or the LLaMA block (RMSNorm,
+//                       rotary positions, gated FFN, GQA). [gpt2, llama, mistral, qwen2, qwen3, phi3]
+//   encoder_decoder     translation (encoder self, decoder self, cross attention). [marian, t5]
 // Module names are checkpoint keys: encoder.layers.3.self_attn.q_proj.weight, ...
 //
 // Dimension legend: B batch, T source/input length, U target length, C d_model,

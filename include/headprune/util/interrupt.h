@@ -1,7 +1,7 @@
 // A way for whoever runs a long job to stop it soon: a check (the Python module's: Ctrl-C) set for
 // the thread that runs the job, run by interruption_point() at most every 100 ms. Every attention and
-// feed-forward layer calls it (model/attention.cc), so a job stops within about one layer's work of
-// the request, whichever path it computes by; the check stops the job by throwing.
+// feed-forward layer calls it (model/attention.cc, model/layers.cc), so a job stops within about one
+// layer's work of the request, whichever path it computes by; the check stops the job by throwing.
 #pragma once
 
 #include <functional>
