@@ -150,8 +150,14 @@ std::string display_path(const std::string& path) {
   return path;
 }
 
-namespace {
 std::string errno_text() { return std::strerror(errno); }
+
+std::string without_trailing_slashes(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+namespace {
 
 void write_file_atomic_here(const std::string& path, const std::function<void(std::ostream&)>& write) {
   // The scratch file is created with O_EXCL under a name unique to this run: an existing file (a user's,
@@ -311,11 +317,6 @@ std::string random_hex(int digits) {
   std::string s;
   for (int i = 0; i < digits; ++i) s += hex[gen() & 15];
   return s;
-}
-
-std::string without_trailing_slashes(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  return p;
 }
 
 // DIR and NAME of a path ("." for a bare name).

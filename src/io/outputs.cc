@@ -23,12 +23,6 @@ namespace hp {
 namespace fs = std::filesystem;
 
 namespace {
-std::string errno_text() { return std::strerror(errno); }
-
-std::string without_trailing_slashes(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  return p;
-}
 
 std::string real(const std::string& p) {
   char buf[PATH_MAX];

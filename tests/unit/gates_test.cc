@@ -102,7 +102,9 @@ TEST(GateOptionsJson, RoundTripsEveryFieldUnderTheFlagsNames) {
   for (const char* old : {"beta", "max_extra_steps", "dsp_straight_through", "dsp_tau"}) EXPECT_FALSE(j.contains(old)) << old;
   // Every option row with a flag is written under its key.
   for (const auto& f : gate_option_table().fields()) {
-    if (f.option) EXPECT_TRUE(j.contains(f.key)) << f.key;
+    if (f.option) {
+      EXPECT_TRUE(j.contains(f.key)) << f.key;
+    }
   }
   const GateOptions back = GateOptions::from_json(j);
   EXPECT_EQ(back.to_json(), j);

@@ -104,5 +104,9 @@ nlohmann::json parse_json(const std::string& text, const std::string& source, bo
 nlohmann::json read_json_file(const std::string& path, bool allow_comments = false);
 void write_json_file(const std::string& path, const nlohmann::json& j, int indent = 2);
 
+// For error messages and path checks: strerror(errno); a path without its trailing slashes ("/" stays).
+std::string errno_text();
+std::string without_trailing_slashes(std::string p);
+
 
 }  // namespace hp
