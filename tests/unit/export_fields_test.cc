@@ -178,17 +178,6 @@ void hf_round_trip(TransformerImpl& model, const Base& base, const std::string& 
       << where << ": the re-imported model computes other logits";
 }
 
-GgufVocab vocab(int64_t n) {
-  GgufVocab v;
-  v.model = "llama";
-  for (int64_t i = 0; i < n; ++i) {
-    v.tokens.push_back("t" + std::to_string(i));
-    v.scores.push_back(-static_cast<double>(i));
-    v.types.push_back(i < 3 ? 3 : 1);
-  }
-  v.bos = 1, v.eos = 2;
-  return v;
-}
 
 TEST(ExportFields, EveryConfigFieldHasAMutation) {
   std::set<std::string> keys;
@@ -211,7 +200,7 @@ const std::vector<Exporter>& exporters() {
       {"hf", [](const ModelConfig&) { return true; }, hf_round_trip},
       {"gguf", [](const ModelConfig& c) { return c.arch == Arch::DecoderLM; },
        [](TransformerImpl& m, const Base&, const std::string&) {
-         to_gguf(m, vocab(m.config().vocab_size), GgmlType::F32, "t");
+         to_gguf(m, test::tiny_gguf_vocab(m.config().vocab_size), GgmlType::F32, "t");
        }},
       {"onnx", [](const ModelConfig& c) { return c.arch != Arch::EncoderDecoder; },
        [](TransformerImpl& m, const Base&, const std::string&) { to_onnx(m); }},

@@ -23,17 +23,7 @@ void write_file(const std::string& path, const GgufFile& f) {
   write_file_atomic(path, [&](std::ostream& o) { write_gguf(o, f); });
 }
 
-GgufVocab tiny_vocab(int64_t n) {
-  GgufVocab v;
-  v.model = "llama";
-  for (int64_t i = 0; i < n; ++i) {
-    v.tokens.push_back("t" + std::to_string(i));
-    v.scores.push_back(-static_cast<double>(i));
-    v.types.push_back(i < 3 ? 3 : 1);
-  }
-  v.bos = 1, v.eos = 2;
-  return v;
-}
+GgufVocab tiny_vocab(int64_t n) { return test::tiny_gguf_vocab(n); }
 
 TEST(Gguf, RoundTripsMetadataAndTensors) {
   TempDir dir;

@@ -136,4 +136,16 @@ std::string shared_data() {
   return env && *env ? env : "../shared/data";
 }
 
+GgufVocab tiny_gguf_vocab(int64_t n) {
+  GgufVocab v;
+  v.model = "llama";
+  for (int64_t i = 0; i < n; ++i) {
+    v.tokens.push_back("t" + std::to_string(i));
+    v.scores.push_back(-static_cast<double>(i));
+    v.types.push_back(i < 3 ? 3 : 1);
+  }
+  v.bos = 1, v.eos = 2;
+  return v;
+}
+
 }  // namespace hp::test

@@ -10,6 +10,7 @@
 #include "headprune/data/tokenizer.h"
 #include "headprune/data/synthetic.h"
 #include "headprune/eval/task_eval.h"
+#include "headprune/io/gguf_model.h"
 #include "headprune/model/transformer.h"
 
 namespace hp::test {
@@ -68,6 +69,9 @@ double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);
 
 // tests/fixtures/hf/<name>: the small HF checkpoints written by tests/fixtures/hf/make_*.py.
 std::string hf_fixture(const std::string& name);
+
+// A llama-model GGUF vocabulary of n pieces "t0".. (ids 0-2 control, bos 1, eos 2).
+GgufVocab tiny_gguf_vocab(int64_t n);
 
 // The message of what `f` throws (a test failure when it does not throw).
 std::string error_of(const std::function<void()>& f);
