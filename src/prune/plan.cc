@@ -440,6 +440,36 @@ std::pair<std::vector<HeadId>, double> stack_cut(const HeadScores& s, const Unif
   return {removed, imp};
 }
 
+// One option per stack (a shape, or a kept count): what it keeps per layer and removes in all.
+struct StackOption {
+  int64_t kept, removed;
+};
+
+// The combination (an option index per stack) that removes the most heads within `target`, the lowest
+// `cost` among those (the first found on a tie); with `one_count`, only combinations that keep one count
+// in every stack. Empty: none fits.
+std::vector<size_t> best_combination(const std::vector<std::vector<StackOption>>& options, int64_t target, bool one_count,
+                                     const std::function<double(const std::vector<size_t>&)>& cost) {
+  std::vector<size_t> pick(options.size(), 0), best;
+  int64_t best_removed = -1;
+  double best_cost = 0;
+  std::function<void(size_t, int64_t)> search = [&](size_t k, int64_t removed) {
+    if (removed > target) return;
+    if (one_count && k > 1 && options[k - 1][pick[k - 1]].kept != options[0][pick[0]].kept) return;
+    if (k == options.size()) {
+      const double c = cost(pick);
+      if (removed > best_removed || (removed == best_removed && c < best_cost)) best = pick, best_removed = removed, best_cost = c;
+      return;
+    }
+    for (size_t i = 0; i < options[k].size(); ++i) {
+      pick[k] = i;
+      search(k + 1, removed + options[k][i].removed);
+    }
+  };
+  search(0, 0);
+  return best;
+}
+
 std::vector<UniformStack> uniform_stacks(const HeadScores& heads, const ModelConfig& cfg, const ScorePlanOptions& opts,
                                          const std::string& what) {
   std::map<AttnType, std::map<int64_t, std::vector<std::vector<HeadId>>>> by_stack;
@@ -508,27 +538,19 @@ PruningPlan plan_uniform_by_score(const HeadScores& heads, const ModelConfig& cf
                                   " heads per layer");
     shapes.push_back(std::move(v));
   }
-  std::vector<size_t> pick(shapes.size(), 0), best;
-  int64_t best_removed = -1;
-  double best_imp = 0;
-  const bool one_count = one_count_for_all_stacks(cfg);
-  std::function<void(size_t, int64_t, double)> search = [&](size_t k, int64_t removed, double imp) {
-    if (removed > target) return;
-    if (one_count && k > 1) {
-      const Shape& a = shapes[0][pick[0]];
-      const Shape& b = shapes[k - 1][pick[k - 1]];
-      if (a.g * a.r != b.g * b.r) return;
-    }
-    if (k == shapes.size()) {
-      if (removed > best_removed || (removed == best_removed && imp < best_imp)) best = pick, best_removed = removed, best_imp = imp;
-      return;
-    }
-    for (size_t i = 0; i < shapes[k].size(); ++i) {
-      pick[k] = i;
-      search(k + 1, removed + shapes[k][i].removed, imp + shapes[k][i].importance);
-    }
-  };
-  search(0, 0, 0.0);
+  std::vector<std::vector<StackOption>> options;
+  for (const auto& v : shapes) {
+    options.emplace_back();
+    for (const auto& sh : v) options.back().push_back({sh.g * sh.r, sh.removed});
+  }
+  const std::vector<size_t> best =
+      best_combination(options, target, one_count_for_all_stacks(cfg), [&](const std::vector<size_t>& pick) {
+        double imp = 0.0;
+        for (size_t k = 0; k < pick.size(); ++k) imp += shapes[k][pick[k]].importance;
+        return imp;
+      });
+  int64_t best_removed = 0;
+  for (size_t k = 0; k < best.size(); ++k) best_removed += shapes[k][best[k]].removed;
   std::vector<HeadId> chosen;
   nlohmann::json kept = nlohmann::json::object();
   if (best.empty()) throw std::invalid_argument(what + ": no shape keeps as many heads in every stack (one head count)");
@@ -553,8 +575,9 @@ std::map<AttnType, int64_t> uniform_kept_per_layer(const ModelConfig& cfg, int64
   none.method = "none";
   for (const auto& h : kept_heads(cfg, {})) none.scores[h] = 0.0;
   const auto stacks = uniform_stacks(none, cfg, ScorePlanOptions{}, what);
-  // Per stack, the distinct kept counts g * r its shapes allow.
-  std::vector<std::vector<int64_t>> counts;
+  // Per stack, the distinct kept counts g * r its shapes allow; the most heads removed within the target,
+  // then the smallest spread of the kept fractions across stacks.
+  std::vector<std::vector<StackOption>> options;
   for (const auto& st : stacks) {
     std::set<int64_t> c;
     for (int64_t g = 1; g <= st.groups; ++g)
@@ -562,35 +585,23 @@ std::map<AttnType, int64_t> uniform_kept_per_layer(const ModelConfig& cfg, int64
         if (g * r >= min_per_layer) c.insert(g * r);
     if (c.empty()) throw std::invalid_argument(what + ": no shape of " + to_string(st.type) + " keeps " +
                                                std::to_string(min_per_layer) + " heads per layer");
-    counts.emplace_back(c.begin(), c.end());
+    options.emplace_back();
+    for (int64_t kept : c)
+      options.back().push_back({kept, static_cast<int64_t>(st.layers.size()) * (st.groups * st.per_group - kept)});
   }
-  std::vector<int64_t> pick(stacks.size()), best;
-  int64_t best_removed = -1;
-  double best_spread = 0;
-  const bool one_count = one_count_for_all_stacks(cfg);
-  std::function<void(size_t, int64_t)> search = [&](size_t k, int64_t removed) {
-    if (removed > target_removed) return;
-    if (one_count && k > 1 && pick[k - 1] != pick[0]) return;
-    if (k == stacks.size()) {
-      double lo = 1, hi = 0;
-      for (size_t i = 0; i < stacks.size(); ++i) {
-        const double f = static_cast<double>(pick[i]) / static_cast<double>(stacks[i].groups * stacks[i].per_group);
-        lo = std::min(lo, f), hi = std::max(hi, f);
-      }
-      if (removed > best_removed || (removed == best_removed && hi - lo < best_spread))
-        best = pick, best_removed = removed, best_spread = hi - lo;
-      return;
-    }
-    const auto& st = stacks[k];
-    for (int64_t c : counts[k]) {
-      pick[k] = c;
-      search(k + 1, removed + static_cast<int64_t>(st.layers.size()) * (st.groups * st.per_group - c));
-    }
-  };
-  search(0, 0);
+  const std::vector<size_t> best =
+      best_combination(options, target_removed, one_count_for_all_stacks(cfg), [&](const std::vector<size_t>& pick) {
+        double lo = 1, hi = 0;
+        for (size_t i = 0; i < stacks.size(); ++i) {
+          const double f = static_cast<double>(options[i][pick[i]].kept) /
+                           static_cast<double>(stacks[i].groups * stacks[i].per_group);
+          lo = std::min(lo, f), hi = std::max(hi, f);
+        }
+        return hi - lo;
+      });
   if (best.empty()) throw std::invalid_argument(what + ": no uniform shape removes at most " + std::to_string(target_removed) + " heads");
   std::map<AttnType, int64_t> out;
-  for (size_t k = 0; k < stacks.size(); ++k) out[stacks[k].type] = best[k];
+  for (size_t k = 0; k < stacks.size(); ++k) out[stacks[k].type] = options[k][best[k]].kept;
   return out;
 }
 
